@@ -1,0 +1,268 @@
+//! One error type for the library, located: every engine failure names the operation, the engine
+//! id and, where a script is at fault, `file:line`.
+//!
+//! [`EngineErrorKind::disposition`] is the single place that decides whether a failure
+//! quarantines the engine, fails closed, or is the caller's own cancellation.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A context engine failed; the turn driver falls back to `legacy` unless the policy is strict.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// A transcript line or file could not be read as any known format.
+    #[error("{path}:{line}: {message}")]
+    Transcript {
+        /// The transcript file.
+        path: PathBuf,
+        /// 1-based line (0 when the problem is the whole file).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A configuration value is invalid.
+    #[error("config {place}: {message}")]
+    Config {
+        /// File and key (or line:column) of the bad value.
+        place: String,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+    /// An exact tokenizer could not be built.
+    #[error("tokenizer {name}: {message}")]
+    Tokenizer {
+        /// The tokenizer's name.
+        name: String,
+        /// Why it failed.
+        message: String,
+    },
+    /// The built-in summarizer failed.
+    #[error("summarize: {0}")]
+    Summarize(String),
+    /// The session is closed or was poisoned by an earlier host fault.
+    #[error("session {session}: {message}")]
+    Session {
+        /// The session id.
+        session: String,
+        /// What happened.
+        message: String,
+    },
+    /// A file operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What the host was doing (`append to transcript`, `read engine`, ...).
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// An I/O error with its operation and path.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Where in a script a failure happened.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ScriptLocation {
+    /// The script file as it was loaded.
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<u32>,
+}
+
+impl fmt::Display for ScriptLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}", self.file),
+            None => write!(f, "{}", self.file),
+        }
+    }
+}
+
+/// A context engine's failure, with everything a user needs to find it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineError {
+    /// The operation: a lifecycle method name, or `load` / `validate` / `instantiate`.
+    pub op: String,
+    /// The engine id (the configured id when the engine never loaded).
+    pub engine: String,
+    /// The script location, when one is known.
+    pub location: Option<ScriptLocation>,
+    /// What kind of failure this is.
+    pub kind: EngineErrorKind,
+    /// The message, without the location prefix.
+    pub message: String,
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} failed in engine \"{}\"", self.op, self.engine)?;
+        if let Some(loc) = &self.location {
+            write!(f, " ({loc})")?;
+        }
+        write!(f, ": {}: {}", self.kind.label(), self.message)
+    }
+}
+
+impl EngineError {
+    /// A new error; add the location with [`EngineError::at`].
+    pub fn new(
+        op: impl Into<String>,
+        engine: impl Into<String>,
+        kind: EngineErrorKind,
+        message: impl Into<String>,
+    ) -> Self {
+        EngineError {
+            op: op.into(),
+            engine: engine.into(),
+            location: None,
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The same error, located in a script.
+    pub fn at(mut self, location: Option<ScriptLocation>) -> Self {
+        if location.is_some() {
+            self.location = location;
+        }
+        self
+    }
+
+    /// What the host does about it.
+    pub fn disposition(&self) -> Disposition {
+        self.kind.disposition()
+    }
+}
+
+/// The kinds of engine failure (contract §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum EngineErrorKind {
+    /// The engine file does not exist or cannot be read.
+    MissingFile,
+    /// The script does not parse.
+    Syntax,
+    /// The script loaded but breaks the contract (`info`, required functions, enums).
+    Contract,
+    /// The factory function threw.
+    Factory,
+    /// A lifecycle method threw.
+    Runtime,
+    /// A call overran its wall-clock deadline.
+    Deadline,
+    /// The engine exceeded its memory cap.
+    Memory,
+    /// The engine exceeded another limit (operations, call depth, result size).
+    Limit,
+    /// A lifecycle method returned a value that fails validation.
+    InvalidResult,
+    /// `hostRequirements` names capabilities this host lacks: fail closed, never quarantined.
+    HostRequirement,
+    /// The caller cancelled the call: never a quarantine.
+    Cancelled,
+}
+
+impl EngineErrorKind {
+    /// A short human label.
+    pub fn label(self) -> &'static str {
+        match self {
+            EngineErrorKind::MissingFile => "missing file",
+            EngineErrorKind::Syntax => "syntax error",
+            EngineErrorKind::Contract => "contract violation",
+            EngineErrorKind::Factory => "factory error",
+            EngineErrorKind::Runtime => "runtime error",
+            EngineErrorKind::Deadline => "deadline exceeded",
+            EngineErrorKind::Memory => "memory limit exceeded",
+            EngineErrorKind::Limit => "limit exceeded",
+            EngineErrorKind::InvalidResult => "invalid result",
+            EngineErrorKind::HostRequirement => "unmet host requirements",
+            EngineErrorKind::Cancelled => "cancelled",
+        }
+    }
+
+    /// The one place that decides what a failure means for the engine.
+    pub fn disposition(self) -> Disposition {
+        match self {
+            EngineErrorKind::HostRequirement => Disposition::FailClosed,
+            EngineErrorKind::Cancelled => Disposition::Cancelled,
+            EngineErrorKind::MissingFile
+            | EngineErrorKind::Syntax
+            | EngineErrorKind::Contract
+            | EngineErrorKind::Factory
+            | EngineErrorKind::Runtime
+            | EngineErrorKind::Deadline
+            | EngineErrorKind::Memory
+            | EngineErrorKind::Limit
+            | EngineErrorKind::InvalidResult => Disposition::Quarantine,
+        }
+    }
+}
+
+/// What the host does with a failed engine call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// Quarantine the engine for the process and re-run the call on `legacy`.
+    Quarantine,
+    /// Refuse the operation with a message; the engine stays usable.
+    FailClosed,
+    /// The caller gave up; report it, nothing else.
+    Cancelled,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_error_display_names_op_engine_and_place() {
+        let e = EngineError::new(
+            "compact",
+            "recent-turns",
+            EngineErrorKind::Runtime,
+            "attempt to index nil",
+        )
+        .at(Some(ScriptLocation {
+            file: "recent.lua".into(),
+            line: Some(12),
+        }));
+        assert_eq!(
+            e.to_string(),
+            "compact failed in engine \"recent-turns\" (recent.lua:12): runtime error: attempt to index nil"
+        );
+    }
+
+    #[test]
+    fn only_script_faults_quarantine() {
+        assert_eq!(
+            EngineErrorKind::Cancelled.disposition(),
+            Disposition::Cancelled
+        );
+        assert_eq!(
+            EngineErrorKind::HostRequirement.disposition(),
+            Disposition::FailClosed
+        );
+        assert_eq!(
+            EngineErrorKind::Deadline.disposition(),
+            Disposition::Quarantine
+        );
+    }
+}
