@@ -14,5 +14,6 @@ pub mod error;
 pub mod message;
 pub mod summarize;
 pub mod tokens;
+pub mod transcript;
 
 pub use error::{EngineError, EngineErrorKind, Error, Result};

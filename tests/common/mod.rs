@@ -1,0 +1,24 @@
+//! Shared test helpers: where the shared transcripts live.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// `../shared` beside the checkout (CI lays a copy there), or `$CTXHOST_SHARED`.
+pub fn shared_dir() -> PathBuf {
+    match std::env::var_os("CTXHOST_SHARED") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+    }
+}
+
+/// Every transcript file in `shared/data/transcripts`, sorted by name.
+pub fn shared_transcripts() -> Vec<PathBuf> {
+    let dir = shared_dir().join("data/transcripts");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()) != Some("SOURCES.md"))
+        .collect();
+    files.sort();
+    files
+}
