@@ -8,10 +8,14 @@
 //! Data flows one way: [`transcript`] store → [`session`] → turn driver → [`engine`] → result
 //! validation ([`contract`]) and [`pairing`] repair → the context the model sees.
 
+pub mod compaction;
 pub mod contract;
 pub mod engine;
 pub mod error;
+pub mod fit;
+pub mod host;
 pub mod message;
+pub mod pairing;
 pub mod summarize;
 pub mod tokens;
 pub mod transcript;

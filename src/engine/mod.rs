@@ -18,10 +18,9 @@ use crate::contract::{
     MaintainResult, Method, SubagentEndedParams, SubagentSpawnParams,
 };
 use crate::error::EngineError;
-/// Placeholder until host lands.
-pub struct HostCall;
+use crate::host::HostCall;
 
-
+pub mod legacy;
 
 /// What a new engine instance is told about where it runs (the factory's `ctx`).
 #[derive(Clone, Debug, Default)]
@@ -73,8 +72,11 @@ pub trait Engine: Send {
         Ok(BootstrapResult::default())
     }
     /// One message entered the session.
-    fn ingest(&mut self, call: &HostCall, params: &IngestParams)
-    -> Result<IngestResult, EngineError>;
+    fn ingest(
+        &mut self,
+        call: &HostCall,
+        params: &IngestParams,
+    ) -> Result<IngestResult, EngineError>;
     /// A turn's messages entered the session.
     fn ingest_batch(
         &mut self,
