@@ -1,5 +1,5 @@
 use super::*;
-use crate::tokens::Estimate;
+use crate::tokens::{Estimate, TokenCounter};
 use serde_json::json;
 
 fn cache() -> TokenCache {
@@ -14,7 +14,9 @@ fn session() -> Vec<Arc<Message>> {
     vec![
         msg(json!({"id":"s","role":"compactionSummary","summary":"earlier work","tokensBefore":9})),
         msg(json!({"id":"u1","role":"user","content":"x".repeat(400)})),
-        msg(json!({"id":"a1","role":"assistant","content":[{"type":"toolCall","id":"c1","name":"read","arguments":{}}]})),
+        msg(
+            json!({"id":"a1","role":"assistant","content":[{"type":"toolCall","id":"c1","name":"read","arguments":{}}]}),
+        ),
         msg(json!({"id":"r1","role":"toolResult","toolCallId":"c1","content":"y".repeat(40_000)})),
         msg(json!({"id":"u2","role":"user","content":"what now?"})),
     ]
@@ -37,14 +39,20 @@ fn oversized_tool_results_are_trimmed_before_anything_is_dropped() {
     assert_eq!(report.dropped_messages, 0);
     let ids: Vec<_> = out.iter().map(|m| m.id.as_str()).collect();
     assert_eq!(ids, ["s", "u1", "a1", "r1", "u2"]);
-    assert!(out[3].text().contains("characters trimmed to fit the context budget"));
+    assert!(
+        out[3]
+            .text()
+            .contains("characters trimmed to fit the context budget")
+    );
 }
 
 #[test]
 fn oldest_groups_go_whole_and_the_summary_stays() {
     let c = cache();
-    let (out, _) = fit_to_budget(&session(), 200, &c);
-    assert!(c.messages(&out) <= 200);
+    // Even trimmed, u1 (100 tokens) and the a1/r1 group (~70) cannot stay in 60.
+    let (out, report) = fit_to_budget(&session(), 60, &c);
+    assert!(c.messages(&out) <= 60);
+    assert_eq!(report.dropped_messages, 3);
     let ids: Vec<_> = out.iter().map(|m| m.id.as_str()).collect();
     assert_eq!(ids, ["s", "u2"]);
     assert!(crate::pairing::is_well_paired(&out));
@@ -53,7 +61,9 @@ fn oldest_groups_go_whole_and_the_summary_stays() {
 #[test]
 fn the_newest_message_is_cut_when_it_alone_is_too_big() {
     let c = cache();
-    let big = vec![msg(json!({"id":"u","role":"user","content":"z".repeat(10_000)}))];
+    let big = vec![msg(
+        json!({"id":"u","role":"user","content":"z".repeat(10_000)}),
+    )];
     let (out, report) = fit_to_budget(&big, 100, &c);
     assert!(report.cut_newest);
     assert!(c.messages(&out) <= 100);
