@@ -16,6 +16,8 @@ pub mod fit;
 pub mod host;
 pub mod message;
 pub mod pairing;
+pub mod sandbox;
+pub mod stdlib;
 pub mod summarize;
 pub mod tokens;
 pub mod transcript;

@@ -21,6 +21,7 @@ use crate::error::EngineError;
 use crate::host::HostCall;
 
 pub mod legacy;
+pub mod lua;
 
 /// What a new engine instance is told about where it runs (the factory's `ctx`).
 #[derive(Clone, Debug, Default)]

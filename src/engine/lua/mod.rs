@@ -1,0 +1,1 @@
+//! Lua (Luau) engines. Being written.
