@@ -7,10 +7,14 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, Result};
 use crate::message::{Content, ContentBlock, Message, MessageBody};
 
 /// Tokens an image counts for, whatever its size (OpenClaw's heuristic).
@@ -98,14 +102,168 @@ pub fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FA1F)
 }
 
+/// Which tokenizer counts tokens: the cheap estimate, or an exact OpenAI BPE for providers that
+/// use one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tokenizer {
+    /// [`Estimate`]: characters / 4, CJK-weighted. No tables to load.
+    #[default]
+    Estimate,
+    /// OpenAI's `o200k_base` (GPT-4o, o-series, GPT-5).
+    #[serde(alias = "o200k_base")]
+    O200k,
+    /// OpenAI's `cl100k_base` (GPT-4, GPT-3.5).
+    #[serde(alias = "cl100k_base")]
+    Cl100k,
+}
+
+impl Tokenizer {
+    /// Every tokenizer, in the order help text lists them.
+    pub const ALL: [Tokenizer; 3] = [Tokenizer::Estimate, Tokenizer::O200k, Tokenizer::Cl100k];
+
+    /// The name used in config and output, as [`TokenCounter::name`] reports it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tokenizer::Estimate => "estimate",
+            Tokenizer::O200k => "o200k",
+            Tokenizer::Cl100k => "cl100k",
+        }
+    }
+}
+
+impl fmt::Display for Tokenizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Tokenizer {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "estimate" => Ok(Tokenizer::Estimate),
+            "o200k" | "o200k_base" => Ok(Tokenizer::O200k),
+            "cl100k" | "cl100k_base" => Ok(Tokenizer::Cl100k),
+            _ => Err(Error::Tokenizer {
+                name: s.to_owned(),
+                message: "unknown tokenizer; expected one of estimate, o200k (o200k_base), \
+                          cl100k (cl100k_base)"
+                    .to_owned(),
+            }),
+        }
+    }
+}
+
+/// A counter for the given tokenizer. BPE tables are built once per process, on first use, and
+/// shared by every counter handed out afterwards.
+pub fn counter(t: Tokenizer) -> Result<Arc<dyn TokenCounter>> {
+    static O200K: OnceLock<Arc<Bpe>> = OnceLock::new();
+    static CL100K: OnceLock<Arc<Bpe>> = OnceLock::new();
+    let (cell, build): (_, fn() -> &'static bpe_openai::Tokenizer) = match t {
+        Tokenizer::Estimate => return Ok(Arc::new(Estimate)),
+        Tokenizer::O200k => (&O200K, bpe_openai::o200k_base),
+        Tokenizer::Cl100k => (&CL100K, bpe_openai::cl100k_base),
+    };
+    if let Some(bpe) = cell.get() {
+        return Ok(bpe.clone());
+    }
+    // bpe-openai decodes its embedded table lazily and panics if that fails; that would be a
+    // broken build of the crate, but it must not take the host down with it.
+    let tokenizer = std::panic::catch_unwind(build).map_err(|panic| Error::Tokenizer {
+        name: t.name().to_owned(),
+        message: match panic.downcast_ref::<&str>() {
+            Some(m) => format!("building the BPE table panicked: {m}"),
+            None => match panic.downcast_ref::<String>() {
+                Some(m) => format!("building the BPE table panicked: {m}"),
+                None => "building the BPE table panicked".to_owned(),
+            },
+        },
+    })?;
+    let bpe = cell.get_or_init(|| {
+        Arc::new(Bpe {
+            name: t.name(),
+            tokenizer,
+        })
+    });
+    Ok(bpe.clone())
+}
+
+/// An exact OpenAI BPE counter (bpe-openai), which matches tiktoken's `encode_ordinary` counts
+/// and is faster. Special-token text such as `<|endoftext|>` counts as ordinary text, as it would
+/// in a transcript sent to a model.
+#[derive(Clone, Copy)]
+pub struct Bpe {
+    name: &'static str,
+    tokenizer: &'static bpe_openai::Tokenizer,
+}
+
+impl fmt::Debug for Bpe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bpe").field("name", &self.name).finish()
+    }
+}
+
+impl TokenCounter for Bpe {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn count_text(&self, text: &str) -> u64 {
+        self.tokenizer.count(text) as u64
+    }
+}
+
 /// A per-session cache of message token counts, keyed by entry id.
 ///
 /// A hit requires the very same stored message (`Arc` identity), so an engine that returns a
-/// modified copy under the same id is counted afresh, never served a stale number.
+/// modified copy under the same id is counted afresh, never served a stale number. Such a copy
+/// is not cached either: it would evict the stored message's count, and the session would
+/// recount that message on every turn. The cache holds messages weakly, so messages the session
+/// drops (after a compaction) are freed, and their entries are pruned as the cache grows.
 #[derive(Debug)]
 pub struct TokenCache {
     counter: Arc<dyn TokenCounter>,
-    entries: Mutex<HashMap<String, (Arc<Message>, u64)>>,
+    state: Mutex<CacheState>,
+}
+
+#[derive(Debug, Default)]
+struct CacheState {
+    /// Entry id -> (the message that was counted, its tokens).
+    entries: HashMap<String, (Weak<Message>, u64)>,
+    /// Prune dead entries when the map reaches this size.
+    prune_at: usize,
+}
+
+/// The smallest map size at which dead entries are pruned.
+const MIN_PRUNE_AT: usize = 256;
+
+impl CacheState {
+    fn insert(&mut self, message: &Arc<Message>, n: u64) {
+        // Another caller may have cached the stored message meanwhile: keep it.
+        if let Some((cached, _)) = self.entries.get(&message.id)
+            && cached.strong_count() > 0
+        {
+            return;
+        }
+        if self.entries.len() >= self.prune_at.max(MIN_PRUNE_AT) {
+            self.entries.retain(|_, (m, _)| m.strong_count() > 0);
+            self.prune_at = self.entries.len() * 2;
+        }
+        self.entries
+            .insert(message.id.clone(), (Arc::downgrade(message), n));
+    }
+}
+
+/// What the cache knows about a message.
+enum Lookup {
+    /// Counted before: the number.
+    Hit(u64),
+    /// A live, different message is stored under this id: count the copy, keep the stored one.
+    Copy,
+    /// Nothing (or only a dropped message) under this id: count and cache.
+    Miss,
 }
 
 impl TokenCache {
@@ -113,7 +271,7 @@ impl TokenCache {
     pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
         TokenCache {
             counter,
-            entries: Mutex::new(HashMap::new()),
+            state: Mutex::new(CacheState::default()),
         }
     }
 
@@ -127,16 +285,24 @@ impl TokenCache {
         if message.id.is_empty() {
             return self.counter.count_message(message);
         }
-        if let Some((cached, n)) = self.entries.lock().get(&message.id)
-            && Arc::ptr_eq(cached, message)
-        {
-            return *n;
+        let lookup = match self.state.lock().entries.get(&message.id) {
+            // The Weak keeps the allocation, so its address cannot be reused by another message.
+            Some((cached, n)) if std::ptr::eq(cached.as_ptr(), Arc::as_ptr(message)) => {
+                Lookup::Hit(*n)
+            }
+            Some((cached, _)) if cached.strong_count() > 0 => Lookup::Copy,
+            _ => Lookup::Miss,
+        };
+        match lookup {
+            Lookup::Hit(n) => n,
+            Lookup::Copy => self.counter.count_message(message),
+            Lookup::Miss => {
+                // Counted outside the lock so that other callers are not held up.
+                let n = self.counter.count_message(message);
+                self.state.lock().insert(message, n);
+                n
+            }
         }
-        let n = self.counter.count_message(message);
-        self.entries
-            .lock()
-            .insert(message.id.clone(), (Arc::clone(message), n));
-        n
     }
 
     /// Tokens of a list of messages.
@@ -149,3 +315,7 @@ impl TokenCache {
         self.counter.count_text(text)
     }
 }
+
+#[cfg(test)]
+#[path = "tokens_tests.rs"]
+mod tests;
