@@ -303,7 +303,10 @@ pub fn check_engine_shape(
         && !info.id.is_empty()
         && cfg != info.id
     {
-        let m = format!("info.id \"{}\" differs from the configured id \"{cfg}\"", info.id);
+        let m = format!(
+            "info.id \"{}\" differs from the configured id \"{cfg}\"",
+            info.id
+        );
         out.push(if strict { error(m) } else { warning(m) });
     }
     out

@@ -9,6 +9,7 @@
 //! validation ([`contract`]) and [`pairing`] repair → the context the model sees.
 
 pub mod compaction;
+pub mod config;
 pub mod contract;
 pub mod engine;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod host;
 pub mod message;
 pub mod pairing;
 pub mod quarantine;
+pub mod runtime;
 pub mod sandbox;
 pub mod session;
 pub mod stdlib;

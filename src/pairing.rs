@@ -122,9 +122,7 @@ pub fn repair(messages: Vec<Arc<Message>>) -> Repaired {
             let Some(result) = results_by_call.get(id) else {
                 continue;
             };
-            let in_place = messages
-                .get(next)
-                .is_some_and(|n| Arc::ptr_eq(n, result));
+            let in_place = messages.get(next).is_some_and(|n| Arc::ptr_eq(n, result));
             if in_place {
                 next += 1;
             } else {

@@ -27,7 +27,12 @@ fn ids(r: &Repaired) -> Vec<&str> {
 
 #[test]
 fn well_paired_context_is_returned_untouched() {
-    let msgs = vec![user("u"), call("a", &["c1", "c2"]), result("r2", "c2"), result("r1", "c1")];
+    let msgs = vec![
+        user("u"),
+        call("a", &["c1", "c2"]),
+        result("r2", "c2"),
+        result("r1", "c1"),
+    ];
     let r = repair(msgs.clone());
     assert!(r.repairs.is_empty());
     assert!(r.messages.iter().zip(&msgs).all(|(a, b)| Arc::ptr_eq(a, b)));
@@ -51,7 +56,12 @@ fn orphan_call_is_removed_and_empty_message_dropped() {
         {"type":"text","text":"let me look"},
         {"type":"toolCall","id":"c1","name":"read","arguments":{}},
         {"type":"toolCall","id":"c2","name":"read","arguments":{}}]}));
-    let r = repair(vec![user("u"), mixed, result("r1", "c1"), call("b", &["c3"])]);
+    let r = repair(vec![
+        user("u"),
+        mixed,
+        result("r1", "c1"),
+        call("b", &["c3"]),
+    ]);
     assert_eq!(ids(&r), ["u", "a", "r1"]);
     let calls: Vec<_> = r.messages[1].tool_calls().map(|c| c.id.clone()).collect();
     assert_eq!(calls, ["c1"]);

@@ -166,3 +166,37 @@ pub trait Engine: Send {
         Ok(())
     }
 }
+
+/// Loads an engine file by its extension, for the configured entry `id`. A failure is an
+/// [`EngineError`] the host quarantines (the sessions then answer from `legacy`).
+pub fn load(
+    id: &str,
+    path: &Path,
+    config: &Value,
+    host: &crate::config::Config,
+) -> Result<Arc<dyn EngineFactory>, EngineError> {
+    use crate::error::{EngineErrorKind, ScriptLocation};
+    let _ = (config, host);
+    let located = |kind, message: String| {
+        EngineError::new("load", id, kind, message).at(Some(ScriptLocation {
+            file: path.display().to_string(),
+            line: None,
+        }))
+    };
+    if !path.is_file() {
+        return Err(located(
+            EngineErrorKind::MissingFile,
+            format!("no engine file at {}", path.display()),
+        ));
+    }
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(ext) => Err(located(
+            EngineErrorKind::Contract,
+            format!("engines written in .{ext} files cannot be loaded by this build"),
+        )),
+        None => Err(located(
+            EngineErrorKind::Contract,
+            "an engine file needs a .lua, .luau or .rhai extension".into(),
+        )),
+    }
+}
