@@ -4,7 +4,7 @@
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use ctxhost::message::{Message, MessageBody, Role};
@@ -315,32 +315,30 @@ fn sweagent_trajectory() {
     }
 }
 
-fn round_trip(path: &Path, dir: &Path) {
-    let imp = import(path).unwrap_or_else(|e| panic!("{e}"));
-    for (i, session) in imp.sessions.iter().enumerate().take(3) {
-        let file = dir.join(format!("{}-{i}.jsonl", session.name));
-        let mut store = TranscriptStore::create(&file, &session.name, "/tmp").unwrap();
-        let stored: Vec<Arc<Message>> = store.append(session.messages.clone()).unwrap();
-        assert_eq!(stored.len(), session.messages.len());
-        let (reopened, read, problems) = TranscriptStore::open(&file).unwrap();
-        assert!(problems.is_empty(), "{problems:?}");
-        assert_eq!(reopened.len(), session.messages.len());
-        assert_eq!(read, stored, "{}", path.display());
-        for (r, m) in read.iter().zip(&session.messages) {
-            assert_eq!(r.body, m.body, "{}", path.display());
-        }
-        // Our own store is itself importable, as a pi session, to the same messages.
-        let again = import(&file).unwrap();
-        assert_eq!(again.format, Format::PiSession);
-        assert_eq!(again.sessions[0].messages, session.messages);
-    }
-}
-
 #[test]
 fn import_then_store_then_reopen_is_identical() {
-    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     for path in common::shared_transcripts() {
-        round_trip(&path, dir.path());
+        let path = path.as_path();
+        let imp = import(path).unwrap_or_else(|e| panic!("{e}"));
+        for (i, session) in imp.sessions.iter().enumerate().take(3) {
+            let file = dir.join(format!("{}-{i}.jsonl", session.name));
+            let mut store = TranscriptStore::create(&file, &session.name, "/tmp").unwrap();
+            let stored: Vec<Arc<Message>> = store.append(session.messages.clone()).unwrap();
+            assert_eq!(stored.len(), session.messages.len());
+            let (reopened, read, problems) = TranscriptStore::open(&file).unwrap();
+            assert!(problems.is_empty(), "{problems:?}");
+            assert_eq!(reopened.len(), session.messages.len());
+            assert_eq!(read, stored, "{}", path.display());
+            for (r, m) in read.iter().zip(&session.messages) {
+                assert_eq!(r.body, m.body, "{}", path.display());
+            }
+            // Our own store is itself importable, as a pi session, to the same messages.
+            let again = import(&file).unwrap();
+            assert_eq!(again.format, Format::PiSession);
+            assert_eq!(again.sessions[0].messages, session.messages);
+        }
     }
 }
 
