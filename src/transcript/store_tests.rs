@@ -61,6 +61,13 @@ fn create_append_reopen_round_trip_keeps_unknown_fields() {
     assert_eq!(raw[0]["type"], "session");
     assert_eq!(raw[0]["version"], 3);
     assert_eq!(raw[0]["cwd"], "/work");
+    assert_eq!(raw[0]["id"], "sess-1");
+    let ts = raw[0]["timestamp"].as_str().unwrap();
+    assert!(
+        ts.ends_with('Z') && crate::transcript::parse_iso_ms(ts).is_some(),
+        "{ts}"
+    );
+    assert!(raw[1]["timestamp"].as_str().is_some_and(|t| t.len() == 24));
     assert_eq!(raw[1]["message"]["weird"], json!({"nested":[1,2]}));
     assert_eq!(raw[1]["message"]["content"][0]["cache"], true);
     assert_eq!(
