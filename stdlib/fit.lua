@@ -1,0 +1,147 @@
+-- fit: fit messages into a token budget without ever splitting a tool call from its results.
+--
+--   local fit = require("fit")
+--   fit.newest_first(messages, budget, opts) -> kept, tokens
+--       Fills `budget` (minus opts.reserve) with whole tool groups, newest first, and returns
+--       the kept messages in their original order (the very same tables) with their tokens.
+--       It stops at the first group that does not fit, so the result is one contiguous run
+--       ending at the newest message; opts.gaps = true keeps going and also takes older groups
+--       that still fit (the context then has holes).
+--       opts.reserve (default 0): tokens set aside for something else (a tail, a summary, a
+--         systemPromptAddition).
+--       opts.from, opts.to (default 1, #messages): only consider messages[from..to]; a group
+--         that starts before `from` is not taken.
+--   fit.squeeze(messages, budget) -> kept, tokens
+--       The last resort, for when even the part you must send is over budget (a 40,000-token
+--       file read in an 8,000-token window). Guarantees tokens <= budget: returns `messages`
+--       itself when it fits; else trims tool results larger than budget/8 (head and tail kept),
+--       drops the oldest tool groups (keeping the newest), then trims the remaining messages'
+--       text evenly; an empty list if even that is not enough (huge tool-call arguments).
+--   fit.total(messages) -> the sum of host.tokens over the list
+--
+-- newest_first is O(kept messages); squeeze is O(n) plus the cost of trimming.
+
+local groups = require("groups")
+local msg = require("msg")
+
+local M = {}
+
+function M.total(messages)
+  local total = 0
+  for i = 1, #messages do
+    total += host.tokens(messages[i])
+  end
+  return total
+end
+
+function M.newest_first(messages, budget, opts)
+  opts = opts or {}
+  local from = opts.from or 1
+  local to = opts.to or #messages
+  local avail = budget - (opts.reserve or 0)
+  local picked = {} -- ranges, newest first
+  local used = 0
+  local i = to
+  while i >= from do
+    local first = groups.group_start(messages, i)
+    if first < from then
+      break
+    end
+    local size = 0
+    for j = first, i do
+      size += host.tokens(messages[j])
+    end
+    if used + size <= avail then
+      used += size
+      picked[#picked + 1] = first
+      picked[#picked + 1] = i
+    elseif not opts.gaps then
+      break
+    end
+    i = first - 1
+  end
+  local out = {}
+  for k = #picked - 1, 1, -2 do
+    for j = picked[k], picked[k + 1] do
+      out[#out + 1] = messages[j]
+    end
+  end
+  return out, used
+end
+
+-- The largest cap c such that the sizes, each limited to c, add up to at most budget.
+local function water_level(sizes, budget)
+  local sorted = table.clone(sizes)
+  table.sort(sorted)
+  local remaining, left = budget, #sorted
+  for k = 1, #sorted do
+    local s = sorted[k]
+    if s * left > remaining then
+      return remaining // left
+    end
+    remaining -= s
+    left -= 1
+  end
+  return math.huge
+end
+
+function M.squeeze(messages, budget)
+  local n = #messages
+  local sizes = {}
+  local total = 0
+  for i = 1, n do
+    sizes[i] = host.tokens(messages[i])
+    total += sizes[i]
+  end
+  if total <= budget then
+    return messages, total
+  end
+
+  -- 1. Trim oversized tool results.
+  local out = table.clone(messages)
+  local cap = math.max(budget // 8, 64)
+  for i = 1, n do
+    if out[i].role == "toolResult" and sizes[i] > cap then
+      out[i] = msg.trim(out[i], cap)
+      local s = host.tokens(out[i])
+      total += s - sizes[i]
+      sizes[i] = s
+    end
+  end
+
+  -- 2. Drop the oldest tool groups, keeping the newest.
+  local gs = groups.tool_groups(out)
+  local k = 1
+  while total > budget and k < #gs do
+    for i = gs[k].first, gs[k].last do
+      total -= sizes[i]
+    end
+    k += 1
+  end
+  local kept, kept_sizes = {}, {}
+  local first = (#gs > 0 and gs[k].first) or 1
+  for i = first, n do
+    kept[#kept + 1] = out[i]
+    kept_sizes[#kept_sizes + 1] = sizes[i]
+  end
+  if total <= budget then
+    return kept, total
+  end
+
+  -- 3. The newest group alone is too big: trim its messages to a common cap.
+  local level = water_level(kept_sizes, budget)
+  total = 0
+  for i = 1, #kept do
+    if kept_sizes[i] > level then
+      kept[i] = msg.trim(kept[i], level)
+      kept_sizes[i] = host.tokens(kept[i])
+    end
+    total += kept_sizes[i]
+  end
+  if total <= budget then
+    return kept, total
+  end
+  return {}, 0
+end
+
+return M
