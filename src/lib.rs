@@ -8,6 +8,7 @@
 //! Data flows one way: [`transcript`] store → [`session`] → turn driver → [`engine`] → result
 //! validation ([`contract`]) and [`pairing`] repair → the context the model sees.
 
+pub mod cli;
 pub mod compaction;
 pub mod config;
 pub mod contract;
@@ -18,6 +19,7 @@ pub mod host;
 pub mod message;
 pub mod pairing;
 pub mod quarantine;
+pub mod replay;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;

@@ -107,7 +107,7 @@ impl Host {
         Ok(Host {
             config,
             tokens,
-            summarizer: Arc::new(BuiltinSummarizer::default()),
+            summarizer: Arc::new(BuiltinSummarizer),
             quarantine,
             engine,
             engine_config: Arc::new(engine_config),

@@ -281,6 +281,11 @@ impl Session {
         self.store.path()
     }
 
+    /// Messages stored in the transcript (summaries included).
+    pub fn transcript_len(&self) -> usize {
+        self.store.len()
+    }
+
     /// The configured engine's id.
     pub fn engine_id(&self) -> &str {
         &self.engine_id

@@ -1,0 +1,52 @@
+//! What the user typed, parsed by clap; no I/O here.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::tokens::Tokenizer;
+
+/// ctxhost: host scriptable context engines and replay conversations through them.
+#[derive(Debug, Parser)]
+#[command(name = "ctxhost", version, about)]
+pub struct Args {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// ctxhost's subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay a recorded conversation turn by turn and show what the model would see.
+    Replay(ReplayArgs),
+}
+
+/// `ctxhost replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The transcript (pi/OpenClaw, Claude Code, Codex rollout, Chat Completions arrays or
+    /// SWE-agent .traj; detected automatically). Default: the bundled demo session.
+    pub transcript: Option<PathBuf>,
+    /// An engine file (.lua, .luau, .rhai) to use instead of the configured one.
+    #[arg(long, value_name = "FILE")]
+    pub engine: Option<PathBuf>,
+    /// A JSON5 config file (contract §10 shape).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The model's context window in tokens (default: the config's, else 32,000).
+    #[arg(long, value_name = "TOKENS")]
+    pub window: Option<u64>,
+    /// How tokens are counted (default: the config's, else estimate).
+    #[arg(long, value_name = "estimate|o200k|cl100k")]
+    pub tokenizer: Option<Tokenizer>,
+    /// One JSON object per line per turn, then a summary line.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the replayed sessions' transcripts go (default: a fresh temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Return the engine's first error instead of falling back to legacy.
+    #[arg(long)]
+    pub strict: bool,
+}

@@ -1,0 +1,25 @@
+//! The command-line edge: parse, run one subcommand, render, map to an exit code. The only
+//! place that uses `anyhow` and prints.
+
+pub mod args;
+mod replay;
+
+use std::io::Write;
+
+pub use args::Args;
+
+/// Exit codes: 0 success, 1 the run found problems, 2 the command failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything was fine.
+    Ok,
+    /// The command ran but found problems (a quarantined engine, an over-budget turn).
+    Problems,
+}
+
+/// Runs a parsed command, writing its output to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<Outcome> {
+    match args.command {
+        args::Command::Replay(a) => replay::run(a, out),
+    }
+}

@@ -1,0 +1,206 @@
+//! `ctxhost replay`: a per-turn table for people, JSON lines for programs.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::cli::Outcome;
+use crate::cli::args::ReplayArgs;
+use crate::config::{Config, Entry};
+use crate::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
+use crate::runtime::Host;
+use crate::session::FailurePolicy;
+use crate::transcript::import;
+
+/// The demo session shipped with ctxhost.
+pub fn demo_transcript() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/demo-session.jsonl")
+}
+
+pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
+    let config = build_config(&args)?;
+    let transcript = args.transcript.clone().unwrap_or_else(demo_transcript);
+    let imported = import(&transcript)?;
+    for p in &imported.problems {
+        tracing::warn!("{}:{}: skipped: {}", transcript.display(), p.line, p.message);
+    }
+    let out_dir = match &args.out {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("ctxhost-replay-{}", std::process::id())),
+    };
+    let host = Arc::new(Host::new(config)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("start the async runtime")?;
+    let opts = ReplayOptions {
+        out_dir,
+        concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+    };
+    let mut table = Table::new(args.json, imported.sessions.len() > 1);
+    let mut write_error = None;
+    let summary = runtime.block_on(replay(Arc::clone(&host), &transcript, imported, &opts, |turn| {
+        if write_error.is_none()
+            && let Err(e) = table.turn(out, turn)
+        {
+            write_error = Some(e);
+        }
+    }))?;
+    if let Some(e) = write_error {
+        return Err(e).context("write replay output");
+    }
+    table.summary(out, &summary)?;
+    Ok(if summary.quarantine.is_some() || summary.over_budget_turns > 0 {
+        Outcome::Problems
+    } else {
+        Outcome::Ok
+    })
+}
+
+fn build_config(args: &ReplayArgs) -> anyhow::Result<Config> {
+    let mut config = match &args.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    if let Some(engine) = &args.engine {
+        let id = engine_id_from_path(engine);
+        config.plugins.slots.context_engine = Some(id.clone());
+        let mut entry = config.plugins.entries.remove(&id).unwrap_or_default();
+        entry.path = Some(std::path::absolute(engine).unwrap_or_else(|_| engine.clone()));
+        entry.enabled = true;
+        config.plugins.entries.insert(id, Entry { ..entry });
+    }
+    if let Some(w) = args.window {
+        anyhow::ensure!(w > 0, "--window must be a positive number of tokens");
+        config.host.window = w;
+    }
+    if let Some(t) = args.tokenizer {
+        config.host.tokenizer = t;
+    }
+    if args.strict {
+        config.host.failure_policy = FailurePolicy::Strict;
+    }
+    Ok(config)
+}
+
+/// The entry id for `--engine FILE`: the file stem with `_` as `-` (`recent_turns.lua` →
+/// `recent-turns`), which is what the example engines declare as `info.id`.
+fn engine_id_from_path(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("engine")
+        .replace('_', "-")
+}
+
+struct Table {
+    json: bool,
+    multi: bool,
+    header_done: bool,
+}
+
+impl Table {
+    fn new(json: bool, multi: bool) -> Self {
+        Table {
+            json,
+            multi,
+            header_done: false,
+        }
+    }
+
+    fn turn(&mut self, out: &mut dyn Write, t: &TurnReport) -> anyhow::Result<()> {
+        if self.json {
+            serde_json::to_writer(&mut *out, t)?;
+            writeln!(out)?;
+            return Ok(());
+        }
+        if !self.header_done {
+            self.header_done = true;
+            if self.multi {
+                write!(out, "{:<28} ", "session")?;
+            }
+            writeln!(
+                out,
+                "{:>5} {:>8} {:>9} {:>22} {:>11} {:<}",
+                "turn", "session", "assembled", "tokens / budget", "compactions", "engine"
+            )?;
+        }
+        if self.multi {
+            write!(out, "{:<28} ", clip(&t.session, 28))?;
+        }
+        let mut engine = t.engine.clone();
+        if t.fallback {
+            engine.push_str(" (fallback)");
+        }
+        if t.manual_compact {
+            engine.push_str(" /compact");
+        }
+        writeln!(
+            out,
+            "{:>5} {:>8} {:>9} {:>22} {:>11} {}",
+            t.turn,
+            t.session_messages,
+            t.assembled_messages,
+            format!("{} / {}", group(t.assembled_tokens), group(t.token_budget)),
+            t.compactions,
+            engine
+        )?;
+        Ok(())
+    }
+
+    fn summary(&self, out: &mut dyn Write, s: &ReplaySummary) -> anyhow::Result<()> {
+        if self.json {
+            serde_json::to_writer(&mut *out, &serde_json::json!({ "summary": s }))?;
+            writeln!(out)?;
+            return Ok(());
+        }
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{} turns in {} session(s) of {} ({}): {} compactions, {} fallbacks, max {} assembled tokens, {} over budget, {} ms",
+            s.turns,
+            s.sessions,
+            s.transcript.display(),
+            s.format,
+            s.compactions,
+            s.fallbacks,
+            group(s.max_assembled_tokens),
+            s.over_budget_turns,
+            s.wall_ms
+        )?;
+        match &s.quarantine {
+            None => {}
+            Some(q) => writeln!(out, "quarantined: {}", q.error)?,
+        }
+        if s.skipped_lines > 0 {
+            writeln!(out, "skipped {} unreadable source lines", s.skipped_lines)?;
+        }
+        if let Some(dir) = s.session_files.first().and_then(|f| f.parent()) {
+            writeln!(out, "session transcripts: {}", dir.display())?;
+        }
+        Ok(())
+    }
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        let mut c: String = s.chars().take(n - 1).collect();
+        c.push('…');
+        c
+    }
+}
+
+fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -1,0 +1,315 @@
+//! Replaying a recorded conversation turn by turn through a context engine: the recorded user
+//! messages drive turns, the recorded assistant and tool messages play the model, and each turn
+//! reports what the model would have seen.
+//!
+//! A file with several conversations (τ-bench) replays them as concurrent sessions of one host;
+//! reports still come out in session order.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::error::{EngineError, Error, Result};
+use crate::message::{Message, Role};
+use crate::runtime::{Host, SessionHandle, SessionSpec};
+use crate::session::TurnInput;
+use crate::transcript::{Import, ImportedSession};
+
+/// One turn as the model would have seen it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnReport {
+    /// The conversation's name (one file may hold several).
+    pub session: String,
+    /// 1-based turn number within the session.
+    pub turn: u64,
+    /// The engine that assembled the context.
+    pub engine: String,
+    /// Whether `legacy` answered in place of the configured engine this turn.
+    pub fallback: bool,
+    /// Whether the configured engine is quarantined after this turn.
+    pub quarantined: bool,
+    /// Messages in the session's transcript after the turn (summaries included).
+    pub session_messages: usize,
+    /// Messages in the session's context when it was assembled.
+    pub context_messages: usize,
+    /// Messages the model saw.
+    pub assembled_messages: usize,
+    /// Tokens the model saw (messages plus `systemPromptAddition`), measured by the host.
+    pub assembled_tokens: u64,
+    /// The budget the engine was given.
+    pub token_budget: u64,
+    /// What the engine said `assembledTokens` would be.
+    pub estimated_tokens: f64,
+    /// Compactions this turn.
+    pub compactions: u32,
+    /// Pairing repairs this turn.
+    pub pairing_repairs: usize,
+    /// Whether the user ran `/compact` this turn.
+    pub manual_compact: bool,
+}
+
+/// The first failure of a quarantined engine, for the summary.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QuarantineReport {
+    /// The engine id.
+    pub engine: String,
+    /// The lifecycle method or load step that failed.
+    pub operation: String,
+    /// The full error, with file:line when known.
+    pub error: String,
+}
+
+impl From<EngineError> for QuarantineReport {
+    fn from(e: EngineError) -> Self {
+        QuarantineReport {
+            engine: e.engine.clone(),
+            operation: e.op.clone(),
+            error: e.to_string(),
+        }
+    }
+}
+
+/// The replay as a whole.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplaySummary {
+    /// The replayed file.
+    pub transcript: PathBuf,
+    /// Its detected format.
+    pub format: String,
+    /// Conversations replayed.
+    pub sessions: usize,
+    /// Turns replayed.
+    pub turns: u64,
+    /// Compactions across all turns.
+    pub compactions: u64,
+    /// Turns answered (at least partly) by `legacy` in place of the configured engine.
+    pub fallbacks: u64,
+    /// The largest assembled context, in tokens.
+    pub max_assembled_tokens: u64,
+    /// Turns whose assembled context exceeded its budget (always 0 unless something is wrong).
+    pub over_budget_turns: u64,
+    /// `null`, or the configured engine's first failure.
+    pub quarantine: Option<QuarantineReport>,
+    /// Lines of the source that could not be read (skipped).
+    pub skipped_lines: usize,
+    /// Where the replayed sessions' transcripts were written.
+    pub session_files: Vec<PathBuf>,
+    /// Wall-clock time of the replay in milliseconds.
+    pub wall_ms: u64,
+}
+
+/// How to replay.
+#[derive(Clone, Debug)]
+pub struct ReplayOptions {
+    /// Directory for the replayed sessions' transcript files (created if missing).
+    pub out_dir: PathBuf,
+    /// How many conversations run at once.
+    pub concurrency: usize,
+}
+
+/// Replays every conversation of an import; `on_turn` sees each turn in session order.
+pub async fn replay(
+    host: Arc<Host>,
+    source: &Path,
+    import: Import,
+    opts: &ReplayOptions,
+    mut on_turn: impl FnMut(&TurnReport),
+) -> Result<ReplaySummary> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&opts.out_dir)
+        .map_err(|e| Error::io("create replay directory", &opts.out_dir, e))?;
+    let names = unique_names(&import.sessions);
+    let mut summary = ReplaySummary {
+        transcript: source.to_path_buf(),
+        format: import.format.name().to_owned(),
+        sessions: import.sessions.len(),
+        turns: 0,
+        compactions: 0,
+        fallbacks: 0,
+        max_assembled_tokens: 0,
+        over_budget_turns: 0,
+        quarantine: None,
+        skipped_lines: import.problems.len(),
+        session_files: Vec::new(),
+        wall_ms: 0,
+    };
+
+    // Each conversation runs as a task; reports flow back tagged with the session's index and
+    // are released in order.
+    let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Option<TurnReport>)>();
+    let permits = Arc::new(tokio::sync::Semaphore::new(opts.concurrency.max(1)));
+    let mut tasks = Vec::new();
+    for (index, (session, name)) in import.sessions.into_iter().zip(names).enumerate() {
+        let file = opts.out_dir.join(format!("{name}.jsonl"));
+        summary.session_files.push(file.clone());
+        let (host, tx, permits) = (Arc::clone(&host), tx.clone(), Arc::clone(&permits));
+        tasks.push(tokio::spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            let r = replay_session(&host, name, file, session, |report| {
+                let _ = tx.send((index, Some(report)));
+            })
+            .await;
+            let _ = tx.send((index, None));
+            r
+        }));
+    }
+    drop(tx);
+
+    let mut pending: BTreeMap<usize, Vec<TurnReport>> = BTreeMap::new();
+    let mut done = vec![false; tasks.len()];
+    let mut next = 0;
+    while let Some((index, report)) = rx.recv().await {
+        match report {
+            Some(r) => pending.entry(index).or_default().push(r),
+            None => done[index] = true,
+        }
+        // Release everything of the lowest unfinished session, and all finished before it.
+        while next < done.len() {
+            for r in pending.remove(&next).unwrap_or_default() {
+                account(&mut summary, &r);
+                on_turn(&r);
+            }
+            if !done[next] {
+                break;
+            }
+            next += 1;
+        }
+    }
+    for task in tasks {
+        task.await.map_err(|e| Error::Session {
+            session: String::new(),
+            message: format!("replay task failed: {e}"),
+        })??;
+    }
+    let engine = host.engine_id();
+    summary.quarantine = host
+        .quarantine()
+        .first_failure(&engine)
+        .map(QuarantineReport::from);
+    summary.wall_ms = started.elapsed().as_millis() as u64;
+    Ok(summary)
+}
+
+fn account(summary: &mut ReplaySummary, r: &TurnReport) {
+    summary.turns += 1;
+    summary.compactions += u64::from(r.compactions);
+    summary.fallbacks += u64::from(r.fallback);
+    summary.max_assembled_tokens = summary.max_assembled_tokens.max(r.assembled_tokens);
+    summary.over_budget_turns += u64::from(r.assembled_tokens > r.token_budget);
+}
+
+/// Replays one conversation into a new session file.
+pub async fn replay_session(
+    host: &Host,
+    name: String,
+    file: PathBuf,
+    source: ImportedSession,
+    mut on_turn: impl FnMut(TurnReport),
+) -> Result<()> {
+    if file.exists() {
+        std::fs::remove_file(&file).map_err(|e| Error::io("replace replay transcript", &file, e))?;
+        let _ = std::fs::remove_file(crate::session::state_path(&file));
+    }
+    let mut spec = SessionSpec::new(name.clone(), file);
+    spec.system_prompt = source.system_prompt.clone();
+    let session = host.create_session(spec).await?;
+    let (preamble, turns) = split_turns(source.messages);
+    session.record(preamble).await?;
+    for (n, (user, replies)) in turns.into_iter().enumerate() {
+        let report = replay_turn(host, &session, &name, n as u64 + 1, user, replies).await?;
+        on_turn(report);
+    }
+    session.close().await
+}
+
+async fn replay_turn(
+    host: &Host,
+    session: &SessionHandle,
+    name: &str,
+    turn: u64,
+    user: Message,
+    replies: Vec<Message>,
+) -> Result<TurnReport> {
+    let text = user.text();
+    let manual = text.trim_start().starts_with("/compact");
+    let mut manual_compactions = 0;
+    if manual {
+        let instructions = text.trim_start()["/compact".len()..].trim();
+        let instructions = (!instructions.is_empty()).then(|| instructions.to_owned());
+        let r = session.compact(instructions).await?;
+        manual_compactions = u32::from(r.compacted);
+    }
+    let assembly = session
+        .begin_turn(TurnInput {
+            user,
+            is_heartbeat: false,
+        })
+        .await?;
+    let context_messages = session.with(|s| s.context().len()).await?;
+    let stats = session.end_turn(replies).await?;
+    let session_messages = session.with(|s| s.transcript_len()).await?;
+    let engine_id = host.engine_id();
+    Ok(TurnReport {
+        session: name.to_owned(),
+        turn,
+        engine: assembly.engine.clone(),
+        fallback: assembly.fallback || stats.fallback,
+        quarantined: host.quarantine().contains(&engine_id),
+        session_messages,
+        context_messages,
+        assembled_messages: assembly.messages.len(),
+        assembled_tokens: assembly.assembled_tokens,
+        token_budget: assembly.token_budget,
+        estimated_tokens: assembly.estimated_tokens,
+        compactions: stats.compactions + manual_compactions,
+        pairing_repairs: stats.pairing_repairs,
+        manual_compact: manual,
+    })
+}
+
+/// Splits a conversation into the messages before the first user message and turns of
+/// (user message, everything up to the next user message).
+pub fn split_turns(messages: Vec<Message>) -> (Vec<Message>, Vec<(Message, Vec<Message>)>) {
+    let mut preamble = Vec::new();
+    let mut turns: Vec<(Message, Vec<Message>)> = Vec::new();
+    for m in messages {
+        if m.role() == Role::User {
+            turns.push((m, Vec::new()));
+        } else if let Some((_, replies)) = turns.last_mut() {
+            replies.push(m);
+        } else {
+            preamble.push(m);
+        }
+    }
+    (preamble, turns)
+}
+
+/// File-name-safe, unique names for a file's conversations.
+fn unique_names(sessions: &[ImportedSession]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    sessions
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let base: String = s
+                .name
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+                .collect();
+            let base = if base.is_empty() { format!("session-{}", i + 1) } else { base };
+            let mut name = base.clone();
+            let mut n = 2;
+            while !seen.insert(name.clone()) {
+                name = format!("{base}-{n}");
+                n += 1;
+            }
+            name
+        })
+        .collect()
+}
