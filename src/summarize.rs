@@ -609,7 +609,10 @@ const PATH_KEYS: &[&str] = &[
 ];
 
 fn plausible_path_value(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 512 && !s.contains('\n') && !s.starts_with('{')
+    !matches!(s, "" | "." | ".." | "./" | "/")
+        && s.len() <= 512
+        && !s.contains('\n')
+        && !s.starts_with('{')
 }
 
 /// The paths a tool call names in its path-like arguments.
@@ -982,7 +985,11 @@ fn parse_previous(text: &str) -> Parsed {
                 }
             }
             Sec::Identifiers => {
-                parsed.secs[sec.idx()].push(line.trim_start_matches("- ").trim().to_string())
+                // Our own items are bare; an LLM's are often `quoted`.
+                let id = line.trim_start_matches("- ").trim().trim_matches('`');
+                if !id.is_empty() {
+                    parsed.secs[sec.idx()].push(id.to_string());
+                }
             }
             _ => {
                 let text = match &prefix {
@@ -1431,8 +1438,9 @@ impl Doc {
         dropped
     }
 
-    /// The best rendering within `max_tokens`: trim items, then drop parts in order, then cut
-    /// the bare skeleton to the longest prefix that fits.
+    /// The best rendering within `max_tokens`: trim items, then drop parts in order (and let
+    /// the survivors grow back if they then fit), then cut the bare skeleton to the longest
+    /// prefix that fits.
     fn fit(&self, max_tokens: u64, counter: &dyn TokenCounter) -> String {
         let fits = |text: &str| counter.count_text(text) <= max_tokens;
         let none = self.none_dropped();
@@ -1458,7 +1466,13 @@ impl Doc {
                 lo = mid;
             }
         }
-        self.render(level, &self.dropped_first(&order, hi))
+        // With parts dropped, the survivors may have room to be less clipped.
+        let dropped = self.dropped_first(&order, hi);
+        CLIP_LEVELS
+            .iter()
+            .map(|level| self.render(*level, &dropped))
+            .find(|text| fits(text))
+            .unwrap_or_else(|| self.render(level, &dropped))
     }
 }
 
