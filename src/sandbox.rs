@@ -1,1 +1,332 @@
-//! Limits and the deadline watchdog shared by the Lua and Rhai adapters. Being written.
+//! Limits and the deadline machinery shared by the Lua and Rhai adapters (contract §5).
+//!
+//! Three pieces, each language-neutral so the Rhai adapter can reuse them:
+//!
+//! - [`Limits`]: the configurable budgets (`host.limits`), with defaults a sane engine never meets.
+//! - The process-wide [`watchdog`]: one thread that sets a call's [`StopSignals::expired`] flag when
+//!   its deadline passes. VM interrupts (Luau `set_interrupt`, Rhai `on_progress`) only *read*
+//!   that flag, because reading the clock inside an interrupt made loops ~6× slower.
+//! - [`Worker`]: a thread that owns one VM and runs calls sent over a channel; the caller waits
+//!   at most deadline + grace and, past that, abandons the VM for good (it is stuck in C code).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use serde::{Deserialize, Serialize};
+
+use crate::contract::ResultLimits;
+
+/// Budgets for script engines, configured under `host.limits`; every field is optional.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Limits {
+    /// Wall-clock deadline of one lifecycle call, in ms. Default 500. A breach stops the script
+    /// at its next call or loop iteration (even inside `pcall`, coroutines or pattern matching)
+    /// and fails the call with kind `Deadline` (the engine is quarantined, the call re-runs on
+    /// `legacy`).
+    pub deadline_ms: u64,
+    /// Extra time, in ms, the caller waits past the deadline (it also covers the host's own
+    /// marshalling). Default 1000. A call still running then (stuck in C code) has its VM
+    /// abandoned for good and fails with kind `Deadline`.
+    pub grace_ms: u64,
+    /// Memory cap of one engine VM, in bytes, on top of what the host itself puts into the VM
+    /// (resident messages). Default 256 MiB. A breach fails the call with kind `Memory`.
+    pub memory_bytes: usize,
+    /// Caps on results (messages, total bytes, text bytes); see [`ResultLimits`]. A breach fails
+    /// the call with kind `InvalidResult`.
+    pub results: ResultLimits,
+    /// Rhai: operations one call may run. Default 100,000,000 (a few seconds of Rhai, far past
+    /// the deadline). A breach fails the call with kind `Limit`.
+    pub max_operations: u64,
+    /// Rhai: deepest function call nesting. Default 64. A breach fails the call with kind `Limit`.
+    /// (Luau has its own fixed stack limit; runaway recursion there also gives `Limit`.)
+    pub max_call_levels: usize,
+    /// Rhai: deepest expression nesting at compile time. Default 64. A breach fails the load
+    /// with kind `Syntax`.
+    pub max_expr_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            deadline_ms: 500,
+            grace_ms: 1000,
+            memory_bytes: 256 << 20,
+            results: ResultLimits::default(),
+            max_operations: 100_000_000,
+            max_call_levels: 64,
+            max_expr_depth: 64,
+        }
+    }
+}
+
+impl Limits {
+    /// The per-call deadline.
+    pub fn deadline(&self) -> Duration {
+        Duration::from_millis(self.deadline_ms)
+    }
+
+    /// How long a caller waits for a call before abandoning the VM: deadline + grace.
+    pub fn hard_timeout(&self) -> Duration {
+        Duration::from_millis(self.deadline_ms.saturating_add(self.grace_ms))
+    }
+}
+
+/// Why an interrupt stopped a script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The call's deadline passed.
+    Deadline,
+    /// The caller cancelled.
+    Cancelled,
+}
+
+/// The flags one VM's interrupt reads: set by the watchdog (deadline) or the caller (cancel).
+#[derive(Debug, Default)]
+pub struct StopSignals {
+    /// Set by the watchdog when the running call's deadline passes; cleared when a call starts.
+    pub expired: Arc<AtomicBool>,
+    /// Set by the caller to abort; never cleared by the host.
+    pub cancel: Arc<AtomicBool>,
+    /// The script line where the interrupt first stopped the current call (0 = none).
+    pub stop_line: AtomicU32,
+}
+
+impl StopSignals {
+    /// Signals with a caller-owned cancel flag (or a fresh one).
+    pub fn new(cancel: Option<Arc<AtomicBool>>) -> Self {
+        StopSignals {
+            expired: Arc::new(AtomicBool::new(false)),
+            cancel: cancel.unwrap_or_default(),
+            stop_line: AtomicU32::new(0),
+        }
+    }
+
+    /// What the interrupt should do now: two relaxed loads, no clock.
+    #[inline]
+    pub fn check(&self) -> Option<StopReason> {
+        if self.cancel.load(Ordering::Relaxed) {
+            Some(StopReason::Cancelled)
+        } else if self.expired.load(Ordering::Relaxed) {
+            Some(StopReason::Deadline)
+        } else {
+            None
+        }
+    }
+
+    /// Records the line of the first stop of this call.
+    pub fn note_line(&self, line: Option<usize>) {
+        if let Some(line) = line.and_then(|l| u32::try_from(l).ok()) {
+            let _ = self
+                .stop_line
+                .compare_exchange(0, line, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// The line noted by [`StopSignals::note_line`] during this call.
+    pub fn line(&self) -> Option<u32> {
+        match self.stop_line.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    /// Starts a call: clears the deadline flag and line, and arms the watchdog.
+    pub fn start_call(&self, deadline: Duration) -> WatchGuard {
+        self.expired.store(false, Ordering::Relaxed);
+        self.stop_line.store(0, Ordering::Relaxed);
+        watchdog().arm(Instant::now() + deadline, self.expired.clone())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watchdog
+
+/// The process-wide deadline timer: one thread, many armed deadlines.
+#[derive(Debug)]
+pub struct Watchdog {
+    shared: Arc<WatchShared>,
+}
+
+#[derive(Debug, Default)]
+struct WatchShared {
+    state: Mutex<WatchState>,
+    wake: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct WatchState {
+    next_id: u64,
+    timers: BTreeMap<(Instant, u64), Arc<AtomicBool>>,
+}
+
+/// Disarms its deadline when dropped (the call finished in time, or failed).
+#[derive(Debug)]
+pub struct WatchGuard {
+    key: (Instant, u64),
+    shared: Arc<WatchShared>,
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.shared.state.lock().timers.remove(&self.key);
+    }
+}
+
+/// The process-wide watchdog, started on first use.
+pub fn watchdog() -> &'static Watchdog {
+    static WATCHDOG: OnceLock<Watchdog> = OnceLock::new();
+    WATCHDOG.get_or_init(|| {
+        let shared = Arc::new(WatchShared::default());
+        let thread_shared = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ctxhost-watchdog".into())
+            .spawn(move || watch_loop(&thread_shared));
+        if let Err(e) = spawned {
+            // Without the thread, deadlines are still bounded by the caller's deadline + grace.
+            tracing::error!("cannot start the script watchdog thread: {e}");
+        }
+        Watchdog { shared }
+    })
+}
+
+fn watch_loop(shared: &WatchShared) {
+    let mut state = shared.state.lock();
+    loop {
+        let now = Instant::now();
+        while let Some(entry) = state.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            entry.remove().store(true, Ordering::Relaxed);
+        }
+        match state.timers.keys().next().map(|k| k.0) {
+            Some(at) => {
+                shared.wake.wait_until(&mut state, at);
+            }
+            None => shared.wake.wait(&mut state),
+        }
+    }
+}
+
+impl Watchdog {
+    /// Sets `flag` at `at` unless the returned guard is dropped first.
+    pub fn arm(&self, at: Instant, flag: Arc<AtomicBool>) -> WatchGuard {
+        let mut state = self.shared.state.lock();
+        state.next_id += 1;
+        let key = (at, state.next_id);
+        let earliest = state.timers.keys().next().is_none_or(|k| *k > key);
+        state.timers.insert(key, flag);
+        drop(state);
+        if earliest {
+            self.shared.wake.notify_one();
+        }
+        WatchGuard {
+            key,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker
+
+/// Why a [`Worker`] call produced no answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerError {
+    /// The call overran its hard timeout; the worker is now abandoned.
+    TimedOut,
+    /// The worker was abandoned earlier (never reused).
+    Abandoned,
+    /// The worker thread is gone (it panicked, or could not start).
+    Gone,
+}
+
+type Job<S> = Box<dyn FnOnce(&mut S) + Send>;
+
+/// A thread owning one VM state `S`; calls run on it one at a time, in order.
+///
+/// Like Zed's extension host, the caller never runs script code itself: it sends a job and
+/// waits with a timeout, so a VM stuck in C code costs a thread, never the host.
+pub struct Worker<S: 'static> {
+    jobs: Option<mpsc::Sender<Job<S>>>,
+    abandoned: Arc<AtomicBool>,
+}
+
+impl<S: 'static> std::fmt::Debug for Worker<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("abandoned", &self.abandoned.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl<S: Send + 'static> Worker<S> {
+    /// Starts a worker thread that owns `state`.
+    pub fn spawn(name: &str, stack_bytes: usize, mut state: S) -> Result<Self, String> {
+        let (tx, rx) = mpsc::channel::<Job<S>>();
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let flag = abandoned.clone();
+        std::thread::Builder::new()
+            .name(name.into())
+            .stack_size(stack_bytes)
+            .spawn(move || {
+                for job in rx {
+                    if flag.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    job(&mut state);
+                }
+            })
+            .map_err(|e| format!("cannot start a worker thread: {e}"))?;
+        Ok(Worker {
+            jobs: Some(tx),
+            abandoned,
+        })
+    }
+
+    /// Whether the worker was abandoned after a timeout.
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Relaxed)
+    }
+
+    /// Runs `job` on the worker and waits at most `timeout` for its answer.
+    pub fn call<R: Send + 'static>(
+        &self,
+        timeout: Duration,
+        job: impl FnOnce(&mut S) -> R + Send + 'static,
+    ) -> Result<R, WorkerError> {
+        if self.is_abandoned() {
+            return Err(WorkerError::Abandoned);
+        }
+        let jobs = self.jobs.as_ref().ok_or(WorkerError::Gone)?;
+        let (reply_tx, reply_rx) = mpsc::sync_channel::<R>(1);
+        let boxed: Job<S> = Box::new(move |state: &mut S| {
+            let _ = reply_tx.send(job(state));
+        });
+        jobs.send(boxed).map_err(|_| WorkerError::Gone)?;
+        match reply_rx.recv_timeout(timeout) {
+            Ok(r) => Ok(r),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                self.abandoned.store(true, Ordering::Relaxed);
+                Err(WorkerError::TimedOut)
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(WorkerError::Gone),
+        }
+    }
+}
+
+impl<S: 'static> Drop for Worker<S> {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread after its current job; never join (it may be stuck).
+        self.jobs.take();
+    }
+}
+
+#[cfg(test)]
+#[path = "sandbox_tests.rs"]
+mod tests;

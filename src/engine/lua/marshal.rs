@@ -1,0 +1,612 @@
+//! Moving data between the host and a Luau VM.
+//!
+//! Messages stay **resident**: the session context lives in the VM as a frozen Lua array of
+//! frozen message tables, updated by diff on each call, so a turn marshals only what is new.
+//! A table the script returns that is one of those resident tables maps back to the host's very
+//! `Arc<Message>` by identity; only new or copied tables are converted.
+//!
+//! Script values coming back are converted by [`to_json`], which (unlike mlua's serde path)
+//! names the offending field and rejects NaN, infinities, non-UTF-8 strings, functions, cycles,
+//! tables nested deeper than 128 levels and results over the byte cap.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use mlua::serde::SerializeOptions;
+use mlua::{Lua, LuaSerdeExt, Table, Value};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value as Json};
+
+use crate::message::Message;
+
+/// Deepest nesting accepted in a script value.
+pub const MAX_DEPTH: usize = 128;
+
+/// How host values become Lua values: `None` and `()` become `nil`, arrays keep the array
+/// metatable so `{}` round-trips as an array.
+pub fn ser_opts() -> SerializeOptions {
+    SerializeOptions::new()
+        .serialize_none_to_null(false)
+        .serialize_unit_to_null(false)
+        .set_array_metatable(true)
+}
+
+/// A host value as a Lua value.
+pub fn to_lua<T: Serialize + ?Sized>(lua: &Lua, value: &T) -> mlua::Result<Value> {
+    lua.to_value_with(value, ser_opts())
+}
+
+/// Makes a table and every table inside it read-only (metatables are left alone).
+pub fn deep_freeze(t: &Table) -> mlua::Result<()> {
+    if t.is_readonly() {
+        return Ok(());
+    }
+    t.for_each(|_: Value, v: Value| {
+        if let Value::Table(inner) = v {
+            deep_freeze(&inner)?;
+        }
+        Ok(())
+    })?;
+    t.set_readonly(true);
+    Ok(())
+}
+
+/// A message as a frozen Lua table.
+pub fn message_table(lua: &Lua, m: &Message) -> mlua::Result<Table> {
+    match to_lua(lua, m)? {
+        Value::Table(t) => {
+            deep_freeze(&t)?;
+            Ok(t)
+        }
+        other => Err(mlua::Error::runtime(format!(
+            "message became a {} instead of a table",
+            other.type_name()
+        ))),
+    }
+}
+
+/// Hashes pointers (already well spread) with one multiply.
+#[derive(Default)]
+pub struct PtrHasher(u64);
+
+impl Hasher for PtrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_right(29);
+    }
+}
+
+/// A map keyed by pointers.
+pub type PtrMap<V> = HashMap<usize, V, BuildHasherDefault<PtrHasher>>;
+
+fn msg_key(m: &Arc<Message>) -> usize {
+    Arc::as_ptr(m) as usize
+}
+
+fn table_key(t: &Table) -> usize {
+    t.to_pointer() as usize
+}
+
+/// A resident message: the host's `Arc` and its token count once known.
+#[derive(Debug)]
+pub struct Known {
+    /// The host's message.
+    pub message: Arc<Message>,
+    /// `host.tokens` of it, memoized per VM (the session's counter never changes under it).
+    pub tokens: std::cell::Cell<Option<u64>>,
+}
+
+/// The messages resident in one VM (kept in the VM's app data so `host.*` can see them).
+#[derive(Debug, Default)]
+pub struct Resident {
+    /// The context the array mirrors (kept so `Arc::ptr_eq` can skip an unchanged context).
+    ctx: Option<Arc<Vec<Arc<Message>>>>,
+    /// The message tables, aligned with `ctx`.
+    entries: Vec<Table>,
+    /// The frozen Lua array handed to scripts as `p.messages`.
+    array: Option<Table>,
+    /// Message `Arc` pointer → index in `entries`.
+    by_msg: PtrMap<usize>,
+    /// Table pointer → host message, for every table this struct keeps alive.
+    known: PtrMap<Known>,
+    /// Tables marshalled outside the context (ingest, batches), adopted by the next sync.
+    pending: PtrMap<(Arc<Message>, Table)>,
+    /// Tables made during one call (e.g. by `host.repairPairing`); dropped when the call ends.
+    temps: Vec<Table>,
+}
+
+impl Resident {
+    /// The host message behind a resident table, if it is one.
+    pub fn lookup(&self, t: &Table) -> Option<&Known> {
+        self.known.get(&table_key(t))
+    }
+
+    /// The resident table of a host message, marshalling (and keeping) it when new.
+    pub fn table_for(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
+        if let Some(&i) = self.by_msg.get(&msg_key(m))
+            && let Some(t) = self.entries.get(i)
+        {
+            return Ok(t.clone());
+        }
+        if let Some((_, t)) = self.pending.get(&msg_key(m)) {
+            return Ok(t.clone());
+        }
+        let t = message_table(lua, m)?;
+        self.known.insert(
+            table_key(&t),
+            Known {
+                message: m.clone(),
+                tokens: Default::default(),
+            },
+        );
+        self.pending.insert(msg_key(m), (m.clone(), t.clone()));
+        Ok(t)
+    }
+
+    /// A call-scoped table for a message that is not resident (dropped at [`Resident::end_call`]).
+    pub fn temp_for(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
+        if let Some(&i) = self.by_msg.get(&msg_key(m))
+            && let Some(t) = self.entries.get(i)
+        {
+            return Ok(t.clone());
+        }
+        let t = message_table(lua, m)?;
+        self.known.insert(
+            table_key(&t),
+            Known {
+                message: m.clone(),
+                tokens: Default::default(),
+            },
+        );
+        self.temps.push(t.clone());
+        Ok(t)
+    }
+
+    /// Forgets the call's temporaries (their identity mapping ends with the call).
+    pub fn end_call(&mut self) {
+        for t in self.temps.drain(..) {
+            let key = table_key(&t);
+            let still_used = self.known.get(&key).is_some_and(|k| {
+                self.by_msg.contains_key(&msg_key(&k.message))
+                    || self.pending.contains_key(&msg_key(&k.message))
+            });
+            if !still_used {
+                self.known.remove(&key);
+            }
+        }
+        if self.pending.len() > 100_000 {
+            self.drop_pending();
+        }
+    }
+
+    fn drop_pending(&mut self) {
+        for (_, (_, t)) in self.pending.drain() {
+            self.known.remove(&table_key(&t));
+        }
+    }
+
+    /// Brings the resident array in line with `ctx` and returns it.
+    ///
+    /// Unchanged context: nothing. Appended messages: only they are marshalled. Anything else
+    /// (a compaction gives `[summary, kept…]`): the array is rebuilt, reusing every table whose
+    /// message is still there, so only the new summary is marshalled.
+    pub fn sync(&mut self, lua: &Lua, ctx: &Arc<Vec<Arc<Message>>>) -> mlua::Result<Table> {
+        if let (Some(old), Some(array)) = (&self.ctx, &self.array)
+            && Arc::ptr_eq(old, ctx)
+        {
+            return Ok(array.clone());
+        }
+        let n_old = self.entries.len();
+        let is_prefix = match (&self.ctx, &self.array) {
+            (Some(old), Some(_)) => {
+                old.len() <= ctx.len() && old.iter().zip(ctx.iter()).all(|(a, b)| Arc::ptr_eq(a, b))
+            }
+            _ => false,
+        };
+        let array = if is_prefix && let Some(array) = self.array.clone() {
+            array.set_readonly(false);
+            let appended = self.append(lua, &array, &ctx[n_old..]);
+            array.set_readonly(true);
+            appended?;
+            array
+        } else {
+            self.rebuild(lua, ctx)?
+        };
+        self.drop_pending();
+        self.ctx = Some(ctx.clone());
+        self.array = Some(array.clone());
+        Ok(array)
+    }
+
+    fn adopt(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
+        if let Some((_, t)) = self.pending.remove(&msg_key(m)) {
+            return Ok(t);
+        }
+        let t = message_table(lua, m)?;
+        self.known.insert(
+            table_key(&t),
+            Known {
+                message: m.clone(),
+                tokens: Default::default(),
+            },
+        );
+        Ok(t)
+    }
+
+    fn append(&mut self, lua: &Lua, array: &Table, new: &[Arc<Message>]) -> mlua::Result<()> {
+        for m in new {
+            let t = self.adopt(lua, m)?;
+            let i = self.entries.len();
+            array.raw_set(i + 1, &t)?;
+            self.by_msg.insert(msg_key(m), i);
+            self.entries.push(t);
+        }
+        Ok(())
+    }
+
+    fn rebuild(&mut self, lua: &Lua, ctx: &Arc<Vec<Arc<Message>>>) -> mlua::Result<Table> {
+        let old_ctx = self.ctx.take();
+        let old_entries = std::mem::take(&mut self.entries);
+        let old_by_msg = std::mem::take(&mut self.by_msg);
+        let mut old_known = std::mem::take(&mut self.known);
+        // Pending tables stay known until adopted or dropped.
+        for (_, t) in self.pending.values() {
+            if let Some(k) = old_known.remove(&table_key(t)) {
+                self.known.insert(table_key(t), k);
+            }
+        }
+        let array = lua.create_table_with_capacity(ctx.len(), 0)?;
+        array.set_metatable(Some(lua.array_metatable()))?;
+        for (i, m) in ctx.iter().enumerate() {
+            let reused = old_by_msg
+                .get(&msg_key(m))
+                .and_then(|&j| old_entries.get(j))
+                .cloned();
+            let t = match reused {
+                Some(t) => {
+                    if let Some(k) = old_known.remove(&table_key(&t)) {
+                        self.known.insert(table_key(&t), k);
+                    }
+                    t
+                }
+                None => self.adopt(lua, m)?,
+            };
+            array.raw_set(i + 1, &t)?;
+            self.by_msg.insert(msg_key(m), i);
+            self.entries.push(t);
+        }
+        // Temporaries of the current call stay known until it ends.
+        for t in &self.temps {
+            if let Some(k) = old_known.remove(&table_key(t)) {
+                self.known.insert(table_key(t), k);
+            }
+        }
+        drop(old_ctx);
+        array.set_readonly(true);
+        Ok(array)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Script values → JSON
+
+/// A conversion failure: the path inside the value and what is wrong.
+#[derive(Debug)]
+pub struct ConvError {
+    path: Vec<String>,
+    message: String,
+}
+
+impl ConvError {
+    fn new(message: impl Into<String>) -> Self {
+        ConvError {
+            path: Vec::new(),
+            message: message.into(),
+        }
+    }
+
+    fn under(mut self, segment: String) -> Self {
+        self.path.push(segment);
+        self
+    }
+
+    /// `field.path: message`, with `root` as the first segment.
+    pub fn describe(&self, root: &str) -> String {
+        let mut p = root.to_string();
+        for seg in self.path.iter().rev() {
+            if seg.starts_with('[') || p.is_empty() {
+                p.push_str(seg);
+            } else {
+                p.push('.');
+                p.push_str(seg);
+            }
+        }
+        if p.is_empty() {
+            self.message.clone()
+        } else {
+            format!("{p}: {}", self.message)
+        }
+    }
+}
+
+/// Byte budget of one conversion (all strings added up).
+#[derive(Debug)]
+pub struct Budget {
+    /// Bytes still allowed.
+    pub left: usize,
+    /// The cap, for messages.
+    pub cap: usize,
+}
+
+impl Budget {
+    /// A budget of `cap` bytes.
+    pub fn new(cap: usize) -> Self {
+        Budget { left: cap, cap }
+    }
+}
+
+fn is_array_mt(t: &Table, array_mt: usize) -> bool {
+    t.metatable()
+        .is_some_and(|mt| mt.to_pointer() as usize == array_mt)
+}
+
+/// Converts a script value to JSON, strictly (see the module docs).
+pub fn to_json(lua: &Lua, v: &Value, budget: &mut Budget) -> Result<Json, ConvError> {
+    let array_mt = lua.array_metatable().to_pointer() as usize;
+    let mut stack = Vec::new();
+    conv(v, budget, &mut stack, array_mt)
+}
+
+fn conv(
+    v: &Value,
+    budget: &mut Budget,
+    stack: &mut Vec<usize>,
+    array_mt: usize,
+) -> Result<Json, ConvError> {
+    match v {
+        Value::Nil => Ok(Json::Null),
+        Value::Boolean(b) => Ok(Json::Bool(*b)),
+        Value::Integer(i) => Ok(Json::from(*i)),
+        Value::Number(n) => number(*n),
+        Value::String(s) => {
+            let bytes = s.as_bytes();
+            if bytes.len() > budget.left {
+                return Err(ConvError::new(format!(
+                    "the result holds more than {} bytes of text",
+                    budget.cap
+                )));
+            }
+            budget.left -= bytes.len();
+            match std::str::from_utf8(&bytes) {
+                Ok(s) => Ok(Json::String(s.to_owned())),
+                Err(e) => Err(ConvError::new(format!("string is not valid UTF-8 ({e})"))),
+            }
+        }
+        Value::LightUserData(ud) if ud.0.is_null() => Ok(Json::Null),
+        Value::Table(t) => table(t, budget, stack, array_mt),
+        other => Err(ConvError::new(format!(
+            "a {} cannot be part of a result",
+            other.type_name()
+        ))),
+    }
+}
+
+fn number(n: f64) -> Result<Json, ConvError> {
+    if n.is_nan() {
+        return Err(ConvError::new("number is NaN"));
+    }
+    if n.is_infinite() {
+        return Err(ConvError::new(format!("number is {n}")));
+    }
+    if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_992.0 {
+        return Ok(Json::from(n as i64));
+    }
+    Ok(serde_json::Number::from_f64(n)
+        .map(Json::Number)
+        .unwrap_or(Json::Null))
+}
+
+fn table(
+    t: &Table,
+    budget: &mut Budget,
+    stack: &mut Vec<usize>,
+    array_mt: usize,
+) -> Result<Json, ConvError> {
+    let key = table_key(t);
+    if stack.contains(&key) {
+        return Err(ConvError::new("table contains itself (cyclic)"));
+    }
+    if stack.len() >= MAX_DEPTH {
+        return Err(ConvError::new(format!(
+            "tables nested deeper than {MAX_DEPTH} levels"
+        )));
+    }
+    stack.push(key);
+    let out = table_inner(t, budget, stack, array_mt);
+    stack.pop();
+    out
+}
+
+fn table_inner(
+    t: &Table,
+    budget: &mut Budget,
+    stack: &mut Vec<usize>,
+    array_mt: usize,
+) -> Result<Json, ConvError> {
+    let len = t.raw_len();
+    if len > 0 || is_array_mt(t, array_mt) {
+        let mut pairs = 0usize;
+        let mut out = Vec::with_capacity(len);
+        let mut err = None;
+        let walked = t.for_each(|k: Value, _: Value| {
+            pairs += 1;
+            if !matches!(k, Value::Integer(i) if i >= 1 && (i as usize) <= len) && err.is_none() {
+                err = Some(ConvError::new(format!(
+                    "table mixes array items with the key {}",
+                    key_text(&k)
+                )));
+            }
+            Ok(())
+        });
+        if let Err(e) = walked {
+            return Err(ConvError::new(e.to_string()));
+        }
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if pairs != len {
+            return Err(ConvError::new("array has holes (nil items)"));
+        }
+        for i in 1..=len {
+            let v: Value = t.raw_get(i).map_err(|e| ConvError::new(e.to_string()))?;
+            out.push(conv(&v, budget, stack, array_mt).map_err(|e| e.under(format!("[{i}]")))?);
+        }
+        return Ok(Json::Array(out));
+    }
+    let mut map = Map::new();
+    let mut failure = None;
+    let walked = t.for_each(|k: Value, v: Value| {
+        if failure.is_some() {
+            return Ok(());
+        }
+        let name = match &k {
+            Value::String(s) => match s.to_str() {
+                Ok(s) => s.to_string(),
+                Err(_) => {
+                    failure = Some(ConvError::new("a key is not valid UTF-8"));
+                    return Ok(());
+                }
+            },
+            other => {
+                failure = Some(ConvError::new(format!(
+                    "table mixes named fields with the key {}",
+                    key_text(other)
+                )));
+                return Ok(());
+            }
+        };
+        match conv(&v, budget, stack, array_mt) {
+            Ok(j) => {
+                map.insert(name, j);
+            }
+            Err(e) => failure = Some(e.under(name)),
+        }
+        Ok(())
+    });
+    if let Err(e) = walked {
+        return Err(ConvError::new(e.to_string()));
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(Json::Object(map)),
+    }
+}
+
+fn key_text(k: &Value) -> String {
+    match k {
+        Value::String(s) => format!("\"{}\"", s.to_string_lossy()),
+        Value::Integer(i) => i.to_string(),
+        Value::Number(n) => n.to_string(),
+        other => format!("<{}>", other.type_name()),
+    }
+}
+
+/// Deserializes `obj` into `T`; on failure, names the field at fault by trying each field
+/// alone over a known-good `template`.
+pub fn typed<T: DeserializeOwned>(obj: &Map<String, Json>, template: &Json) -> Result<T, String> {
+    match serde_json::from_value::<T>(Json::Object(obj.clone())) {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            for (k, v) in obj {
+                let mut probe = template.clone();
+                if let Json::Object(m) = &mut probe {
+                    m.insert(k.clone(), v.clone());
+                }
+                if let Err(e2) = serde_json::from_value::<T>(probe) {
+                    return Err(format!("`{k}`: {e2}"));
+                }
+            }
+            Err(e.to_string())
+        }
+    }
+}
+
+/// A script value that should be a message: the resident `Arc` for a resident table, else a
+/// converted (validated) new message.
+pub fn message_from(
+    lua: &Lua,
+    resident: &Resident,
+    v: &Value,
+    budget: &mut Budget,
+) -> Result<Arc<Message>, String> {
+    if let Value::Table(t) = v
+        && let Some(k) = resident.lookup(t)
+    {
+        return Ok(k.message.clone());
+    }
+    if !matches!(v, Value::Table(_)) {
+        return Err(format!("expected a message table, got {}", v.type_name()));
+    }
+    let json = to_json(lua, v, budget).map_err(|e| e.describe(""))?;
+    serde_json::from_value::<Message>(json)
+        .map(Arc::new)
+        .map_err(|e| format!("not a valid message: {e}"))
+}
+
+/// A script list of messages (a Lua array) as host messages.
+pub fn messages_from(
+    lua: &Lua,
+    resident: &Resident,
+    v: &Value,
+    budget: &mut Budget,
+    max: usize,
+) -> Result<Vec<Arc<Message>>, String> {
+    let Value::Table(t) = v else {
+        return Err(format!(
+            "expected a list of messages, got {}",
+            v.type_name()
+        ));
+    };
+    if resident.lookup(t).is_some() {
+        return Err("expected a list of messages, got one message".into());
+    }
+    let len = t.raw_len();
+    if len > max {
+        return Err(format!("{len} messages exceed the limit of {max}"));
+    }
+    let mut out = Vec::with_capacity(len);
+    for i in 1..=len {
+        let item: Value = t.raw_get(i).map_err(|e| e.to_string())?;
+        out.push(message_from(lua, resident, &item, budget).map_err(|e| format!("[{i}] {e}"))?);
+    }
+    // Only integer keys 1..len: anything else means a mixed or sparse table.
+    let mut extra = None;
+    t.for_each(|k: Value, _: Value| {
+        if extra.is_none() && !matches!(k, Value::Integer(i) if i >= 1 && (i as usize) <= len) {
+            extra = Some(key_text(&k));
+        }
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    if let Some(k) = extra {
+        return Err(format!(
+            "expected a list of messages, but the table also has the key {k}"
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[path = "marshal_tests.rs"]
+mod tests;

@@ -1,0 +1,68 @@
+use super::*;
+
+#[test]
+fn limits_default_and_camel_case() {
+    let l: Limits = serde_json::from_str("{}").unwrap();
+    assert_eq!(l, Limits::default());
+    assert_eq!(l.deadline_ms, 500);
+    let l: Limits =
+        serde_json::from_str(r#"{"deadlineMs": 20, "results": {"maxTextBytes": 10}}"#).unwrap();
+    assert_eq!(l.deadline_ms, 20);
+    assert_eq!(l.results.max_text_bytes, 10);
+    assert_eq!(l.hard_timeout(), Duration::from_millis(1020));
+    assert!(serde_json::from_str::<Limits>(r#"{"deadline": 20}"#).is_err());
+}
+
+#[test]
+fn watchdog_sets_flag_after_deadline_and_guard_disarms() {
+    let fired = Arc::new(AtomicBool::new(false));
+    let _g = watchdog().arm(Instant::now() + Duration::from_millis(10), fired.clone());
+    let start = Instant::now();
+    while !fired.load(Ordering::Relaxed) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "watchdog never fired"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+
+    let disarmed = Arc::new(AtomicBool::new(false));
+    let g = watchdog().arm(Instant::now() + Duration::from_millis(30), disarmed.clone());
+    drop(g);
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(!disarmed.load(Ordering::Relaxed));
+}
+
+#[test]
+fn signals_report_cancel_before_deadline() {
+    let s = StopSignals::new(None);
+    assert_eq!(s.check(), None);
+    s.expired.store(true, Ordering::Relaxed);
+    assert_eq!(s.check(), Some(StopReason::Deadline));
+    s.cancel.store(true, Ordering::Relaxed);
+    assert_eq!(s.check(), Some(StopReason::Cancelled));
+    s.note_line(Some(7));
+    s.note_line(Some(9));
+    assert_eq!(s.line(), Some(7));
+}
+
+#[test]
+fn worker_runs_jobs_and_abandons_a_stuck_one() {
+    let w = Worker::spawn("test-worker", 1 << 20, 0u32).unwrap();
+    let n = w
+        .call(Duration::from_secs(5), |s: &mut u32| {
+            *s += 1;
+            *s
+        })
+        .unwrap();
+    assert_eq!(n, 1);
+    let r = w.call(Duration::from_millis(20), |_s: &mut u32| {
+        std::thread::sleep(Duration::from_millis(200));
+    });
+    assert_eq!(r, Err(WorkerError::TimedOut));
+    assert!(w.is_abandoned());
+    assert_eq!(
+        w.call(Duration::from_secs(1), |s: &mut u32| *s),
+        Err(WorkerError::Abandoned)
+    );
+}
