@@ -43,7 +43,10 @@ fn session(n: usize) -> Vec<Arc<Message>> {
 }
 
 fn suffix_ids(v: &mut serde_json::Value, cycle: usize) {
-    if let Some(id) = v.get_mut("toolCallId").and_then(|x| x.as_str().map(str::to_owned)) {
+    if let Some(id) = v
+        .get_mut("toolCallId")
+        .and_then(|x| x.as_str().map(str::to_owned))
+    {
         v["toolCallId"] = format!("{id}-{cycle}").into();
     }
     if let Some(blocks) = v.get_mut("content").and_then(|c| c.as_array_mut()) {

@@ -5,7 +5,7 @@
 //! tool call and then a summary line, so the example runs offline.
 
 use ctxhost::config::Config;
-use ctxhost::message::{Message, MessageBody, ToolResultMessage, Content};
+use ctxhost::message::{Content, Message, MessageBody, ToolResultMessage};
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::TurnInput;
 use serde_json::json;
@@ -24,17 +24,29 @@ async fn main() -> anyhow::Result<()> {
         .create_session(SessionSpec::new("demo", dir.path().join("demo.jsonl")))
         .await?;
 
-    for (turn, prompt) in ["list the files", "read src/main.rs", "summarize what you saw"]
-        .iter()
-        .cycle()
-        .take(12)
-        .enumerate()
+    for (turn, prompt) in [
+        "list the files",
+        "read src/main.rs",
+        "summarize what you saw",
+    ]
+    .iter()
+    .cycle()
+    .take(12)
+    .enumerate()
     {
         let user = Message::user(format!("{prompt} (turn {turn})"));
-        let ctx = session.begin_turn(TurnInput { user, is_heartbeat: false }).await?;
+        let ctx = session
+            .begin_turn(TurnInput {
+                user,
+                is_heartbeat: false,
+            })
+            .await?;
         println!(
             "turn {turn:>2}: model sees {:>3} messages, {:>5} / {} tokens (engine {})",
-            ctx.messages.len(), ctx.assembled_tokens, ctx.token_budget, ctx.engine
+            ctx.messages.len(),
+            ctx.assembled_tokens,
+            ctx.token_budget,
+            ctx.engine
         );
         let replies = fake_model(turn, &ctx.messages);
         session.end_turn(replies).await?;
@@ -49,7 +61,7 @@ fn fake_model(turn: usize, _context: &[std::sync::Arc<Message>]) -> Vec<Message>
     let id = format!("call_{turn}");
     let call: Message = serde_json::from_value(json!({"role": "assistant", "content": [
         {"type": "toolCall", "id": id, "name": "bash", "arguments": {"command": "ls -la"}}]}))
-        .expect("a valid assistant message");
+    .expect("a valid assistant message");
     let result = Message::new(MessageBody::ToolResult(ToolResultMessage {
         tool_call_id: id,
         tool_name: "bash".into(),
@@ -57,5 +69,9 @@ fn fake_model(turn: usize, _context: &[std::sync::Arc<Message>]) -> Vec<Message>
         is_error: false,
         extra: Default::default(),
     }));
-    vec![call, result, Message::assistant(format!("Done with turn {turn}."))]
+    vec![
+        call,
+        result,
+        Message::assistant(format!("Done with turn {turn}.")),
+    ]
 }

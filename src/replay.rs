@@ -35,11 +35,14 @@ pub struct TurnReport {
     pub quarantined: bool,
     /// Messages in the session's transcript after the turn (summaries included).
     pub session_messages: usize,
-    /// Messages in the session's context when it was assembled.
+    /// Messages in the session's context at the turn's largest assembly.
     pub context_messages: usize,
-    /// Messages the model saw.
+    /// Model calls in the turn (one per recorded assistant message; tool loops re-assemble).
+    pub model_calls: u32,
+    /// Messages the model saw at the turn's largest assembly.
     pub assembled_messages: usize,
-    /// Tokens the model saw (messages plus `systemPromptAddition`), measured by the host.
+    /// Tokens of the turn's largest assembly (messages plus `systemPromptAddition`), measured
+    /// by the host.
     pub assembled_tokens: u64,
     /// The budget the engine was given.
     pub token_budget: u64,
@@ -213,7 +216,8 @@ pub async fn replay_session(
     mut on_turn: impl FnMut(TurnReport),
 ) -> Result<()> {
     if file.exists() {
-        std::fs::remove_file(&file).map_err(|e| Error::io("replace replay transcript", &file, e))?;
+        std::fs::remove_file(&file)
+            .map_err(|e| Error::io("replace replay transcript", &file, e))?;
         let _ = std::fs::remove_file(crate::session::state_path(&file));
     }
     let mut spec = SessionSpec::new(name.clone(), file);
@@ -245,32 +249,63 @@ async fn replay_turn(
         let r = session.compact(instructions).await?;
         manual_compactions = u32::from(r.compacted);
     }
-    let assembly = session
+    // The recorded replies play the model: one model call per assistant message, each seeing
+    // a fresh assembly that includes the tool results before it.
+    let mut steps = model_steps(replies);
+    let last = steps.pop().unwrap_or_default();
+    let mut largest = session
         .begin_turn(TurnInput {
             user,
             is_heartbeat: false,
         })
         .await?;
-    let context_messages = session.with(|s| s.context().len()).await?;
-    let stats = session.end_turn(replies).await?;
+    let mut context_messages = session.with(|s| s.context().len()).await?;
+    let mut model_calls = 1;
+    let mut fallback = largest.fallback;
+    let mut repairs = largest.pairing_repairs;
+    for step in steps {
+        let a = session.continue_turn(step).await?;
+        model_calls += 1;
+        fallback |= a.fallback;
+        repairs += a.pairing_repairs;
+        if a.assembled_tokens >= largest.assembled_tokens {
+            context_messages = session.with(|s| s.context().len()).await?;
+            largest = a;
+        }
+    }
+    let stats = session.end_turn(last).await?;
     let session_messages = session.with(|s| s.transcript_len()).await?;
     let engine_id = host.engine_id();
     Ok(TurnReport {
         session: name.to_owned(),
         turn,
-        engine: assembly.engine.clone(),
-        fallback: assembly.fallback || stats.fallback,
+        engine: largest.engine.clone(),
+        fallback: fallback || stats.fallback,
         quarantined: host.quarantine().contains(&engine_id),
         session_messages,
         context_messages,
-        assembled_messages: assembly.messages.len(),
-        assembled_tokens: assembly.assembled_tokens,
-        token_budget: assembly.token_budget,
-        estimated_tokens: assembly.estimated_tokens,
+        model_calls,
+        assembled_messages: largest.messages.len(),
+        assembled_tokens: largest.assembled_tokens,
+        token_budget: largest.token_budget,
+        estimated_tokens: largest.estimated_tokens,
         compactions: stats.compactions + manual_compactions,
-        pairing_repairs: stats.pairing_repairs,
+        pairing_repairs: repairs,
         manual_compact: manual,
     })
+}
+
+/// Splits a turn's recorded replies into model steps: each assistant message with the tool
+/// results (and other messages) that follow it, up to the next assistant message.
+pub fn model_steps(replies: Vec<Message>) -> Vec<Vec<Message>> {
+    let mut steps: Vec<Vec<Message>> = Vec::new();
+    for m in replies {
+        match steps.last_mut() {
+            Some(step) if m.role() != Role::Assistant => step.push(m),
+            _ => steps.push(vec![m]),
+        }
+    }
+    steps
 }
 
 /// Splits a conversation into the messages before the first user message and turns of
@@ -300,9 +335,19 @@ fn unique_names(sessions: &[ImportedSession]) -> Vec<String> {
             let base: String = s
                 .name
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
                 .collect();
-            let base = if base.is_empty() { format!("session-{}", i + 1) } else { base };
+            let base = if base.is_empty() {
+                format!("session-{}", i + 1)
+            } else {
+                base
+            };
             let mut name = base.clone();
             let mut n = 2;
             while !seen.insert(name.clone()) {

@@ -198,6 +198,11 @@ impl SessionHandle {
         self.with(move |s| s.begin_turn(input)).await?
     }
 
+    /// The tool loop: store the model's tool calls and the tools' results, assemble again.
+    pub async fn continue_turn(&self, messages: Vec<Message>) -> Result<Assembly> {
+        self.with(move |s| s.continue_turn(messages)).await?
+    }
+
     /// Ends the turn with the model's (and tools') messages.
     pub async fn end_turn(&self, replies: Vec<Message>) -> Result<TurnStats> {
         self.with(move |s| s.end_turn(replies)).await?

@@ -357,9 +357,16 @@ impl Session {
         self.assemble_within_budget(budget, Some(prompt))
     }
 
-    /// `assemble` again within the same turn (e.g. inside a tool loop).
-    pub fn assemble(&mut self) -> Result<Assembly> {
+    /// The tool loop: the model answered with tool calls and the tools answered; store and
+    /// ingest those messages, auto-compact if a non-owning engine's context overflows, and
+    /// `assemble` again for the next model call of the same turn.
+    pub fn continue_turn(&mut self, messages: Vec<Message>) -> Result<Assembly> {
+        let stored = self.append(messages)?;
+        self.ingest_new(&stored, false)?;
         let budget = self.token_budget();
+        if !self.active_owns_compaction() && self.context_tokens() > budget {
+            self.auto_compact(budget)?;
+        }
         self.assemble_within_budget(budget, None)
     }
 

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use ctxhost::config::Config;
 use ctxhost::message::{Message, MessageBody, Role};
 use ctxhost::pairing::is_well_paired;
-use ctxhost::replay::split_turns;
+use ctxhost::replay::{model_steps, split_turns};
 use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::session::Assembly;
 use ctxhost::session::TurnInput;
 use ctxhost::transcript::{TranscriptStore, import};
 
@@ -45,26 +46,21 @@ async fn replay_checked(path: &Path, window: u64, max_sessions: usize) -> Checke
         let (preamble, turns) = split_turns(source.messages);
         session.record(preamble).await.expect("record");
         for (t, (user, replies)) in turns.into_iter().enumerate() {
-            let a = session
-                .begin_turn(TurnInput { user, is_heartbeat: false })
+            let mut steps = model_steps(replies);
+            let last = steps.pop().unwrap_or_default();
+            let first = session
+                .begin_turn(TurnInput {
+                    user,
+                    is_heartbeat: false,
+                })
                 .await
                 .expect("begin turn");
-            assert!(
-                a.assembled_tokens <= a.token_budget,
-                "{} session {n} turn {}: {} tokens over a budget of {}",
-                path.display(),
-                t + 1,
-                a.assembled_tokens,
-                a.token_budget
-            );
-            assert!(
-                is_well_paired(&a.messages),
-                "{} session {n} turn {}: orphaned tool call or result",
-                path.display(),
-                t + 1
-            );
-            assert!(!a.fallback);
-            let stats = session.end_turn(replies).await.expect("end turn");
+            check_assembly(path, n, t + 1, &first);
+            for step in steps {
+                let a = session.continue_turn(step).await.expect("continue turn");
+                check_assembly(path, n, t + 1, &a);
+            }
+            let stats = session.end_turn(last).await.expect("end turn");
             checked.turns += 1;
             checked.compactions += stats.compactions as usize;
         }
@@ -72,6 +68,22 @@ async fn replay_checked(path: &Path, window: u64, max_sessions: usize) -> Checke
         checked.summaries_checked += check_transcript_on_disk(&file, &originals);
     }
     checked
+}
+
+fn check_assembly(path: &Path, session: usize, turn: usize, a: &Assembly) {
+    assert!(
+        a.assembled_tokens <= a.token_budget,
+        "{} session {session} turn {turn}: {} tokens over a budget of {}",
+        path.display(),
+        a.assembled_tokens,
+        a.token_budget
+    );
+    assert!(
+        is_well_paired(&a.messages),
+        "{} session {session} turn {turn}: orphaned tool call or result",
+        path.display()
+    );
+    assert!(!a.fallback);
 }
 
 /// The stored file holds every original message in order, plus summaries; each summary keeps
@@ -86,7 +98,11 @@ fn check_transcript_on_disk(file: &Path, originals: &[Message]) -> usize {
         .collect();
     let original_bodies: Vec<&MessageBody> = originals.iter().map(|m| &m.body).collect();
     assert_eq!(bodies.len(), original_bodies.len(), "{}", file.display());
-    assert!(bodies == original_bodies, "{}: messages differ", file.display());
+    assert!(
+        bodies == original_bodies,
+        "{}: messages differ",
+        file.display()
+    );
 
     let uuid = regex::Regex::new(
         r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
@@ -134,10 +150,16 @@ async fn replay_all(window: u64) {
         total.turns += c.turns;
         total.compactions += c.compactions;
         total.summaries_checked += c.summaries_checked;
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         eprintln!("{name}: {c:?}");
         if !name.starts_with("taubench") && !name.starts_with("fasthooks") {
-            assert!(c.compactions > 0, "{name}: no compaction at window {window}");
+            assert!(
+                c.compactions > 0,
+                "{name}: no compaction at window {window}"
+            );
         }
     }
     assert!(total.summaries_checked > 0);
@@ -165,10 +187,15 @@ async fn a_reopened_session_continues_its_transcript() {
         .create_session(SessionSpec::new("s", &file))
         .await
         .expect("create");
-    s.begin_turn(TurnInput { user: Message::user("first"), is_heartbeat: false })
+    s.begin_turn(TurnInput {
+        user: Message::user("first"),
+        is_heartbeat: false,
+    })
+    .await
+    .expect("turn");
+    s.end_turn(vec![Message::assistant("one")])
         .await
-        .expect("turn");
-    s.end_turn(vec![Message::assistant("one")]).await.expect("end");
+        .expect("end");
     s.close().await.expect("close");
     drop(s);
     let s = host
@@ -176,7 +203,10 @@ async fn a_reopened_session_continues_its_transcript() {
         .await
         .expect("open");
     let a = s
-        .begin_turn(TurnInput { user: Message::user("second"), is_heartbeat: false })
+        .begin_turn(TurnInput {
+            user: Message::user("second"),
+            is_heartbeat: false,
+        })
         .await
         .expect("turn");
     let texts: Vec<String> = a.messages.iter().map(|m| m.text()).collect();

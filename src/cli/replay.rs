@@ -24,7 +24,12 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
     let transcript = args.transcript.clone().unwrap_or_else(demo_transcript);
     let imported = import(&transcript)?;
     for p in &imported.problems {
-        tracing::warn!("{}:{}: skipped: {}", transcript.display(), p.line, p.message);
+        tracing::warn!(
+            "{}:{}: skipped: {}",
+            transcript.display(),
+            p.line,
+            p.message
+        );
     }
     let out_dir = match &args.out {
         Some(d) => d.clone(),
@@ -41,22 +46,30 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
     };
     let mut table = Table::new(args.json, imported.sessions.len() > 1);
     let mut write_error = None;
-    let summary = runtime.block_on(replay(Arc::clone(&host), &transcript, imported, &opts, |turn| {
-        if write_error.is_none()
-            && let Err(e) = table.turn(out, turn)
-        {
-            write_error = Some(e);
-        }
-    }))?;
+    let summary = runtime.block_on(replay(
+        Arc::clone(&host),
+        &transcript,
+        imported,
+        &opts,
+        |turn| {
+            if write_error.is_none()
+                && let Err(e) = table.turn(out, turn)
+            {
+                write_error = Some(e);
+            }
+        },
+    ))?;
     if let Some(e) = write_error {
         return Err(e).context("write replay output");
     }
     table.summary(out, &summary)?;
-    Ok(if summary.quarantine.is_some() || summary.over_budget_turns > 0 {
-        Outcome::Problems
-    } else {
-        Outcome::Ok
-    })
+    Ok(
+        if summary.quarantine.is_some() || summary.over_budget_turns > 0 {
+            Outcome::Problems
+        } else {
+            Outcome::Ok
+        },
+    )
 }
 
 fn build_config(args: &ReplayArgs) -> anyhow::Result<Config> {
