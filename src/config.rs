@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::compaction::CompactionSettings;
-use crate::contract::ResultLimits;
 use crate::engine::legacy::LEGACY_ID;
 use crate::error::{Error, Result};
 use crate::session::FailurePolicy;
@@ -88,8 +87,8 @@ pub struct HostSettings {
     pub window: u64,
     /// Built-in compaction.
     pub compaction: CompactionSettings,
-    /// Caps on engine results.
-    pub results: ResultLimits,
+    /// Script limits: per-call deadline and grace, memory, operations, result caps.
+    pub limits: crate::sandbox::Limits,
 }
 
 impl Default for HostSettings {
@@ -99,7 +98,7 @@ impl Default for HostSettings {
             tokenizer: Tokenizer::Estimate,
             window: 32_000,
             compaction: CompactionSettings::default(),
-            results: ResultLimits::default(),
+            limits: crate::sandbox::Limits::default(),
         }
     }
 }

@@ -147,7 +147,7 @@ impl Host {
             model: spec.model.clone(),
             failure_policy: h.failure_policy,
             compaction: h.compaction.clone(),
-            limits: h.results.clone(),
+            limits: h.limits.results.clone(),
             tokens: Arc::clone(&self.tokens),
             summarizer: Arc::clone(&self.summarizer),
             engine: self.engine.clone(),

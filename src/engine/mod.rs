@@ -176,7 +176,6 @@ pub fn load(
     host: &crate::config::Config,
 ) -> Result<Arc<dyn EngineFactory>, EngineError> {
     use crate::error::{EngineErrorKind, ScriptLocation};
-    let _ = (config, host);
     let located = |kind, message: String| {
         EngineError::new("load", id, kind, message).at(Some(ScriptLocation {
             file: path.display().to_string(),
@@ -190,6 +189,16 @@ pub fn load(
         ));
     }
     match path.extension().and_then(|e| e.to_str()) {
+        Some("lua" | "luau") => {
+            let opts = lua::LoadOptions {
+                configured_id: Some(id.to_owned()),
+                strict: host.host.failure_policy == crate::session::FailurePolicy::Strict,
+                config: Arc::new(config.clone()),
+                limits: host.host.limits.clone(),
+                ..Default::default()
+            };
+            lua::load(path, &opts)
+        }
         Some(ext) => Err(located(
             EngineErrorKind::Contract,
             format!("engines written in .{ext} files cannot be loaded by this build"),
