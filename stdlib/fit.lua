@@ -16,7 +16,8 @@
 --       file read in an 8,000-token window). Guarantees tokens <= budget: returns `messages`
 --       itself when it fits; else trims tool results larger than budget/8 (head and tail kept),
 --       drops the oldest tool groups (keeping the newest), then trims the remaining messages'
---       text evenly; an empty list if even that is not enough (huge tool-call arguments).
+--       text to a common cap; a newest group that cannot fit even then (huge tool-call
+--       arguments, images) is left out and the rest squeezed again. Empty only if nothing fits.
 --   fit.total(messages) -> the sum of host.tokens over the list
 --
 -- newest_first is O(kept messages); squeeze is O(n) plus the cost of trimming.
@@ -85,7 +86,9 @@ local function water_level(sizes, budget)
   return math.huge
 end
 
-function M.squeeze(messages, budget)
+-- Squeezes `messages` into `budget` keeping the newest tool group; nil when that group cannot
+-- fit even with its text trimmed.
+local function squeeze_keeping_newest(messages, budget)
   local n = #messages
   local sizes = {}
   local total = 0
@@ -119,8 +122,7 @@ function M.squeeze(messages, budget)
     k += 1
   end
   local kept, kept_sizes = {}, {}
-  local first = (#gs > 0 and gs[k].first) or 1
-  for i = first, n do
+  for i = gs[k].first, n do
     kept[#kept + 1] = out[i]
     kept_sizes[#kept_sizes + 1] = sizes[i]
   end
@@ -140,6 +142,24 @@ function M.squeeze(messages, budget)
   end
   if total <= budget then
     return kept, total
+  end
+  return nil
+end
+
+function M.squeeze(messages, budget)
+  local list = messages
+  while #list > 0 do
+    local out, used = squeeze_keeping_newest(list, budget)
+    if out then
+      return out, used
+    end
+    -- 4. The newest group cannot fit at all (huge tool-call arguments, images): leave it out.
+    local last = groups.group_start(list, #list)
+    local shorter = {}
+    for i = 1, last - 1 do
+      shorter[i] = list[i]
+    end
+    list = shorter
   end
   return {}, 0
 end

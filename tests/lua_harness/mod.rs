@@ -336,8 +336,11 @@ impl Harness {
     }
 
     /// A Lua value as JSON.
+    /// Empty tables become empty arrays (an empty message list is the only empty table an
+    /// engine result holds).
     pub fn json(&self, v: Value) -> mlua::Result<Json> {
-        self.lua.from_value(v)
+        let opts = mlua::serde::DeserializeOptions::new().encode_empty_tables_as_array(true);
+        self.lua.from_value_with(v, opts)
     }
 }
 

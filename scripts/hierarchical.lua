@@ -1,0 +1,341 @@
+-- hierarchical: rolling multi-level summaries, after lossless-claw's summary DAG.
+--
+-- Policy: the fresh tail (the newest user message and its tool replies, stretched to at least
+-- `freshTailMessages` messages) and the most recent older messages are sent verbatim. When the
+-- verbatim part outgrows its share of the budget, its oldest messages are condensed, a chunk of
+-- about `leafChunkTokens` at a time (whole tool groups), into *leaf* summaries (depth 0) with
+-- `host.summarize`. When `fanout` summaries pile up at one depth, the oldest of them are folded
+-- into one summary a level up (depth 1, 2, ...), each depth with its own focus: decisions and
+-- file operations, then identifiers and a timeline, then the trajectory, then durable facts.
+-- When all summaries together outgrow `summaryShare` of the budget, folding is forced (two at a
+-- time, then everything into one), and as a last resort the text is truncated, so the budget
+-- always holds. The summaries live in `p.state` and reach the model as `systemPromptAddition`,
+-- oldest first, each labelled with its depth, how many messages it covers and their id range.
+--
+-- Compaction: `ownsCompaction = true`. `compact` condenses everything before the fresh tail and
+-- returns the rendered summaries as the compaction summary with the tail's first message as
+-- `firstKeptEntryId`, so the host's session shrinks to that summary plus the tail; the next
+-- `assemble` recognises that summary as its own and does not count it twice. A summary written
+-- by anyone else (built-in compaction before this engine took over) becomes the oldest node.
+--
+-- Configuration (plugins.entries["hierarchical"].config), all optional; token sizes default to
+-- a fraction of the turn's budget:
+--   freshTailMessages  number  default 8                       messages always sent verbatim
+--   fanout             number  default 4                       summaries per fold
+--   summaryShare       number  default 0.25                    budget share of all summaries
+--   leafChunkTokens    number  default min(20000, budget/4)    tokens condensed per leaf
+--   leafTokens         number  default min(2400, budget/16)    size of a leaf summary
+--   condensedTokens    number  default min(2000, budget/10)    size of a folded summary
+
+local groups = require("groups")
+local fit = require("fit")
+local msg = require("msg")
+local tail = require("tail")
+
+local FOCUS = {
+  [0] = "Summarize this span of the conversation: decisions, open TODOs, files read and modified.",
+  [1] = "Condense these summaries: keep names, paths, URLs and identifiers verbatim, a short timeline, and decisions that were superseded.",
+  [2] = "Condense these summaries into the overall trajectory of the work.",
+}
+local DURABLE = "Condense these summaries to durable facts only."
+
+return function(ctx)
+  local config = ctx.config or {}
+  local fanout = math.max(2, config.fanout or 4)
+  local summary_share = config.summaryShare or 0.25
+  local min_tail = config.freshTailMessages or 8
+  -- The newest context seen by assemble or afterTurn; compact receives no messages.
+  local last_messages = nil
+
+  local M = {
+    info = {
+      id = "hierarchical",
+      name = "Hierarchical summaries",
+      version = "1.0.0",
+      ownsCompaction = true,
+    },
+  }
+
+  local function sizes(budget)
+    return {
+      chunk = config.leafChunkTokens or math.max(256, math.min(20000, budget // 4)),
+      leaf = config.leafTokens or math.max(64, math.min(2400, budget // 16)),
+      condensed = config.condensedTokens or math.max(64, math.min(2000, budget // 10)),
+      cap = budget * summary_share // 1,
+    }
+  end
+
+  -- state.levels[d + 1] holds the depth-d summaries, oldest first; higher depths are older.
+  local function levels(state)
+    state.levels = state.levels or {}
+    return state.levels
+  end
+
+  local function summarize_nodes(nodes, depth, max_tokens)
+    local ms, count = {}, 0
+    for i, node in ipairs(nodes) do
+      ms[i] = msg.user(node.text)
+      count += node.count
+    end
+    local s = host.summarize(ms, { maxTokens = max_tokens, instructions = FOCUS[depth] or DURABLE })
+    return { depth = depth, text = s.text, count = count, first = nodes[1].first, last = nodes[#nodes].last }
+  end
+
+  -- Folds the oldest k summaries of level lv into one summary on level lv + 1.
+  local function fold(state, lv, k, max_tokens)
+    local L = levels(state)
+    local take, rest = {}, {}
+    for i, node in ipairs(L[lv]) do
+      if i <= k then
+        take[#take + 1] = node
+      else
+        rest[#rest + 1] = node
+      end
+    end
+    L[lv] = rest
+    L[lv + 1] = L[lv + 1] or {}
+    table.insert(L[lv + 1], summarize_nodes(take, lv, max_tokens))
+  end
+
+  local function render(state)
+    local L = levels(state)
+    local parts, nodes, covered = {}, 0, 0
+    for lv = #L, 1, -1 do
+      for _, node in ipairs(L[lv]) do
+        nodes += 1
+        covered += node.count
+        parts[#parts + 1] = '<summary depth="' .. node.depth .. '" messages="' .. node.count
+          .. '" first="' .. tostring(node.first) .. '" last="' .. tostring(node.last) .. '">\n'
+          .. node.text .. "\n</summary>"
+      end
+    end
+    if nodes == 0 then
+      return ""
+    end
+    return "Condensed history: " .. covered .. " earlier messages are condensed into " .. nodes
+      .. " summaries below, oldest first (a higher depth is older and coarser).\n"
+      .. table.concat(parts, "\n")
+  end
+
+  -- Regular folding, then forced folding until the summaries fit their share of the budget.
+  local function relieve(state, sz)
+    local L = levels(state)
+    local lv = 1
+    while lv <= #L do
+      while #L[lv] >= fanout do
+        fold(state, lv, fanout, sz.condensed)
+      end
+      lv += 1
+    end
+    while host.tokens(render(state)) > sz.cap do
+      local crowded = nil
+      for i = 1, #L do
+        if #L[i] >= 2 then
+          crowded = i
+          break
+        end
+      end
+      if crowded then
+        fold(state, crowded, 2, sz.condensed)
+      else
+        -- At most one summary per level: fold them all, oldest first, into one new top node.
+        local all = {}
+        for i = #L, 1, -1 do
+          for _, node in ipairs(L[i]) do
+            all[#all + 1] = node
+          end
+        end
+        if #all <= 1 then
+          break
+        end
+        local top = summarize_nodes(all, #L, sz.condensed)
+        for i = 1, #L do
+          L[i] = {}
+        end
+        L[#L + 1] = { top }
+      end
+    end
+  end
+
+  -- The last index of the tool group starting at i, not past `to`.
+  local function group_end(messages, i, to)
+    local e = i
+    if groups.calls_tools(messages[i]) then
+      while e + 1 <= to and messages[e + 1].role == "toolResult" do
+        e += 1
+      end
+    end
+    return e
+  end
+
+  -- Condenses messages[from..to] (whole groups) into leaves of about sz.chunk tokens each.
+  local function condense(state, messages, from, to, sz)
+    local L = levels(state)
+    L[1] = L[1] or {}
+    local i = from
+    while i <= to do
+      local j, acc = i, 0
+      repeat
+        local e = group_end(messages, j, to)
+        for x = j, e do
+          acc += host.tokens(messages[x])
+        end
+        j = e + 1
+      until j > to or acc >= sz.chunk
+      local s = host.summarize(groups.slice(messages, { first = i, last = j - 1 }), {
+        maxTokens = sz.leaf,
+        instructions = FOCUS[0],
+      })
+      table.insert(L[1], { depth = 0, text = s.text, count = j - i, first = messages[i].id, last = messages[j - 1].id })
+      state.through = messages[j - 1].id
+      state.throughAt = j - 1
+      while #L[1] >= fanout do
+        fold(state, 1, fanout, sz.condensed)
+      end
+      i = j
+    end
+  end
+
+  -- Skips compaction summaries at the start of the context; a summary this engine did not
+  -- write becomes the oldest node. Returns the index of the first other message.
+  local function skip_summaries(state, messages, t)
+    local i = 1
+    while i < t and messages[i].role == "compactionSummary" do
+      local m = messages[i]
+      state.seen = state.seen or {}
+      if m.id ~= nil and not state.seen[m.id] then
+        state.seen[m.id] = true
+        if state.ownCompaction then
+          state.ownCompaction = nil
+        else
+          local L = levels(state)
+          local top = math.max(1, #L)
+          L[top] = L[top] or {}
+          table.insert(L[top], 1, { depth = top - 1, text = m.summary or "", count = 0, first = m.id, last = m.id })
+        end
+      end
+      i += 1
+    end
+    return i
+  end
+
+  local function find(messages, id, hint, from, to)
+    if id == nil then
+      return nil
+    end
+    if hint and hint >= from and hint <= to and messages[hint].id == id then
+      return hint
+    end
+    for i = to, from, -1 do
+      if messages[i].id == id then
+        return i
+      end
+    end
+    return nil
+  end
+
+  -- The first message not yet condensed (never inside the fresh tail, which starts at t).
+  local function first_raw(state, messages, t)
+    local start = skip_summaries(state, messages, t)
+    local at = find(messages, state.through, state.throughAt, start, t - 1)
+    if at then
+      start = at + 1
+    end
+    return start
+  end
+
+  local function bounded(text, cap)
+    if text ~= "" and host.tokens(text) > cap then
+      return msg.trim_text(text, cap)
+    end
+    return text
+  end
+
+  function M.ingest(p)
+    return { ingested = false }
+  end
+
+  function M.afterTurn(p)
+    last_messages = p.messages
+  end
+
+  function M.assemble(p)
+    local messages, budget, state = p.messages, p.tokenBudget, p.state
+    last_messages = messages
+    local n = #messages
+    local sz = sizes(budget)
+    local t = tail.fresh_tail(messages, { minMessages = min_tail })
+    local start = first_raw(state, messages, t)
+    local tail_tokens = tail.tokens(messages, t)
+
+    -- Condense the oldest verbatim messages when they outgrow their room, a chunk at a time.
+    local room = budget - sz.cap - tail_tokens
+    local raw = 0
+    for i = start, t - 1 do
+      raw += host.tokens(messages[i])
+    end
+    if raw > room then
+      local target = math.max(0, room - sz.chunk)
+      local cut = start
+      while cut < t and raw > target do
+        local e = group_end(messages, cut, t - 1)
+        for x = cut, e do
+          raw -= host.tokens(messages[x])
+        end
+        cut = e + 1
+      end
+      condense(state, messages, start, cut - 1, sz)
+      start = cut
+    end
+    relieve(state, sz)
+
+    local addition = bounded(render(state), sz.cap)
+    local add_tokens = addition ~= "" and host.tokens(addition) or 0
+    local out, used
+    if raw + tail_tokens + add_tokens <= budget then
+      out, used = groups.slice(messages, { first = start, last = n }), raw + tail_tokens
+    else
+      -- The fresh tail alone is too big: squeeze (big results trimmed, oldest groups dropped).
+      out, used = fit.squeeze(groups.slice(messages, { first = start, last = n }), budget - add_tokens)
+    end
+    local result = { messages = out, estimatedTokens = used + add_tokens }
+    if addition ~= "" then
+      result.systemPromptAddition = addition
+    end
+    return result
+  end
+
+  function M.compact(p)
+    local messages, state = last_messages, p.state
+    if messages == nil then
+      -- A fresh instance (after a restart) that has not assembled yet: let the host compact;
+      -- its summary becomes the oldest node on the next assemble.
+      return host.delegateCompaction(p)
+    end
+    local sz = sizes(p.tokenBudget)
+    local t = tail.fresh_tail(messages, { minMessages = min_tail })
+    local start = first_raw(state, messages, t)
+    if start < t then
+      condense(state, messages, start, t - 1, sz)
+    end
+    relieve(state, sz)
+    local summary = bounded(render(state), sz.cap)
+    local only_own_summary = t == 2 and messages[1].role == "compactionSummary"
+    if t <= 1 or only_own_summary or summary == "" then
+      return { ok = true, compacted = false, reason = "nothing to compact: only the fresh tail is left" }
+    end
+    state.ownCompaction = true
+    return {
+      ok = true,
+      compacted = true,
+      result = {
+        summary = summary,
+        firstKeptEntryId = messages[t].id,
+        tokensBefore = p.currentTokenCount,
+        tokensAfter = host.tokens(summary) + tail.tokens(messages, t),
+      },
+    }
+  end
+
+  return M
+end
