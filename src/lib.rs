@@ -8,6 +8,7 @@
 //! Data flows one way: [`transcript`] store → [`session`] → turn driver → [`engine`] → result
 //! validation ([`contract`]) and [`pairing`] repair → the context the model sees.
 
+pub mod check;
 pub mod cli;
 pub mod compaction;
 pub mod config;

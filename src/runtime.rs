@@ -138,7 +138,8 @@ impl Host {
         self.engine.as_ref()
     }
 
-    fn setup(&self, spec: &SessionSpec) -> SessionSetup {
+    /// What a session of this host is built from (for driving a [`Session`] synchronously).
+    pub fn session_setup(&self, spec: &SessionSpec) -> SessionSetup {
         let h = &self.config.host;
         SessionSetup {
             id: spec.id.clone(),
@@ -158,14 +159,14 @@ impl Host {
 
     /// Starts a session in a new transcript file.
     pub async fn create_session(&self, spec: SessionSpec) -> Result<SessionHandle> {
-        let setup = self.setup(&spec);
+        let setup = self.session_setup(&spec);
         let session = blocking(move || Session::create(setup, &spec.file, &spec.cwd)).await??;
         Ok(SessionHandle::new(session))
     }
 
     /// Reopens a session from its transcript file (engine state restored).
     pub async fn open_session(&self, spec: SessionSpec) -> Result<SessionHandle> {
-        let setup = self.setup(&spec);
+        let setup = self.session_setup(&spec);
         let session = blocking(move || Session::open(setup, &spec.file)).await??;
         Ok(SessionHandle::new(session))
     }

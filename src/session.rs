@@ -828,14 +828,16 @@ impl Session {
     // -----------------------------------------------------------------------------------------
     // Calling engines, with quarantine and fallback.
 
-    fn defines(&self, method: Method) -> bool {
+    /// Whether the engine answering now defines a lifecycle method.
+    pub fn defines(&self, method: Method) -> bool {
         match &self.engine {
             Some(e) => e.defines(method),
             None => self.legacy.defines(method),
         }
     }
 
-    fn active_owns_compaction(&self) -> bool {
+    /// Whether the engine answering now owns compaction.
+    pub fn active_owns_compaction(&self) -> bool {
         self.engine
             .as_ref()
             .is_some_and(|e| e.info().owns_compaction())

@@ -20,6 +20,21 @@ pub struct Args {
 pub enum Command {
     /// Replay a recorded conversation turn by turn and show what the model would see.
     Replay(ReplayArgs),
+    /// Load, validate and exercise an engine file; exit 0 only for a sound engine.
+    Check(CheckArgs),
+}
+
+/// `ctxhost check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The engine file (.lua, .luau, .rhai).
+    pub file: PathBuf,
+    /// A JSON5 config file whose `host` settings (limits, tokenizer) apply.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `ctxhost replay`.

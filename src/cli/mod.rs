@@ -2,6 +2,7 @@
 //! place that uses `anyhow` and prints.
 
 pub mod args;
+mod check;
 mod replay;
 
 use std::io::Write;
@@ -21,5 +22,6 @@ pub enum Outcome {
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     match args.command {
         args::Command::Replay(a) => replay::run(a, out),
+        args::Command::Check(a) => check::run(a, out),
     }
 }
