@@ -1,0 +1,239 @@
+//! The `ctxhost` binary from the outside: output shapes, exit codes, errors.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn ctxhost(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ctxhost"))
+        .args(args)
+        .env("CTXHOST_LOG", "off")
+        .output()
+        .expect("run ctxhost")
+}
+
+fn transcript(name: &str) -> String {
+    common::shared_dir()
+        .join("data/transcripts")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+const TURN_KEYS: [&str; 12] = [
+    "turn",
+    "engine",
+    "fallback",
+    "quarantined",
+    "sessionMessages",
+    "assembledMessages",
+    "assembledTokens",
+    "tokenBudget",
+    "estimatedTokens",
+    "compactions",
+    "pairingRepairs",
+    "modelCalls",
+];
+
+#[test]
+fn replay_json_has_one_line_per_turn_then_a_summary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = ctxhost(&[
+        "replay",
+        &transcript("pimono-large-session.jsonl"),
+        "--window",
+        "8000",
+        "--json",
+        "--out",
+        &dir.path().display().to_string(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out);
+    let (summary, turns) = lines.split_last().expect("lines");
+    assert_eq!(turns.len(), 88);
+    for (i, t) in turns.iter().enumerate() {
+        for key in TURN_KEYS {
+            assert!(t.get(key).is_some(), "turn {i} lacks {key}: {t}");
+        }
+        assert_eq!(t["turn"], i as u64 + 1);
+        assert_eq!(t["engine"], "legacy");
+        assert!(t["assembledTokens"].as_u64() <= t["tokenBudget"].as_u64());
+    }
+    let s = &summary["summary"];
+    assert_eq!(s["turns"], 88);
+    assert!(s["compactions"].as_u64().expect("compactions") > 0);
+    assert_eq!(s["fallbacks"], 0);
+    assert_eq!(s["quarantine"], Value::Null);
+    assert!(s["maxAssembledTokens"].as_u64().expect("max") <= 6_000);
+    assert!(s["wallMs"].is_u64());
+    let sum: u64 = turns
+        .iter()
+        .map(|t| t["compactions"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(s["compactions"].as_u64(), Some(sum));
+}
+
+#[test]
+fn replay_prints_a_table_and_a_closing_summary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = ctxhost(&[
+        "replay",
+        &transcript("sweagent-marshmallow-code__marshmallow-1867.traj"),
+        "--window",
+        "8000",
+        "--out",
+        &dir.path().display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header = text.lines().next().expect("header");
+    for col in [
+        "turn",
+        "session",
+        "assembled",
+        "tokens / budget",
+        "compactions",
+        "engine",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    assert!(text.contains("1 turns in 1 session(s)"), "{text}");
+    assert!(text.contains("(SWE-agent .traj)"), "{text}");
+    // The replayed session's transcript is where the summary says.
+    assert!(
+        text.contains(&format!("session transcripts: {}", dir.path().display())),
+        "{text}"
+    );
+    let written: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+}
+
+#[test]
+fn a_failing_engine_falls_back_and_the_summary_names_the_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = ctxhost(&[
+        "replay",
+        &transcript("pimono-large-session.jsonl"),
+        "--window",
+        "8000",
+        "--json",
+        "--engine",
+        &fixture("hostile/assemble_throws.lua"),
+        "--out",
+        &dir.path().display().to_string(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a quarantine is a problem worth an exit code"
+    );
+    let lines = json_lines(&out);
+    let (summary, turns) = lines.split_last().expect("lines");
+    assert_eq!(turns.len(), 88, "every turn completes");
+    assert_eq!(turns[0]["engine"], "assemble-throws");
+    assert_eq!(turns[0]["fallback"], false);
+    assert_eq!(turns[2]["fallback"], true);
+    assert_eq!(turns[2]["engine"], "legacy");
+    assert_eq!(turns[2]["quarantined"], true);
+    let q = &summary["summary"]["quarantine"];
+    assert_eq!(q["engine"], "assemble-throws");
+    assert_eq!(q["operation"], "assemble");
+    let error = q["error"].as_str().expect("error");
+    assert!(error.contains("assemble_throws.lua:7"), "{error}");
+    assert!(error.contains("boom on call 3"), "{error}");
+}
+
+#[test]
+fn strict_policy_returns_the_engine_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = ctxhost(&[
+        "replay",
+        &transcript("pimono-large-session.jsonl"),
+        "--strict",
+        "--engine",
+        &fixture("hostile/assemble_throws.lua"),
+        "--out",
+        &dir.path().display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("assemble failed in engine \"assemble-throws\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_transcript_is_an_error_naming_it() {
+    let out = ctxhost(&["replay", "/nonexistent/session.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/session.jsonl"));
+}
+
+#[test]
+fn malformed_lines_are_skipped_and_counted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = std::fs::read_to_string(transcript("pimono-large-session.jsonl")).expect("read");
+    let mut lines: Vec<&str> = src.lines().collect();
+    lines.insert(5, "{\"type\":\"message\",\"message\":{\"role\":");
+    let file: PathBuf = dir.path().join("torn.jsonl");
+    std::fs::write(&file, lines.join("\n")).expect("write");
+    let out = ctxhost(&[
+        "replay",
+        &file.display().to_string(),
+        "--json",
+        "--out",
+        &dir.path().join("out").display().to_string(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out);
+    assert_eq!(lines.last().expect("summary")["summary"]["skippedLines"], 1);
+}
+
+#[test]
+fn check_passes_a_sound_engine_and_fails_a_broken_one() {
+    let ok = ctxhost(&["check", &fixture("hostile/sound.lua")]);
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(ok.status.code(), Some(0), "{text}");
+    assert!(text.contains("compact on an over-budget session"), "{text}");
+    assert!(text.trim_end().ends_with("sound"), "{text}");
+
+    let bad = ctxhost(&["check", &fixture("hostile/assemble_throws.lua")]);
+    let text = String::from_utf8_lossy(&bad.stdout);
+    assert_eq!(bad.status.code(), Some(1), "{text}");
+    assert!(text.contains("FAIL"), "{text}");
+    assert!(text.contains("assemble_throws.lua:7"), "{text}");
+    assert!(text.trim_end().ends_with("NOT sound"), "{text}");
+}
