@@ -29,6 +29,9 @@ pub struct ApiEnv {
 
 const MODULE_CACHE: &str = "ctxhost.stdlib.modules";
 
+/// Registry key of the frozen entry config (`host.config`, the factory's `ctx.config`).
+pub const CONFIG_KEY: &str = "ctxhost.config";
+
 fn rt(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::runtime(msg.into())
 }
@@ -108,6 +111,7 @@ pub fn install(lua: &Lua, config: &Json) -> mlua::Result<()> {
     if let Value::Table(t) = &cfg {
         marshal::deep_freeze(t)?;
     }
+    lua.set_named_registry_value(CONFIG_KEY, &cfg)?;
     host.raw_set("config", cfg)?;
     host.set_readonly(true);
     globals.raw_set("host", host)?;
@@ -139,7 +143,7 @@ fn text_of(args: &MultiValue) -> String {
         }
         if out.len() > 64 << 10 {
             out.truncate(64 << 10);
-            out.push_str("…");
+            out.push('…');
             break;
         }
     }

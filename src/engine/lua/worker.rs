@@ -260,8 +260,8 @@ impl Vm {
                     .create_table()
                     .map_err(|e| err("factory", &e, EngineErrorKind::Factory))?;
                 let fill = || -> mlua::Result<()> {
-                    let host: Table = lua.globals().raw_get("host")?;
-                    ctx.raw_set("config", host.raw_get::<Value>("config")?)?;
+                    let config: Value = lua.named_registry_value(api::CONFIG_KEY)?;
+                    ctx.raw_set("config", config)?;
                     ctx.raw_set("agentDir", boot.agent_dir.as_str())?;
                     ctx.raw_set("workspaceDir", boot.workspace_dir.as_str())?;
                     Ok(())
