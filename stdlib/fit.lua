@@ -27,6 +27,16 @@ local msg = require("msg")
 
 local M = {}
 
+-- A plain copy of a list. (Not table.clone: the host's lists carry a protected metatable.)
+local function copy_list(list)
+  local out = {}
+  for i = 1, #list do
+    out[i] = list[i]
+  end
+  return out
+end
+
+
 function M.total(messages)
   local total = 0
   for i = 1, #messages do
@@ -101,7 +111,7 @@ local function squeeze_keeping_newest(messages, budget)
   end
 
   -- 1. Trim oversized tool results.
-  local out = table.clone(messages)
+  local out = copy_list(messages)
   local cap = math.max(budget // 8, 64)
   for i = 1, n do
     if out[i].role == "toolResult" and sizes[i] > cap then

@@ -25,6 +25,16 @@ local msg = require("msg")
 
 local M = {}
 
+-- A plain copy of a list. (Not table.clone: the host's lists carry a protected metatable.)
+local function copy_list(list)
+  local out = {}
+  for i = 1, #list do
+    out[i] = list[i]
+  end
+  return out
+end
+
+
 M.DEFAULT_PLACEHOLDER = "[Old tool result content cleared]"
 
 function M.protected_from(messages, keep_turns)
@@ -61,7 +71,7 @@ function M.tool_results(messages, opts)
 
   local n = #messages
   local limit = M.protected_from(messages, keep_turns) - 1
-  local out = table.clone(messages)
+  local out = copy_list(messages)
   local candidates = {} -- indexes of old tool results, oldest first
 
   -- 1. Soft trim.

@@ -1,10 +1,14 @@
-//! The example engines in `scripts/`, replayed over every shared transcript at a window of 8,000
-//! tokens on the **test harness** (`tests/lua_harness`, not the adapter): before every model
-//! call the engine assembles; the result (messages plus `systemPromptAddition`, measured by the
+//! The example engines in `scripts/`.
+//!
+//! The replay runs on the **real adapter** (`ctxhost::engine::lua::load`) over every shared
+//! transcript at a window of 8,000 tokens: before every model call the engine assembles; the result (messages plus `systemPromptAddition`, measured by the
 //! host's counter) must fit the budget and be well paired. Halfway through, the engine's state is
 //! saved as JSON and the engine restarts in a fresh VM from it (a host restart). Each replay runs
 //! twice and must assemble the same contexts both times (determinism). Compaction results are
 //! applied as the host applies them (summary appended, context cut at `firstKeptEntryId`).
+//!
+//! The smaller checks below run on the test harness (`tests/lua_harness`), which lets a test
+//! read `p.state` directly.
 
 mod common;
 mod lua_harness;
@@ -15,10 +19,18 @@ use std::sync::Arc;
 use mlua::{LuaSerdeExt, Table, Value};
 use serde_json::{Value as Json, json};
 
-use ctxhost::compaction;
-use ctxhost::contract::{AssembleResult, CompactResult};
+use ctxhost::compaction::{self, CompactionSettings};
+use ctxhost::contract::{
+    AssembleParams, AssembleResult, CompactParams, CompactResult, CompactionTarget, IngestParams,
+    ResultLimits,
+};
+use ctxhost::engine::lua::{self, LoadOptions};
+use ctxhost::engine::{Engine, InstanceContext};
+use ctxhost::host::{HostCall, SessionServices};
 use ctxhost::message::Message;
 use ctxhost::pairing;
+use ctxhost::summarize::BuiltinSummarizer;
+use ctxhost::tokens::TokenCache;
 use ctxhost::tokens::{Estimate, TokenCounter};
 use lua_harness::Harness;
 
@@ -158,19 +170,105 @@ fn apply(context: &[Arc<Message>], r: &CompactResult, next_id: &mut u64) -> Vec<
     ctx
 }
 
-/// Replays one session through one engine; returns a fingerprint of every assembled context.
+/// The real adapter: one engine instance per session, called as the session calls it.
+struct Real {
+    engine: Box<dyn Engine>,
+    services: Arc<SessionServices>,
+}
+
+impl Real {
+    fn start(name: &str, state: Option<Json>) -> Real {
+        let factory = lua::load(&script(name), &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut engine = factory
+            .instantiate(&InstanceContext::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        if let Some(s) = state {
+            engine.restore_state(s).expect("restore");
+        }
+        let services = Arc::new(SessionServices {
+            tokens: TokenCache::new(Arc::new(Estimate)),
+            summarizer: Arc::new(BuiltinSummarizer::new()),
+            compaction: CompactionSettings::default(),
+            limits: ResultLimits::default(),
+        });
+        Real { engine, services }
+    }
+
+    fn call(&self, context: &[Arc<Message>]) -> HostCall {
+        HostCall::new(
+            Arc::from("engine"),
+            Arc::from("s"),
+            Arc::new(context.to_vec()),
+            Arc::clone(&self.services),
+            Arc::new(json!({})),
+            WINDOW,
+        )
+    }
+
+    fn owns(&self) -> bool {
+        self.engine.info().owns_compaction()
+    }
+
+    fn ingest(&mut self, context: &[Arc<Message>], m: &Arc<Message>) {
+        let call = self.call(context);
+        let p = IngestParams {
+            session_id: "s".into(),
+            session_key: None,
+            message: Arc::clone(m),
+            is_heartbeat: false,
+        };
+        self.engine.ingest(&call, &p).expect("ingest");
+    }
+
+    fn assemble(&mut self, context: &[Arc<Message>]) -> AssembleResult {
+        let call = self.call(context);
+        let p = AssembleParams {
+            session_id: "s".into(),
+            session_key: None,
+            token_budget: WINDOW,
+            prompt: None,
+            model: None,
+            available_tools: None,
+            runtime_settings: None,
+        };
+        self.engine
+            .assemble(&call, &p)
+            .unwrap_or_else(|e| panic!("assemble: {e}"))
+    }
+
+    fn compact(&mut self, context: &[Arc<Message>], force: bool) -> CompactResult {
+        let call = self.call(context);
+        let p = CompactParams {
+            session_id: "s".into(),
+            session_key: None,
+            token_budget: WINDOW,
+            force,
+            current_token_count: tokens(context),
+            compaction_target: CompactionTarget::Budget,
+            custom_instructions: None,
+            runtime_settings: None,
+        };
+        self.engine
+            .compact(&call, &p)
+            .unwrap_or_else(|e| panic!("compact: {e}"))
+    }
+}
+
+/// Replays one session through one engine on the real adapter; returns a fingerprint of every
+/// assembled context.
 fn replay(name: &str, label: &str, messages: &[Message]) -> Vec<String> {
-    let mut run = Run::start(name, None);
+    let mut run = Real::start(name, None);
     let mut context: Vec<Arc<Message>> = Vec::new();
     let mut prints = Vec::new();
     let mut next_id = 0u64;
     let restart_at = messages.len() / 2;
     for (i, m) in messages.iter().enumerate() {
         if i == restart_at {
-            let saved = run.save();
-            run = Run::start(name, Some(&saved));
+            let saved = run.engine.save_state().expect("save");
+            run = Real::start(name, Some(saved.clone()));
             assert_eq!(
-                run.save(),
+                run.engine.save_state().expect("save"),
                 saved,
                 "{name} {label}: state survives a restart"
             );
@@ -181,7 +279,7 @@ fn replay(name: &str, label: &str, messages: &[Message]) -> Vec<String> {
                 .is_some_and(|p: &Arc<Message>| matches!(p.role().as_str(), "user" | "toolResult"));
         if is_call {
             // The host's auto-compaction for engines that do not own compaction.
-            if !run.owns && tokens(&context) > WINDOW {
+            if !run.owns() && tokens(&context) > WINDOW {
                 let r = run.compact(&context, false);
                 context = apply(&context, &r, &mut next_id);
             }

@@ -142,6 +142,9 @@ pub fn lua_messages(lua: &Lua, ms: &[Json]) -> mlua::Result<Table> {
     for m in ms {
         t.push(lua_message(lua, m)?)?;
     }
+    // Like the adapter's resident list: an array metatable (protected, so `table.clone` fails
+    // on it, as it does on the real thing) and read-only.
+    t.set_metatable(Some(lua.array_metatable()))?;
     t.set_readonly(true);
     Ok(t)
 }
