@@ -10,6 +10,8 @@
 //! The smaller checks below run on the test harness (`tests/lua_harness`), which lets a test
 //! read `p.state` directly.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
+
 mod common;
 mod lua_harness;
 

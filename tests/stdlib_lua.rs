@@ -5,6 +5,8 @@
 //! depend on anything the adapter adds beyond `host.tokens`. Input messages are frozen, so a
 //! stdlib function that writes into one fails these tests.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
+
 mod lua_harness;
 
 use lua_harness::{Harness, build};

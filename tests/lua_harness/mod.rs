@@ -8,7 +8,7 @@
 //!
 //! Messages handed to scripts are frozen (`set_readonly`, recursively) like the adapter's, so a
 //! stdlib function that writes into an input message fails here.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,0 +1,244 @@
+//! `docs/writing-engines.md` cannot drift from the host: every fenced `lua` block in it must be
+//! preceded by a line naming a file under `docs/examples/` and equal that file's content; every
+//! example file must appear in the guide; and every example engine is loaded through the real
+//! Lua adapter and run (ingest, assemble at several budgets, compact on an over-budget session)
+//! with the budget (messages plus `systemPromptAddition`) and tool pairing checked.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
+
+mod lua_harness;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+
+use ctxhost::compaction::CompactionSettings;
+use ctxhost::contract::Method;
+use ctxhost::contract::{
+    AssembleParams, CommitStatus, CommitTurnParams, CompactParams, CompactionTarget, IngestParams,
+    ResultLimits,
+};
+use ctxhost::engine::InstanceContext;
+use ctxhost::engine::lua::{self, LoadOptions};
+use ctxhost::host::{HostCall, SessionServices};
+use ctxhost::message::Message;
+use ctxhost::pairing;
+use ctxhost::summarize::BuiltinSummarizer;
+use ctxhost::tokens::{Estimate, TokenCache, TokenCounter};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `(file named before the block, block content)` for every ```lua block of the guide.
+fn lua_blocks(guide: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = guide.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim_end() == "```lua" {
+            let named = lines[..i]
+                .iter()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .copied()
+                .unwrap_or("");
+            let file = named
+                .split('`')
+                .find(|part| part.starts_with("docs/examples/") && part.ends_with(".lua"))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "line {}: a lua block must follow a line naming its docs/examples/ file, found {named:?}",
+                        i + 1
+                    )
+                })
+                .to_owned();
+            let mut body = String::new();
+            i += 1;
+            while i < lines.len() && lines[i].trim_end() != "```" {
+                body.push_str(lines[i]);
+                body.push('\n');
+                i += 1;
+            }
+            out.push((file, body));
+        }
+        i += 1;
+    }
+    out
+}
+
+fn examples() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("docs/examples"))
+        .expect("docs/examples")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "lua"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_lua_block_in_the_guide_is_the_named_example_file() {
+    let guide = std::fs::read_to_string(root().join("docs/writing-engines.md")).expect("guide");
+    let blocks = lua_blocks(&guide);
+    assert!(blocks.len() >= 5, "the guide shows its examples");
+    for (file, body) in &blocks {
+        let on_disk = std::fs::read_to_string(root().join(file))
+            .unwrap_or_else(|e| panic!("{file} named in the guide: {e}"));
+        assert_eq!(
+            body, &on_disk,
+            "{file}: the guide's copy differs from the file"
+        );
+    }
+    for path in examples() {
+        let rel = format!(
+            "docs/examples/{}",
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+        );
+        assert!(
+            blocks.iter().any(|(f, _)| *f == rel),
+            "{rel} is not shown in the guide"
+        );
+    }
+}
+
+#[test]
+fn the_block_parser_rejects_an_unnamed_block() {
+    let bad = "Some text\n\n```lua\nreturn {}\n```\n";
+    let r = std::panic::catch_unwind(|| lua_blocks(bad));
+    assert!(r.is_err());
+    let good = "File: [`docs/examples/x.lua`](examples/x.lua)\n\n```lua\nreturn {}\n```\n";
+    assert_eq!(
+        lua_blocks(good),
+        vec![("docs/examples/x.lua".to_owned(), "return {}\n".to_owned())]
+    );
+}
+
+fn services() -> Arc<SessionServices> {
+    Arc::new(SessionServices {
+        tokens: TokenCache::new(Arc::new(Estimate)),
+        summarizer: Arc::new(BuiltinSummarizer::new()),
+        compaction: CompactionSettings::default(),
+        limits: ResultLimits::default(),
+    })
+}
+
+fn call(services: &Arc<SessionServices>, context: &[Arc<Message>], budget: u64) -> HostCall {
+    HostCall::new(
+        Arc::from("example"),
+        Arc::from("s"),
+        Arc::new(context.to_vec()),
+        Arc::clone(services),
+        Arc::new(json!({"mode": "test"})),
+        budget,
+    )
+}
+
+fn tokens(ms: &[Arc<Message>]) -> u64 {
+    ms.iter().map(|m| Estimate.count_message(m)).sum()
+}
+
+fn run_example(path: &Path) {
+    let name = path.display().to_string();
+    let opts = LoadOptions {
+        config: Arc::new(json!({"keepRatio": 0.8})),
+        ..LoadOptions::default()
+    };
+    let factory = lua::load(path, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut engine = factory
+        .instantiate(&InstanceContext::default())
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let services = services();
+    let mut session = lua_harness::build::session(60);
+    // Between turns (index 2 starts turn 1), so the session stays well paired.
+    session.insert(
+        2,
+        lua_harness::build::user("u-pin", "[pin] the release branch is rel/2026-12"),
+    );
+    let messages: Vec<Arc<Message>> = session
+        .into_iter()
+        .map(|j| Arc::new(serde_json::from_value::<Message>(j).expect("message")))
+        .collect();
+    for (i, m) in messages.iter().enumerate() {
+        let c = call(&services, &messages[..=i], 8_000);
+        let p = IngestParams {
+            session_id: "s".into(),
+            session_key: None,
+            message: Arc::clone(m),
+            is_heartbeat: false,
+        };
+        engine
+            .ingest(&c, &p)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    for budget in [300u64, 2_000, 8_000, 40_000, 1_000_000] {
+        let c = call(&services, &messages, budget);
+        let p = AssembleParams {
+            session_id: "s".into(),
+            session_key: None,
+            token_budget: budget,
+            prompt: None,
+            model: None,
+            available_tools: None,
+            runtime_settings: None,
+        };
+        let r = engine
+            .assemble(&c, &p)
+            .unwrap_or_else(|e| panic!("{name} at {budget}: {e}"));
+        let add = r
+            .system_prompt_addition
+            .as_deref()
+            .map(|a| Estimate.count_text(a))
+            .unwrap_or(0);
+        let measured = tokens(&r.messages) + add;
+        assert!(
+            measured <= budget,
+            "{name}: {measured} tokens > budget {budget}"
+        );
+        assert!(
+            pairing::is_well_paired(&r.messages),
+            "{name} at {budget}: pairing"
+        );
+        assert!(!r.messages.is_empty(), "{name} at {budget}: empty context");
+    }
+    let before = tokens(&messages);
+    let c = call(&services, &messages, 8_000);
+    let p = CompactParams {
+        session_id: "s".into(),
+        session_key: None,
+        token_budget: 8_000,
+        force: true,
+        current_token_count: before,
+        compaction_target: CompactionTarget::Threshold,
+        custom_instructions: None,
+        runtime_settings: None,
+    };
+    let r = engine
+        .compact(&c, &p)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert!(r.ok && r.compacted, "{name}: compact freed nothing: {r:?}");
+    if engine.defines(Method::CommitTurn) {
+        let p = CommitTurnParams {
+            session_id: "s".into(),
+            session_key: None,
+            advancement_key: "turn-1".into(),
+            messages: messages[..2].to_vec(),
+        };
+        let first = engine.commit_turn(&c, &p).expect("commit");
+        let second = engine.commit_turn(&c, &p).expect("commit");
+        assert_eq!(first.map(|r| r.status), Some(CommitStatus::Committed));
+        assert_eq!(second.map(|r| r.status), Some(CommitStatus::Duplicate));
+    }
+}
+
+#[test]
+fn every_example_engine_loads_through_the_adapter_and_holds_the_budget() {
+    let files = examples();
+    assert!(!files.is_empty());
+    for path in files {
+        run_example(&path);
+    }
+}
