@@ -22,85 +22,100 @@ pub struct FitReport {
 }
 
 /// Fits `messages` into `budget` tokens. Returns them unchanged (same `Arc`s) when they fit.
+///
+/// Otherwise it keeps the newest contiguous run of tool groups that fits, with tool results
+/// larger than an eighth of the budget trimmed (head and tail kept), plus a leading compaction
+/// summary when there is room for it. Only kept groups are trimmed, so the cost follows what is
+/// kept, not the length of the session.
 pub fn fit_to_budget(
     messages: &[Arc<Message>],
     budget: u64,
     tokens: &TokenCache,
 ) -> (Vec<Arc<Message>>, FitReport) {
     let mut report = FitReport::default();
-    let total = tokens.messages(messages);
-    if total <= budget {
+    if tokens.messages(messages) <= budget {
         return (messages.to_vec(), report);
     }
-
-    // 1. Trim tool results larger than an eighth of the budget.
     let cap = (budget / 8).max(64);
-    let mut out: Vec<Arc<Message>> = messages
-        .iter()
-        .map(|m| {
-            if m.role() == Role::ToolResult && tokens.message(m) > cap {
-                report.trimmed_results += 1;
-                Arc::new(trim_message(m, cap, tokens))
-            } else {
-                Arc::clone(m)
-            }
-        })
-        .collect();
-
-    // 2. Drop the oldest groups (a message plus the results of its calls), keeping a leading
-    //    compaction summary and always the newest group.
-    let groups = groups(&out);
-    let sizes: Vec<u64> = groups
-        .iter()
-        .map(|r| tokens.messages(&out[r.clone()]))
-        .collect();
-    let mut total: u64 = sizes.iter().sum();
-    let keep_summary = out
+    let summary = messages
         .first()
-        .is_some_and(|m| m.role() == Role::CompactionSummary);
-    let mut dropped = vec![false; groups.len()];
-    let first_droppable = usize::from(keep_summary);
-    for g in first_droppable..groups.len().saturating_sub(1) {
-        if total <= budget {
+        .filter(|m| m.role() == Role::CompactionSummary)
+        .cloned();
+    let body = &messages[usize::from(summary.is_some())..];
+    let summary_tokens = summary.as_ref().map_or(0, |m| tokens.message(m));
+
+    // Newest-first: take whole groups while they fit.
+    let mut kept_rev: Vec<Vec<Arc<Message>>> = Vec::new();
+    let mut used = 0u64;
+    for range in groups(body).into_iter().rev() {
+        let group: Vec<Arc<Message>> = body[range]
+            .iter()
+            .map(|m| {
+                if m.role() == Role::ToolResult && tokens.message(m) > cap {
+                    Arc::new(trim_message(m, cap, tokens))
+                } else {
+                    Arc::clone(m)
+                }
+            })
+            .collect();
+        let size = tokens.messages(&group);
+        if used + size > budget {
             break;
         }
-        dropped[g] = true;
-        total -= sizes[g];
-        report.dropped_messages += groups[g].len();
+        used += size;
+        kept_rev.push(group);
     }
-    // Then the summary itself, if still over.
-    if total > budget && keep_summary && groups.len() > 1 {
-        dropped[0] = true;
-        total -= sizes[0];
-        report.dropped_messages += groups[0].len();
+    let kept_groups = kept_rev.len();
+    let mut out: Vec<Arc<Message>> = Vec::new();
+    if let Some(s) = &summary
+        && kept_groups > 0
+        && used + summary_tokens <= budget
+    {
+        out.push(Arc::clone(s));
     }
-    let mut kept = Vec::new();
-    for (g, range) in groups.iter().enumerate() {
-        if !dropped[g] {
-            kept.extend(out[range.clone()].iter().cloned());
-        }
+    for group in kept_rev.into_iter().rev() {
+        out.extend(group);
     }
-    out = kept;
+    report.trimmed_results = count_trimmed(&out, messages);
+    report.dropped_messages = messages.len() - out.len();
 
-    // 3. The newest group alone is too big: cut its messages' text evenly.
-    if total > budget && !out.is_empty() {
+    // The newest group alone is too big: cut its messages' text evenly.
+    if kept_groups == 0 {
         report.cut_newest = true;
-        let n = out.len() as u64;
-        let share = (budget / n).max(1);
-        for m in &mut out {
-            if tokens.message(m) > share {
-                *m = Arc::new(trim_message(m, share, tokens));
-            }
-        }
-        // Anything still over (tool-call JSON, images) goes, oldest first, newest message last.
+        let last = groups(body)
+            .pop()
+            .map(|r| body[r].to_vec())
+            .unwrap_or_default();
+        report.dropped_messages = messages.len() - last.len();
+        let share = (budget / last.len().max(1) as u64).max(1);
+        out = last
+            .iter()
+            .map(|m| {
+                if tokens.message(m) > share {
+                    Arc::new(trim_message(m, share, tokens))
+                } else {
+                    Arc::clone(m)
+                }
+            })
+            .collect();
+        // Anything still over (tool-call JSON, images) goes, oldest first.
         while tokens.messages(&out) > budget && out.len() > 1 {
             out.remove(0);
             report.dropped_messages += 1;
         }
-        let repaired = crate::pairing::repair(out);
-        out = repaired.messages;
+        out = crate::pairing::repair(out).messages;
     }
     (out, report)
+}
+
+/// How many messages of `out` are trimmed copies of a message in `original` (same id, other
+/// `Arc`).
+fn count_trimmed(out: &[Arc<Message>], original: &[Arc<Message>]) -> usize {
+    let by_id: std::collections::HashMap<&str, &Arc<Message>> =
+        original.iter().map(|m| (m.id.as_str(), m)).collect();
+    out.iter()
+        .filter(|m| by_id.get(m.id.as_str()).is_some_and(|o| !Arc::ptr_eq(o, m)))
+        .count()
 }
 
 /// Index ranges of atomic groups: an assistant message with the results that follow it, or a
@@ -163,7 +178,8 @@ fn trim_blocks(blocks: &mut [ContentBlock], max: u64, trim: &impl Fn(&str, u64) 
 /// Cuts `text` to at most `max_tokens` (by `count`), keeping about two thirds from the head and
 /// one third from the tail with a marker saying how much was left out.
 pub fn trim_text(text: &str, max_tokens: u64, count: impl Fn(&str) -> u64) -> String {
-    if count(text) <= max_tokens {
+    let total = count(text);
+    if total <= max_tokens {
         return text.to_owned();
     }
     let chars: Vec<char> = text.chars().collect();
@@ -178,22 +194,19 @@ pub fn trim_text(text: &str, max_tokens: u64, count: impl Fn(&str) -> u64) -> St
         s.extend(&chars[chars.len() - tail..]);
         s
     };
-    // Binary search the largest kept length that fits.
-    let (mut lo, mut hi) = (0usize, chars.len());
-    while lo < hi {
-        let mid = (lo + hi).div_ceil(2);
-        if count(&build(mid)) <= max_tokens {
-            lo = mid;
-        } else {
-            hi = mid - 1;
+    // Start from the proportional length and shrink by a tenth until it fits: token density
+    // is nearly uniform, so this takes one or two counts instead of a binary search.
+    let mut keep =
+        (chars.len() as u128 * u128::from(max_tokens) / u128::from(total.max(1))) as usize;
+    loop {
+        let candidate = build(keep);
+        if count(&candidate) <= max_tokens {
+            return candidate;
         }
-    }
-    let best = build(lo);
-    if count(&best) <= max_tokens {
-        best
-    } else {
-        // Even the marker does not fit.
-        String::new()
+        if keep == 0 {
+            return String::new(); // even the marker does not fit
+        }
+        keep = keep * 9 / 10;
     }
 }
 
