@@ -75,7 +75,12 @@ pub fn install(lua: &Lua, config: &Json) -> mlua::Result<()> {
     }
 
     let host = lua.create_table()?;
-    host.raw_set("tokens", lua.create_function(host_tokens)?)?;
+    let raw_tokens = lua.create_function(host_tokens)?;
+    let tokens = lua
+        .app_data_mut::<Resident>()
+        .ok_or_else(|| rt("no resident state"))?
+        .install_helpers(lua, raw_tokens)?;
+    host.raw_set("tokens", tokens)?;
     host.raw_set("summarize", lua.create_function(host_summarize)?)?;
     host.raw_set(
         "delegateCompaction",
@@ -224,21 +229,28 @@ fn tokens_of_table(
     Ok(call.tokens_message(&m))
 }
 
-/// `host.tokens(x)`: a string, one message, or a list of messages.
-fn host_tokens(lua: &Lua, v: Value) -> mlua::Result<u64> {
+/// `host.tokens(x)`: a string, one message, or a list of messages; the second value says
+/// whether `x` is a resident message (whose count the Lua side may memoize).
+fn host_tokens(lua: &Lua, v: Value) -> mlua::Result<(u64, bool)> {
     let scope = lua
         .app_data_ref::<CallScope>()
         .ok_or_else(|| rt("host.tokens is only available inside a lifecycle call"))?;
     let call = &scope.call;
     match &v {
-        Value::String(s) => Ok(call.tokens_text(&s.to_string_lossy())),
+        Value::String(s) => Ok((call.tokens_text(&s.to_string_lossy()), false)),
         Value::Table(t) => {
             let resident = lua
                 .app_data_ref::<Resident>()
                 .ok_or_else(|| rt("host.tokens: no resident messages"))?;
             let mut budget = Budget::new(byte_cap(lua));
-            if resident.lookup(t).is_some() || t.raw_get::<Value>("role")?.is_string() {
-                return tokens_of_table(lua, call, &resident, t, &mut budget);
+            if resident.lookup(t).is_some() {
+                return Ok((tokens_of_table(lua, call, &resident, t, &mut budget)?, true));
+            }
+            if t.raw_get::<Value>("role")?.is_string() {
+                return Ok((
+                    tokens_of_table(lua, call, &resident, t, &mut budget)?,
+                    false,
+                ));
             }
             let mut total = 0u64;
             for i in 1..=t.raw_len() {
@@ -256,9 +268,9 @@ fn host_tokens(lua: &Lua, v: Value) -> mlua::Result<u64> {
                     }
                 }
             }
-            Ok(total)
+            Ok((total, false))
         }
-        Value::Nil => Ok(0),
+        Value::Nil => Ok((0, false)),
         other => Err(rt(format!(
             "host.tokens expects a string, a message or a list of messages, got {}",
             other.type_name()

@@ -14,7 +14,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use mlua::serde::SerializeOptions;
-use mlua::{Lua, LuaSerdeExt, Table, Value};
+use mlua::{Function, Lua, LuaSerdeExt, Table, Value};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value as Json};
@@ -107,9 +107,48 @@ pub struct Known {
     pub tokens: std::cell::Cell<Option<u64>>,
 }
 
+/// Lua helpers that run inside the VM, where touching tables is cheapest. `ids` maps each
+/// resident table to its slab id; `map` turns a returned list into a buffer of ids (0 = not
+/// resident) plus whether the list is a pure array; `tokens` memoizes `host.tokens` per resident
+/// message table (frozen, so the count cannot go stale).
+const HELPERS: &str = r#"
+local ids, raw_tokens = ...
+local memo = setmetatable({}, { __mode = "k" })
+local function tokens(x)
+  if type(x) == "table" then
+    local n = memo[x]
+    if n ~= nil then return n end
+    local c, keep = raw_tokens(x)
+    if keep then memo[x] = c end
+    return c
+  end
+  return (raw_tokens(x))
+end
+local function map(list)
+  local n = rawlen(list)
+  local count = 0
+  for _ in next, list do count += 1 end
+  local buf = buffer.create(n * 4)
+  for i = 1, n do
+    local id = ids[rawget(list, i)]
+    if id then buffer.writeu32(buf, (i - 1) * 4, id) end
+  end
+  return buf, count == n
+end
+return tokens, map
+"#;
+
 /// The messages resident in one VM (kept in the VM's app data so `host.*` can see them).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Resident {
+    /// Lua table: resident message table → slab id.
+    ids: Table,
+    /// The `map` helper.
+    map_fn: Option<Function>,
+    /// Slab of known messages; id `n` is `slab[n - 1]`.
+    slab: Vec<Option<Known>>,
+    /// Free slab ids.
+    free: Vec<u32>,
     /// The context the array mirrors (kept so `Arc::ptr_eq` can skip an unchanged context).
     ctx: Option<Arc<Vec<Arc<Message>>>>,
     /// The message tables, aligned with `ctx`.
@@ -118,8 +157,6 @@ pub struct Resident {
     array: Option<Table>,
     /// Message `Arc` pointer → index in `entries`.
     by_msg: PtrMap<usize>,
-    /// Table pointer → host message, for every table this struct keeps alive.
-    known: PtrMap<Known>,
     /// Tables marshalled outside the context (ingest, batches), adopted by the next sync.
     pending: PtrMap<(Arc<Message>, Table)>,
     /// Tables made during one call (e.g. by `host.repairPairing`); dropped when the call ends.
@@ -127,9 +164,78 @@ pub struct Resident {
 }
 
 impl Resident {
+    /// An empty set of resident messages for `lua`.
+    pub fn new(lua: &Lua) -> mlua::Result<Self> {
+        Ok(Resident {
+            ids: lua.create_table()?,
+            map_fn: None,
+            slab: Vec::new(),
+            free: Vec::new(),
+            ctx: None,
+            entries: Vec::new(),
+            array: None,
+            by_msg: PtrMap::default(),
+            pending: PtrMap::default(),
+            temps: Vec::new(),
+        })
+    }
+
+    /// Compiles the helpers over `raw_tokens` (the Rust `host.tokens`); returns the memoizing
+    /// `host.tokens` and keeps `map`.
+    pub fn install_helpers(&mut self, lua: &Lua, raw_tokens: Function) -> mlua::Result<Function> {
+        let (tokens, map): (Function, Function) = lua
+            .load(HELPERS)
+            .set_name("=host")
+            .set_mode(mlua::chunk::ChunkMode::Text)
+            .call((self.ids.clone(), raw_tokens))?;
+        self.map_fn = Some(map);
+        Ok(tokens)
+    }
+
+    fn register(&mut self, t: &Table, m: &Arc<Message>) -> mlua::Result<()> {
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.slab.push(None);
+                u32::try_from(self.slab.len())
+                    .map_err(|_| mlua::Error::runtime("too many resident messages"))?
+            }
+        };
+        if let Some(slot) = self.slab.get_mut(id as usize - 1) {
+            *slot = Some(Known {
+                message: m.clone(),
+                tokens: Default::default(),
+            });
+        }
+        self.ids.raw_set(t, id)
+    }
+
+    fn unregister(&mut self, t: &Table) {
+        if let Ok(Some(id)) = self.ids.raw_get::<Option<u32>>(t) {
+            let _ = self.ids.raw_set(t, Value::Nil);
+            if let Some(slot) = self.slab.get_mut((id as usize).wrapping_sub(1)) {
+                *slot = None;
+                self.free.push(id);
+            }
+        }
+    }
+
+    fn known_id(&self, id: u32) -> Option<&Known> {
+        self.slab
+            .get((id as usize).wrapping_sub(1))
+            .and_then(Option::as_ref)
+    }
+
     /// The host message behind a resident table, if it is one.
     pub fn lookup(&self, t: &Table) -> Option<&Known> {
-        self.known.get(&table_key(t))
+        let id = self.ids.raw_get::<Option<u32>>(t).ok()??;
+        self.known_id(id)
+    }
+
+    fn marshal(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
+        let t = message_table(lua, m)?;
+        self.register(&t, m)?;
+        Ok(t)
     }
 
     /// The resident table of a host message, marshalling (and keeping) it when new.
@@ -142,14 +248,7 @@ impl Resident {
         if let Some((_, t)) = self.pending.get(&msg_key(m)) {
             return Ok(t.clone());
         }
-        let t = message_table(lua, m)?;
-        self.known.insert(
-            table_key(&t),
-            Known {
-                message: m.clone(),
-                tokens: Default::default(),
-            },
-        );
+        let t = self.marshal(lua, m)?;
         self.pending.insert(msg_key(m), (m.clone(), t.clone()));
         Ok(t)
     }
@@ -161,29 +260,15 @@ impl Resident {
         {
             return Ok(t.clone());
         }
-        let t = message_table(lua, m)?;
-        self.known.insert(
-            table_key(&t),
-            Known {
-                message: m.clone(),
-                tokens: Default::default(),
-            },
-        );
+        let t = self.marshal(lua, m)?;
         self.temps.push(t.clone());
         Ok(t)
     }
 
     /// Forgets the call's temporaries (their identity mapping ends with the call).
     pub fn end_call(&mut self) {
-        for t in self.temps.drain(..) {
-            let key = table_key(&t);
-            let still_used = self.known.get(&key).is_some_and(|k| {
-                self.by_msg.contains_key(&msg_key(&k.message))
-                    || self.pending.contains_key(&msg_key(&k.message))
-            });
-            if !still_used {
-                self.known.remove(&key);
-            }
+        for t in std::mem::take(&mut self.temps) {
+            self.unregister(&t);
         }
         if self.pending.len() > 100_000 {
             self.drop_pending();
@@ -191,8 +276,9 @@ impl Resident {
     }
 
     fn drop_pending(&mut self) {
-        for (_, (_, t)) in self.pending.drain() {
-            self.known.remove(&table_key(&t));
+        let pending: Vec<Table> = self.pending.drain().map(|(_, (_, t))| t).collect();
+        for t in pending {
+            self.unregister(&t);
         }
     }
 
@@ -233,15 +319,7 @@ impl Resident {
         if let Some((_, t)) = self.pending.remove(&msg_key(m)) {
             return Ok(t);
         }
-        let t = message_table(lua, m)?;
-        self.known.insert(
-            table_key(&t),
-            Known {
-                message: m.clone(),
-                tokens: Default::default(),
-            },
-        );
-        Ok(t)
+        self.marshal(lua, m)
     }
 
     fn append(&mut self, lua: &Lua, array: &Table, new: &[Arc<Message>]) -> mlua::Result<()> {
@@ -256,16 +334,8 @@ impl Resident {
     }
 
     fn rebuild(&mut self, lua: &Lua, ctx: &Arc<Vec<Arc<Message>>>) -> mlua::Result<Table> {
-        let old_ctx = self.ctx.take();
         let old_entries = std::mem::take(&mut self.entries);
         let old_by_msg = std::mem::take(&mut self.by_msg);
-        let mut old_known = std::mem::take(&mut self.known);
-        // Pending tables stay known until adopted or dropped.
-        for (_, t) in self.pending.values() {
-            if let Some(k) = old_known.remove(&table_key(t)) {
-                self.known.insert(table_key(t), k);
-            }
-        }
         let array = lua.create_table_with_capacity(ctx.len(), 0)?;
         array.set_metatable(Some(lua.array_metatable()))?;
         for (i, m) in ctx.iter().enumerate() {
@@ -274,25 +344,21 @@ impl Resident {
                 .and_then(|&j| old_entries.get(j))
                 .cloned();
             let t = match reused {
-                Some(t) => {
-                    if let Some(k) = old_known.remove(&table_key(&t)) {
-                        self.known.insert(table_key(&t), k);
-                    }
-                    t
-                }
+                Some(t) => t,
                 None => self.adopt(lua, m)?,
             };
             array.raw_set(i + 1, &t)?;
             self.by_msg.insert(msg_key(m), i);
             self.entries.push(t);
         }
-        // Temporaries of the current call stay known until it ends.
-        for t in &self.temps {
-            if let Some(k) = old_known.remove(&table_key(t)) {
-                self.known.insert(table_key(t), k);
+        // Tables of messages that left the context are forgotten.
+        let kept: std::collections::HashSet<usize, BuildHasherDefault<PtrHasher>> =
+            self.entries.iter().map(table_key).collect();
+        for t in &old_entries {
+            if !kept.contains(&table_key(t)) {
+                self.unregister(t);
             }
         }
-        drop(old_ctx);
         array.set_readonly(true);
         Ok(array)
     }
@@ -585,24 +651,44 @@ pub fn messages_from(
     if len > max {
         return Err(format!("{len} messages exceed the limit of {max}"));
     }
-    let mut out = Vec::with_capacity(len);
-    for i in 1..=len {
-        let item: Value = t.raw_get(i).map_err(|e| e.to_string())?;
-        out.push(message_from(lua, resident, &item, budget).map_err(|e| format!("[{i}] {e}"))?);
-    }
-    // Only integer keys 1..len: anything else means a mixed or sparse table.
-    let mut extra = None;
-    t.for_each(|k: Value, _: Value| {
-        if extra.is_none() && !matches!(k, Value::Integer(i) if i >= 1 && (i as usize) <= len) {
-            extra = Some(key_text(&k));
+    // Resident ids for the whole list in one crossing (0 = not resident).
+    let ids: Vec<u32> = match &resident.map_fn {
+        Some(map) => {
+            let (buf, pure): (mlua::Buffer, bool) =
+                map.call(t.clone()).map_err(|e| e.to_string())?;
+            if !pure {
+                return Err(
+                    "expected a list of messages, but the table also has other keys or holes"
+                        .into(),
+                );
+            }
+            buf.to_vec()
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
         }
-        Ok(())
-    })
-    .map_err(|e| e.to_string())?;
-    if let Some(k) = extra {
-        return Err(format!(
-            "expected a list of messages, but the table also has the key {k}"
-        ));
+        None => {
+            let mut ids = Vec::with_capacity(len);
+            for i in 1..=len {
+                let id = match t.raw_get::<Value>(i).map_err(|e| e.to_string())? {
+                    Value::Table(m) => resident.ids.raw_get::<Option<u32>>(m).ok().flatten(),
+                    _ => None,
+                };
+                ids.push(id.unwrap_or(0));
+            }
+            ids
+        }
+    };
+    let mut out = Vec::with_capacity(len);
+    for (i, id) in ids.into_iter().enumerate() {
+        if let Some(k) = resident.known_id(id) {
+            out.push(k.message.clone());
+            continue;
+        }
+        let item: Value = t.raw_get(i + 1).map_err(|e| e.to_string())?;
+        out.push(
+            message_from(lua, resident, &item, budget).map_err(|e| format!("[{}] {e}", i + 1))?,
+        );
     }
     Ok(out)
 }

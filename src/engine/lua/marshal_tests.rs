@@ -88,7 +88,7 @@ fn typed_names_the_bad_field() {
 #[test]
 fn resident_sync_appends_and_reuses_tables() {
     let lua = lua();
-    let mut r = Resident::default();
+    let mut r = Resident::new(&lua).unwrap();
     let a = Arc::new(Message::user("a"));
     let b = Arc::new(Message::user("b"));
     let ctx1 = Arc::new(vec![a.clone()]);
@@ -108,4 +108,21 @@ fn resident_sync_appends_and_reuses_tables() {
     assert!(Arc::ptr_eq(&r.lookup(&tb3).unwrap().message, &b));
     assert!(r.lookup(&ta).is_none());
     assert!(tb3.is_readonly() && arr3.is_readonly());
+}
+
+#[test]
+fn empty_arrays_round_trip_as_arrays_and_null_becomes_nil() {
+    let lua = lua();
+    let v = to_lua(
+        &lua,
+        &serde_json::json!({"list": [], "map": {}, "gone": null}),
+    )
+    .unwrap();
+    let Value::Table(t) = &v else {
+        panic!("not a table")
+    };
+    assert!(t.raw_get::<Value>("gone").unwrap().is_nil());
+    let mut b = Budget::new(1000);
+    let back = to_json(&lua, &v, &mut b).unwrap();
+    assert_eq!(back, serde_json::json!({"list": [], "map": {}}));
 }

@@ -96,7 +96,7 @@ fn sandboxed_lua(boot: &Boot) -> mlua::Result<Lua> {
         engine_id: boot.label.clone(),
         limits: boot.limits.results.clone(),
     });
-    lua.set_app_data(Resident::default());
+    lua.set_app_data(Resident::new(&lua)?);
     api::install(&lua, &boot.config)?;
     lua.sandbox(true)?;
     let signals = boot.signals.clone();

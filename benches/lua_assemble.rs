@@ -1,0 +1,223 @@
+//! The whole host path of one `assemble` on a 10,000-message session with a 32,000-token budget:
+//! params in, script runs, result validated and mapped back to the host's messages.
+//!
+//! - `lua_resident/newest_first`: `tests/fixtures/lua/newest_first.lua`, the context unchanged
+//!   since the last call (assemble called again inside a tool loop).
+//! - `lua_resident_append1/newest_first`: one new message appended before each call (a turn).
+//! - `lua_resident/recent_turns`: `scripts/recent_turns.lua` (stdlib fresh tail + fit), when present.
+//! - `legacy`: the built-in engine's assemble (pass-through, fitted only when over budget).
+//! - `naive_serde_roundtrip`: all 10k messages serialized into a Lua VM and deserialized back,
+//!   what an adapter without resident messages would pay before the script even runs.
+//!
+//! `cargo bench --bench lua_assemble`
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ctxhost::compaction::CompactionSettings;
+use ctxhost::contract::{AssembleParams, ResultLimits};
+use ctxhost::engine::lua::{LoadOptions, load};
+use ctxhost::engine::{Engine, EngineFactory, InstanceContext, legacy::LegacyFactory};
+use ctxhost::host::{HostCall, SessionServices};
+use ctxhost::message::Message;
+use ctxhost::summarize::BuiltinSummarizer;
+use ctxhost::tokens::{Estimate, TokenCache};
+use mlua::LuaSerdeExt;
+use serde_json::json;
+
+const MESSAGES: usize = 10_000;
+const BUDGET: u64 = 32_000;
+
+fn text(words: usize, seed: usize) -> String {
+    let vocab = [
+        "the",
+        "file",
+        "config",
+        "parser",
+        "returns",
+        "error",
+        "value",
+        "session",
+        "token",
+        "budget",
+        "context",
+        "engine",
+        "message",
+        "tool",
+        "result",
+        "compaction",
+        "summary",
+    ];
+    (0..words)
+        .map(|i| vocab[(i * 7 + seed) % vocab.len()])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A coding-agent-shaped session: user asks, assistant calls a tool, the result, a reply.
+fn message(i: usize) -> Message {
+    let id = format!("{i:08x}");
+    let v = match i % 4 {
+        0 => json!({"id": id, "role": "user", "content": text(30, i), "timestamp": i}),
+        1 => json!({"id": id, "role": "assistant", "content": [
+                {"type": "text", "text": text(20, i)},
+                {"type": "toolCall", "id": format!("call-{i}"), "name": "read",
+                 "arguments": {"path": format!("src/file_{i}.rs")}}],
+             "stopReason": "toolUse", "timestamp": i}),
+        2 => json!({"id": id, "role": "toolResult", "toolCallId": format!("call-{}", i - 1),
+                "toolName": "read", "content": [{"type": "text", "text": text(220, i)}],
+                "isError": false, "timestamp": i}),
+        _ => {
+            json!({"id": id, "role": "assistant", "content": [{"type": "text", "text": text(80, i)}],
+                "stopReason": "stop", "timestamp": i})
+        }
+    };
+    serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn services() -> Arc<SessionServices> {
+    Arc::new(SessionServices {
+        tokens: TokenCache::new(Arc::new(Estimate)),
+        summarizer: Arc::new(BuiltinSummarizer::new()),
+        compaction: CompactionSettings::default(),
+        limits: ResultLimits::default(),
+    })
+}
+
+fn call(ctx: Arc<Vec<Arc<Message>>>, services: &Arc<SessionServices>) -> HostCall {
+    HostCall::new(
+        "bench".into(),
+        "s1".into(),
+        ctx,
+        services.clone(),
+        Arc::new(json!({})),
+        BUDGET,
+    )
+}
+
+fn params() -> AssembleParams {
+    AssembleParams {
+        session_id: "s1".into(),
+        session_key: None,
+        token_budget: BUDGET,
+        prompt: None,
+        model: None,
+        available_tools: None,
+        runtime_settings: None,
+    }
+}
+
+fn lua_engine(path: &PathBuf) -> Box<dyn Engine> {
+    let opts = LoadOptions {
+        config: Arc::new(json!({})),
+        ..LoadOptions::default()
+    };
+    let f = load(path, &opts).unwrap_or_else(|e| panic!("{e}"));
+    f.instantiate(&InstanceContext::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn bench_assemble(c: &mut Criterion) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let ctx: Arc<Vec<Arc<Message>>> =
+        Arc::new((0..MESSAGES).map(|i| Arc::new(message(i))).collect());
+    let svc = services();
+    let hc = call(ctx.clone(), &svc);
+    let p = params();
+
+    let mut g = c.benchmark_group("assemble_10k_32k");
+    g.sample_size(30).measurement_time(Duration::from_secs(8));
+
+    let mut scripts = vec![
+        ("noop", root.join("tests/fixtures/lua/noop.lua")),
+        (
+            "newest_first",
+            root.join("tests/fixtures/lua/newest_first.lua"),
+        ),
+    ];
+    let recent = root.join("scripts/recent_turns.lua");
+    if recent.exists() {
+        scripts.push(("recent_turns", recent));
+    }
+    for (name, path) in &scripts {
+        let mut e = lua_engine(path);
+        // First call marshals the 10k messages into the VM; the bench measures what follows.
+        let first = e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"));
+        let tail = &ctx[ctx.len() - first.messages.len()..];
+        assert!(
+            first
+                .messages
+                .iter()
+                .zip(tail)
+                .all(|(m, c)| Arc::ptr_eq(c, m))
+        );
+        eprintln!(
+            "{name}: {} messages kept, estimate {}",
+            first.messages.len(),
+            first.estimated_tokens
+        );
+        g.bench_function(format!("lua_resident/{name}"), |b| {
+            b.iter(|| black_box(e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"))))
+        });
+    }
+
+    // The bare cost of a call to the worker thread and back.
+    {
+        let w = ctxhost::sandbox::Worker::spawn("bench", 1 << 20, 0u64)
+            .unwrap_or_else(|e| panic!("{e}"));
+        g.bench_function("worker_roundtrip", |b| {
+            b.iter(|| {
+                w.call(Duration::from_secs(1), |s: &mut u64| {
+                    *s += 1;
+                    *s
+                })
+                .unwrap_or_else(|e| panic!("{e:?}"))
+            })
+        });
+    }
+
+    // One appended message per call: the resident array grows by diff.
+    {
+        let mut e = lua_engine(&scripts[1].1);
+        let mut grown: Vec<Arc<Message>> = ctx.to_vec();
+        e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"));
+        g.bench_function("lua_resident_append1/newest_first", |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let n = grown.len();
+                    grown.push(Arc::new(message(n)));
+                    let call = call(Arc::new(grown.clone()), &svc);
+                    let start = Instant::now();
+                    black_box(e.assemble(&call, &p).unwrap_or_else(|e| panic!("{e}")));
+                    total += start.elapsed();
+                }
+                total
+            })
+        });
+    }
+
+    let mut legacy = LegacyFactory::default()
+        .instantiate(&InstanceContext::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    g.bench_function("legacy", |b| {
+        b.iter(|| black_box(legacy.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"))))
+    });
+
+    let lua = mlua::Lua::new();
+    g.sample_size(10);
+    g.bench_function("naive_serde_roundtrip", |b| {
+        b.iter(|| {
+            let v = lua.to_value(&*ctx).unwrap_or_else(|e| panic!("{e}"));
+            let back: Vec<Message> = lua.from_value(v).unwrap_or_else(|e| panic!("{e}"));
+            black_box(back)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_assemble);
+criterion_main!(benches);
