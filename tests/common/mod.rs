@@ -1,6 +1,8 @@
 //! Shared test helpers: where the shared transcripts live.
 #![allow(dead_code)]
 
+pub mod replay;
+
 use std::path::PathBuf;
 
 /// `../shared` beside the checkout (CI lays a copy there), or `$CTXHOST_SHARED`.
