@@ -1,0 +1,353 @@
+//! Hostile and broken engines through the whole host: every failure kind quarantines the
+//! engine with the right classification, the failing call re-runs on `legacy` so every turn
+//! completes, and the transcript on disk holds exactly the original messages (plus summaries).
+//! The attack scripts are the adapter tests' fixtures (`tests/fixtures/lua/`).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ctxhost::EngineErrorKind;
+use ctxhost::config::{Config, Entry};
+use ctxhost::contract::ContextMode;
+use ctxhost::message::Message;
+use ctxhost::replay::{ReplayOptions, replay};
+use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::session::{FailurePolicy, TurnInput};
+use ctxhost::transcript::import;
+use serde_json::{Value, json};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/lua")
+        .join(name)
+}
+
+fn host(script: &str, id: &str, entry_config: Value, window: u64) -> Arc<Host> {
+    let mut config = Config::default();
+    config.host.window = window;
+    config.host.limits.deadline_ms = 100;
+    config.host.limits.grace_ms = 1_000;
+    config.host.limits.memory_bytes = 64 << 20;
+    config.plugins.slots.context_engine = Some(id.into());
+    config.plugins.entries.insert(
+        id.into(),
+        Entry {
+            path: Some(fixture(script)),
+            config: entry_config,
+            ..Entry::default()
+        },
+    );
+    Arc::new(Host::new(config).expect("host"))
+}
+
+/// Replays the small Claude Code transcript through a host; returns the engine's first failure.
+async fn replay_with(host: Arc<Host>, id: &str) -> ctxhost::EngineError {
+    let path = common::shared_dir().join("data/transcripts/fasthooks-sample_main_transcript.jsonl");
+    let imported = import(&path).expect("import");
+    let originals = imported.sessions[0].messages.clone();
+    let user_turns = originals
+        .iter()
+        .filter(|m| m.role().as_str() == "user")
+        .count() as u64;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = ReplayOptions {
+        out_dir: dir.path().to_path_buf(),
+        concurrency: 1,
+    };
+    let mut reports = Vec::new();
+    let summary = replay(Arc::clone(&host), &path, imported, &opts, |t| {
+        reports.push(t.clone())
+    })
+    .await
+    .expect("the replay completes despite the engine");
+    assert_eq!(summary.turns, user_turns, "every turn completes");
+    assert!(reports.iter().all(|r| r.assembled_tokens <= r.token_budget));
+    assert!(
+        reports
+            .last()
+            .is_some_and(|r| r.fallback && r.quarantined && r.engine == "legacy")
+    );
+    let q = summary.quarantine.expect("quarantine in the summary");
+    assert_eq!(q.engine, id);
+    common::replay::check_transcript_on_disk(&summary.session_files[0], &originals);
+    host.quarantine().first_failure(id).expect("first failure")
+}
+
+async fn attack(name: &str, kind: EngineErrorKind) {
+    let name = if name == "infinite_loop" {
+        "loop"
+    } else {
+        name
+    };
+    let mut config = host("hostile.lua", "hostile", json!({ "attack": name }), 200_000)
+        .config()
+        .clone();
+    if kind == EngineErrorKind::Memory {
+        // Let the memory cap, not the deadline, stop the allocation loop.
+        config.host.limits.deadline_ms = 10_000;
+    }
+    let h = Arc::new(Host::new(config).expect("host"));
+    let e = replay_with(h, "hostile").await;
+    assert_eq!(e.kind, kind, "{name}: {e}");
+    assert_eq!(e.op, "assemble", "{name}: {e}");
+    let file = e
+        .location
+        .as_ref()
+        .map(|l| l.file.clone())
+        .unwrap_or_default();
+    assert!(file.ends_with("hostile.lua"), "{name}: {e}");
+}
+
+macro_rules! attacks {
+    ($($name:ident => $kind:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let name = stringify!($name);
+            attack(name.strip_prefix("r#").unwrap_or(name), EngineErrorKind::$kind).await;
+        }
+    )*};
+}
+
+mod attacks {
+    use super::*;
+
+    attacks! {
+        infinite_loop => Deadline,
+        pcall_loop => Deadline,
+        coroutine_wrap => Deadline,
+        coroutine_resume => Deadline,
+        pattern_bomb => Deadline,
+        tostring_loop => Deadline,
+        recursion => Limit,
+        memory => Memory,
+        string_doubling => Memory,
+        io => Runtime,
+        os_execute => Runtime,
+        os_getenv => Runtime,
+        require_path => Runtime,
+        loadstring => Runtime,
+        load => Runtime,
+        getfenv => Runtime,
+        setfenv => Runtime,
+        dofile => Runtime,
+        poison_string => Runtime,
+        overwrite_message => Runtime,
+        overwrite_block => Runtime,
+        overwrite_list => Runtime,
+        rawset_message => Runtime,
+        malformed => InvalidResult,
+        not_a_table => InvalidResult,
+        missing_messages => InvalidResult,
+        bad_message => InvalidResult,
+        cyclic => InvalidResult,
+        deep => InvalidResult,
+        wrong_type => InvalidResult,
+        nan => InvalidResult,
+        negative => InvalidResult,
+        non_utf8 => InvalidResult,
+        non_utf8_message => InvalidResult,
+        oversized_text => InvalidResult,
+        function_inside => InvalidResult,
+        error_table => Runtime,
+    }
+}
+
+/// A runtime error thrown in `method` on the first turn it runs.
+async fn throw_in(method: &str) {
+    let h = host(
+        "factory_engine.lua",
+        "thrower",
+        json!({ "id": "thrower", "throwIn": method }),
+        200_000,
+    );
+    let e = replay_with(h, "thrower").await;
+    assert_eq!(e.kind, EngineErrorKind::Runtime, "{method}: {e}");
+    assert_eq!(e.op, method, "{e}");
+    assert!(e.message.contains(&format!("boom in {method}")), "{e}");
+    assert!(
+        e.location.and_then(|l| l.line).is_some(),
+        "a line for {method}"
+    );
+}
+
+mod lifecycle {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bootstrap() {
+        super::throw_in("bootstrap").await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ingest_batch() {
+        super::throw_in("ingestBatch").await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn assemble() {
+        super::throw_in("assemble").await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_turn() {
+        super::throw_in("afterTurn").await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn commit_turn() {
+        super::throw_in("commitTurn").await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn maintain() {
+        super::throw_in("maintain").await;
+    }
+}
+
+/// Drives one session by hand for the calls a replay does not make.
+async fn session_with(
+    method: &str,
+    policy: FailurePolicy,
+) -> (
+    Arc<Host>,
+    ctxhost::runtime::SessionHandle,
+    tempfile::TempDir,
+) {
+    let h = host(
+        "factory_engine.lua",
+        "thrower",
+        json!({ "id": "thrower", "throwIn": method }),
+        200_000,
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = h.config().clone();
+    cfg.host.failure_policy = policy;
+    let h = Arc::new(Host::new(cfg).expect("host"));
+    let s = h
+        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
+        .await
+        .expect("session");
+    s.begin_turn(TurnInput {
+        user: Message::user("hello"),
+        is_heartbeat: false,
+    })
+    .await
+    .expect("turn");
+    s.end_turn(vec![Message::assistant("hi")])
+        .await
+        .expect("end");
+    (h, s, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throwing_compact_falls_back_to_builtin_compaction() {
+    let (h, s, _dir) = session_with("compact", FailurePolicy::Fallback).await;
+    let r = s.compact(None).await.expect("compact answered by legacy");
+    assert!(r.ok, "{r:?}");
+    let e = h
+        .quarantine()
+        .first_failure("thrower")
+        .expect("quarantined");
+    assert_eq!(
+        (e.op.as_str(), e.kind),
+        ("compact", EngineErrorKind::Runtime)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subagent_hooks_failures_quarantine_and_rollback_runs() {
+    let (h, s, _dir) = session_with("rollback", FailurePolicy::Fallback).await;
+    let handle = s
+        .with(|s| s.prepare_subagent_spawn("child", ContextMode::Fork, None))
+        .await
+        .expect("join")
+        .expect("prepare");
+    let handle = handle.expect("the engine returned a rollback");
+    s.with(move |s| s.subagent_spawn_failed(handle))
+        .await
+        .expect("join")
+        .expect("rollback");
+    let e = h
+        .quarantine()
+        .first_failure("thrower")
+        .expect("the rollback threw");
+    assert!(e.message.contains("boom in rollback"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_policy_returns_the_error_and_does_not_quarantine() {
+    let mut config = host(
+        "factory_engine.lua",
+        "thrower",
+        json!({ "id": "thrower", "throwIn": "afterTurn" }),
+        200_000,
+    )
+    .config()
+    .clone();
+    config.host.failure_policy = FailurePolicy::Strict;
+    let h = Host::new(config).expect("host");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = h
+        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
+        .await
+        .expect("session");
+    s.begin_turn(TurnInput {
+        user: Message::user("hello"),
+        is_heartbeat: false,
+    })
+    .await
+    .expect("turn");
+    let err = s
+        .end_turn(vec![Message::assistant("hi")])
+        .await
+        .expect_err("strict");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("afterTurn failed in engine \"thrower\""),
+        "{text}"
+    );
+    assert!(text.contains("factory_engine.lua:"), "{text}");
+    assert!(h.quarantine().all().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmet_host_requirements_fail_closed_without_quarantine() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("needs_llm.lua");
+    std::fs::write(
+        &script,
+        r#"return { info = { id = "needs-llm", name = "Needs an LLM",
+             hostRequirements = { ["agent-run"] = { requiredCapabilities = { "runtime-llm-complete" },
+                                                    unsupportedMessage = "Run it on OpenClaw." } } },
+           ingest = function(p) return { ingested = true } end,
+           assemble = function(p) return { messages = p.messages, estimatedTokens = 0 } end,
+           compact = function(p) return host.delegateCompaction(p) end }"#,
+    )
+    .expect("write");
+    let mut config = Config::default();
+    config.plugins.slots.context_engine = Some("needs-llm".into());
+    config.plugins.entries.insert(
+        "needs-llm".into(),
+        Entry {
+            path: Some(script),
+            ..Entry::default()
+        },
+    );
+    let h = Host::new(config).expect("host");
+    let s = h
+        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
+        .await
+        .expect("session");
+    let err = s
+        .begin_turn(TurnInput {
+            user: Message::user("hi"),
+            is_heartbeat: false,
+        })
+        .await
+        .expect_err("fail closed");
+    let text = err.to_string();
+    assert!(
+        text.contains("Missing host capabilities: runtime-llm-complete"),
+        "{text}"
+    );
+    assert!(text.contains("Run it on OpenClaw."), "{text}");
+    assert!(
+        h.quarantine().all().is_empty(),
+        "fail closed is never a quarantine"
+    );
+}
