@@ -3,7 +3,10 @@
 //!
 //! - `lua_resident/newest_first`: `tests/fixtures/lua/newest_first.lua`, the context unchanged
 //!   since the last call (assemble called again inside a tool loop).
-//! - `lua_resident_append1/newest_first`: one new message appended before each call (a turn).
+//! - `lua_resident_append1/newest_first`: one new message appended before each call (a turn):
+//!   the resident array grows by diff (a pointer-equality prefix check plus one marshalled message).
+//! - `lua_resident/noop`: an engine returning nothing: the adapter's fixed cost per call.
+//! - `worker_roundtrip`: a bare job to a worker thread and back.
 //! - `lua_resident/recent_turns`: `scripts/recent_turns.lua` (stdlib fresh tail + fit), when present.
 //! - `legacy`: the built-in engine's assemble (pass-through, fitted only when over budget).
 //! - `naive_serde_roundtrip`: all 10k messages serialized into a Lua VM and deserialized back,
@@ -12,7 +15,7 @@
 //! `cargo bench --bench lua_assemble`
 
 use std::hint::black_box;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -110,7 +113,7 @@ fn params() -> AssembleParams {
     }
 }
 
-fn lua_engine(path: &PathBuf) -> Box<dyn Engine> {
+fn lua_engine(path: &Path) -> Box<dyn Engine> {
     let opts = LoadOptions {
         config: Arc::new(json!({})),
         ..LoadOptions::default()
@@ -187,6 +190,9 @@ fn bench_assemble(c: &mut Criterion) {
         g.bench_function("lua_resident_append1/newest_first", |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
+                // The session holds the previous context until the new one is assembled, so the
+                // engine's release of it is one decrement, as in a real turn.
+                let mut previous: Option<HostCall> = None;
                 for _ in 0..iters {
                     let n = grown.len();
                     grown.push(Arc::new(message(n)));
@@ -194,7 +200,9 @@ fn bench_assemble(c: &mut Criterion) {
                     let start = Instant::now();
                     black_box(e.assemble(&call, &p).unwrap_or_else(|e| panic!("{e}")));
                     total += start.elapsed();
+                    previous = Some(call);
                 }
+                drop(previous);
                 total
             })
         });

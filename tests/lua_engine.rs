@@ -1,6 +1,9 @@
 //! The Lua adapter from outside: real scripts under `tests/fixtures/lua/`, driven through the
 //! `EngineFactory` / `Engine` traits with a `HostCall` over a small real session.
 
+// Test helpers outside `#[test]` functions may unwrap: a failure is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
