@@ -2,6 +2,8 @@
 //! engine runs, pairing repair and measurement) and built-in compaction, at 1,000 and 10,000
 //! messages of real transcripts.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -4,6 +4,8 @@
 //! Run with `cargo run --example embed`. The "model" here is a stand-in that answers with a
 //! tool call and then a summary line, so the example runs offline.
 
+#![allow(clippy::expect_used)] // an example: a panic is the clearest failure
+
 use ctxhost::config::Config;
 use ctxhost::message::{Content, Message, MessageBody, ToolResultMessage};
 use ctxhost::runtime::{Host, SessionSpec};

@@ -1,5 +1,7 @@
 //! The `ctxhost` binary from the outside: output shapes, exit codes, errors.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 mod common;
 
 use std::path::{Path, PathBuf};

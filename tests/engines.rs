@@ -4,6 +4,8 @@
 //! Engine state persists across a host restart: a replay that restarts the host halfway gives
 //! exactly the same contexts as one that does not.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,8 @@
 //! completes, and the transcript on disk holds exactly the original messages (plus summaries).
 //! The attack scripts are the adapter tests' fixtures (`tests/fixtures/lua/`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,8 @@
 //! on disk holds every original message in order plus the summaries, and summaries keep the
 //! identifiers of what they replaced.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 mod common;
 
 use std::path::Path;

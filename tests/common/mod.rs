@@ -1,5 +1,5 @@
 //! Shared test helpers: where the shared transcripts live.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
 pub mod replay;
 
