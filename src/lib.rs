@@ -20,6 +20,7 @@ pub mod host;
 pub mod message;
 pub mod pairing;
 pub mod quarantine;
+pub mod reload;
 pub mod replay;
 pub mod runtime;
 pub mod sandbox;

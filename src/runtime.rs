@@ -23,10 +23,10 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::contract::CompactResult;
-use crate::engine::EngineFactory;
 use crate::error::{EngineError, EngineErrorKind, Error, Result};
 use crate::message::Message;
 use crate::quarantine::Quarantine;
+use crate::reload::EngineCell;
 use crate::session::{Assembly, Session, SessionSetup, TurnInput, TurnStats};
 use crate::summarize::{BuiltinSummarizer, Summarizer};
 use crate::tokens::{self, TokenCounter};
@@ -38,8 +38,7 @@ pub struct Host {
     tokens: Arc<dyn TokenCounter>,
     summarizer: Arc<dyn Summarizer>,
     quarantine: Arc<Quarantine>,
-    engine: Option<std::result::Result<Arc<dyn EngineFactory>, EngineError>>,
-    engine_config: Arc<Value>,
+    engine: Arc<EngineCell>,
 }
 
 /// How to start a session.
@@ -109,8 +108,7 @@ impl Host {
             tokens,
             summarizer: Arc::new(BuiltinSummarizer),
             quarantine,
-            engine,
-            engine_config: Arc::new(engine_config),
+            engine: Arc::new(EngineCell::new(engine, Arc::new(engine_config))),
         })
     }
 
@@ -126,16 +124,50 @@ impl Host {
 
     /// The configured engine's id (`legacy` when none).
     pub fn engine_id(&self) -> String {
-        match &self.engine {
+        match &self.engine.current().engine {
             None => crate::engine::legacy::LEGACY_ID.to_owned(),
             Some(Ok(f)) => f.info().id.clone(),
             Some(Err(e)) => e.engine.clone(),
         }
     }
 
-    /// The loaded engine, if one is configured and loaded.
-    pub fn engine(&self) -> Option<&std::result::Result<Arc<dyn EngineFactory>, EngineError>> {
-        self.engine.as_ref()
+    /// The current engine, if one is configured.
+    pub fn engine(&self) -> crate::reload::LoadedEngine {
+        self.engine.current().engine
+    }
+
+    /// The engine cell sessions follow (for reloads).
+    pub fn engine_cell(&self) -> &Arc<EngineCell> {
+        &self.engine
+    }
+
+    /// Loads the configured engine file again and, when it loads and validates, swaps it in
+    /// for every session's next turn and lifts its quarantine. On failure the running version
+    /// stays and the error (with file:line) is returned.
+    pub fn reload_engine(&self) -> std::result::Result<u64, EngineError> {
+        let Some((id, entry)) = self.config.engine_entry() else {
+            return Err(EngineError::new(
+                "reload",
+                crate::engine::legacy::LEGACY_ID,
+                EngineErrorKind::Contract,
+                "no engine is configured in the slot",
+            ));
+        };
+        let path = entry.path.as_ref().ok_or_else(|| {
+            EngineError::new(
+                "reload",
+                id,
+                EngineErrorKind::MissingFile,
+                "the entry has no `path`",
+            )
+        })?;
+        let factory =
+            crate::engine::load(id, &self.config.resolve(path), &entry.config, &self.config)?;
+        let generation = self.engine.swap(factory, Arc::new(entry.config.clone()));
+        if let Some(lifted) = self.quarantine.lift(id) {
+            tracing::info!(engine = id, "reload lifted the quarantine ({lifted})");
+        }
+        Ok(generation)
     }
 
     /// What a session of this host is built from (for driving a [`Session`] synchronously).
@@ -151,8 +183,7 @@ impl Host {
             limits: h.limits.results.clone(),
             tokens: Arc::clone(&self.tokens),
             summarizer: Arc::clone(&self.summarizer),
-            engine: self.engine.clone(),
-            engine_config: Arc::clone(&self.engine_config),
+            engine: Arc::clone(&self.engine),
             quarantine: Arc::clone(&self.quarantine),
         }
     }

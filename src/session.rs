@@ -24,12 +24,13 @@ use crate::contract::{
     RuntimeSettings, SubagentEndReason, SubagentEndedParams, SubagentSpawnParams,
 };
 use crate::engine::legacy::{LEGACY_ID, Legacy};
-use crate::engine::{Engine, EngineFactory, InstanceContext, SpawnRollback};
+use crate::engine::{Engine, InstanceContext, SpawnRollback};
 use crate::error::{Disposition, EngineError, EngineErrorKind, Error, Result};
 use crate::host::{HostCall, SessionServices};
 use crate::message::{Message, Role};
 use crate::pairing;
 use crate::quarantine::Quarantine;
+use crate::reload::EngineCell;
 use crate::summarize::Summarizer;
 use crate::tokens::TokenCache;
 use crate::transcript::TranscriptStore;
@@ -66,10 +67,8 @@ pub struct SessionSetup {
     pub tokens: Arc<dyn crate::tokens::TokenCounter>,
     /// Summarizes for compaction and `host.summarize`.
     pub summarizer: Arc<dyn Summarizer>,
-    /// The configured engine: `None` is `legacy`; `Err` is an engine that failed to load.
-    pub engine: Option<std::result::Result<Arc<dyn EngineFactory>, EngineError>>,
-    /// The engine's entry config.
-    pub engine_config: Arc<Value>,
+    /// The configured engine (hot-reloadable), with its entry config.
+    pub engine: Arc<EngineCell>,
     /// Where this host's engines are quarantined.
     pub quarantine: Arc<Quarantine>,
 }
@@ -131,6 +130,10 @@ pub struct Session {
     engine_id: String,
     engine_info: Option<EngineInfo>,
     legacy: Legacy,
+    /// The engine generation this session's instance belongs to.
+    generation: u64,
+    /// The entry config of that generation.
+    engine_config: Arc<Value>,
     bootstrapped: bool,
     turn_index: u64,
     pre_prompt_count: usize,
@@ -192,6 +195,8 @@ impl Session {
             engine_id: LEGACY_ID.to_owned(),
             engine_info: None,
             legacy: Legacy::default(),
+            generation: setup.engine.number(),
+            engine_config: Arc::clone(&setup.engine.current().config),
             bootstrapped: false,
             turn_index: 0,
             pre_prompt_count: 0,
@@ -211,7 +216,12 @@ impl Session {
     }
 
     fn instantiate_engine(&mut self) -> Result<()> {
-        let Some(choice) = self.setup.engine.clone() else {
+        let current = self.setup.engine.current();
+        self.generation = current.number;
+        self.engine_config = current.config;
+        let Some(choice) = current.engine else {
+            self.engine_id = LEGACY_ID.to_owned();
+            self.engine_info = None;
             return Ok(());
         };
         let factory = match choice {
@@ -227,7 +237,7 @@ impl Session {
             return Ok(());
         }
         let cx = InstanceContext {
-            config: Arc::clone(&self.setup.engine_config),
+            config: Arc::clone(&self.engine_config),
             agent_dir: String::new(),
             workspace_dir: String::new(),
             session_id: self.setup.id.clone(),
@@ -239,6 +249,20 @@ impl Session {
             }
             Err(e) => self.on_failure(e),
         }
+    }
+
+    /// At a turn boundary: if the host reloaded the engine, retire this session's instance
+    /// (state saved, `dispose` run) and continue on a new one with the state restored.
+    fn sync_engine(&mut self) -> Result<()> {
+        if self.setup.engine.number() == self.generation {
+            return Ok(());
+        }
+        self.save_state()?;
+        self.retire_engine();
+        self.bootstrapped = false;
+        self.warned_noop_compact = false;
+        self.instantiate_engine()?;
+        self.restore_state()
     }
 
     fn restore_state(&mut self) -> Result<()> {
@@ -322,6 +346,7 @@ impl Session {
     /// Appends messages outside a turn (history imported before the first prompt) and
     /// ingests them.
     pub fn record(&mut self, messages: Vec<Message>) -> Result<()> {
+        self.sync_engine()?;
         if messages.is_empty() {
             return Ok(());
         }
@@ -335,6 +360,7 @@ impl Session {
     /// Starts a turn: bootstrap (once), store and ingest the user message, auto-compact when a
     /// non-owning engine's context overflows, then `assemble` with overflow recovery.
     pub fn begin_turn(&mut self, input: TurnInput) -> Result<Assembly> {
+        self.sync_engine()?;
         self.stats = TurnStats::default();
         self.turn_index += 1;
         self.check_requirements(Operation::AgentRun)?;
@@ -409,6 +435,7 @@ impl Session {
 
     /// `/compact`: the engine's `compact` with `force` and target `threshold`.
     pub fn compact_now(&mut self, instructions: Option<String>) -> Result<CompactResult> {
+        self.sync_engine()?;
         self.check_requirements(Operation::ManualCompact)?;
         let budget = self.token_budget();
         let result =
@@ -877,7 +904,7 @@ impl Session {
             },
             context_engine_selection: EngineSelection {
                 selected_id: Some(self.engine_id.clone()),
-                source: if self.setup.engine.is_some() {
+                source: if self.engine_id != LEGACY_ID {
                     "configured"
                 } else {
                     "default"
@@ -902,7 +929,7 @@ impl Session {
             Arc::clone(&self.id),
             Arc::clone(&self.context),
             Arc::clone(&self.services),
-            Arc::clone(&self.setup.engine_config),
+            Arc::clone(&self.engine_config),
             budget,
         )
     }
