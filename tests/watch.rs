@@ -1,0 +1,339 @@
+//! The engine watcher through a real host and real files: a save is reloaded and sessions take
+//! the new version at their next turn with their state; a half-written save, a deleted file and
+//! a syntax error keep the old version serving and report the error with file:line; a
+//! rename-into-place and a recreated file are picked up; and a replay of a shared transcript
+//! keeps running correctly while the engine file is rewritten under it over and over.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ctxhost::message::Message;
+use ctxhost::reload::{EngineWatcher, ReloadOutcome};
+use ctxhost::replay::{model_steps, split_turns};
+use ctxhost::runtime::{SessionHandle, SessionSpec};
+use ctxhost::session::TurnInput;
+use ctxhost::transcript::import;
+
+/// A debounce short enough to keep the tests quick; the default (200 ms) is measured by the
+/// `reload` bench.
+const DEBOUNCE: Duration = Duration::from_millis(30);
+
+/// An engine that names its version twice (at the top and the bottom of the file, with padding
+/// between) and counts its assembles in state.
+fn engine(version: &str) -> String {
+    let padding: String = (0..400)
+        .map(|i| format!("-- padding line {i} so a torn write can cut the file in the middle\n"))
+        .collect();
+    format!(
+        r#"local VERSION = "{version}"
+local fit = require("fit")
+local tail_marker
+local M = {{ info = {{ id = "counter", name = "Counter" }} }}
+function M.ingest(p) return {{ ingested = true }} end
+function M.assemble(p)
+  p.state.n = (p.state.n or 0) + 1
+  local addition = "version " .. VERSION .. "/" .. tail_marker() .. " n=" .. p.state.n
+  local extra = host.tokens(addition)
+  local kept, tokens = fit.newest_first(p.messages, p.tokenBudget - extra)
+  return {{ messages = kept, estimatedTokens = tokens + extra, systemPromptAddition = addition }}
+end
+function M.compact(p) return host.delegateCompaction(p) end
+{padding}
+tail_marker = function() return "{version}" end
+return M
+"#
+    )
+}
+
+fn engine_file(dir: &Path) -> PathBuf {
+    dir.join("counter.lua")
+}
+
+async fn next(w: &mut EngineWatcher) -> ReloadOutcome {
+    tokio::time::timeout(Duration::from_secs(20), w.next_outcome())
+        .await
+        .expect("a reload outcome within 20 s")
+        .expect("the watcher is running")
+}
+
+async fn turn(s: &SessionHandle) -> String {
+    let a = s
+        .begin_turn(TurnInput {
+            user: Message::user("go"),
+            is_heartbeat: false,
+        })
+        .await
+        .expect("turn");
+    assert!(!a.fallback, "fell back");
+    s.end_turn(vec![Message::assistant("ok")])
+        .await
+        .expect("end");
+    a.system_prompt_addition.unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_save_is_picked_up_at_the_next_turn_with_state_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(engine_file(dir.path()), engine("v1")).unwrap();
+    let host = common::replay::host(32_000, Some(&engine_file(dir.path())));
+    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
+    let s = host
+        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
+        .await
+        .unwrap();
+    assert_eq!(turn(&s).await, "version v1/v1 n=1");
+
+    std::fs::write(engine_file(dir.path()), engine("v2")).unwrap();
+    let o = next(&mut w).await;
+    assert_eq!(o.result.as_ref().ok(), Some(&1), "{:?}", o.result);
+    assert_eq!(host.engine_cell().number(), 1);
+    assert_eq!(turn(&s).await, "version v2/v2 n=2", "state carried over");
+    assert!(w.try_next_outcome().is_none(), "one save, one reload");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_written_save_keeps_the_old_version_until_the_next_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = engine_file(dir.path());
+    std::fs::write(&file, engine("v1")).unwrap();
+    let host = common::replay::host(32_000, Some(&file));
+    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
+    let s = host
+        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
+        .await
+        .unwrap();
+    assert_eq!(turn(&s).await, "version v1/v1 n=1");
+
+    // The first half of v2: cut inside `assemble`, so the parser fails at the end.
+    let v2 = engine("v2");
+    let cut = v2.find("local kept").unwrap();
+    std::fs::write(&file, &v2[..cut]).unwrap();
+    let o = next(&mut w).await;
+    let err = o.result.expect_err("a torn file does not load");
+    assert!(
+        err.to_string().contains("counter.lua:"),
+        "the error names file:line: {err}"
+    );
+    assert_eq!(
+        host.engine_cell().number(),
+        0,
+        "no generation bump on failure"
+    );
+    assert_eq!(turn(&s).await, "version v1/v1 n=2", "v1 keeps serving");
+
+    std::fs::write(&file, &v2).unwrap();
+    let o = next(&mut w).await;
+    assert_eq!(o.result.ok(), Some(1));
+    assert_eq!(turn(&s).await, "version v2/v2 n=3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_syntax_error_is_reported_with_its_line_and_the_old_version_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = engine_file(dir.path());
+    std::fs::write(&file, engine("v1")).unwrap();
+    let host = common::replay::host(32_000, Some(&file));
+    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
+    let s = host
+        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
+        .await
+        .unwrap();
+
+    std::fs::write(&file, "local M = {\n  info = \n").unwrap();
+    let err = next(&mut w).await.result.expect_err("syntax error");
+    assert!(err.to_string().contains("counter.lua:3"), "{err}");
+    assert_eq!(turn(&s).await, "version v1/v1 n=1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_then_recreated_file_is_reloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = engine_file(dir.path());
+    std::fs::write(&file, engine("v1")).unwrap();
+    let host = common::replay::host(32_000, Some(&file));
+    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
+    let s = host
+        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
+        .await
+        .unwrap();
+
+    std::fs::remove_file(&file).unwrap();
+    let err = next(&mut w).await.result.expect_err("the file is gone");
+    assert!(err.to_string().contains("no engine file"), "{err}");
+    assert_eq!(turn(&s).await, "version v1/v1 n=1", "v1 keeps serving");
+
+    std::fs::write(&file, engine("v2")).unwrap();
+    assert_eq!(next(&mut w).await.result.ok(), Some(1));
+    assert_eq!(turn(&s).await, "version v2/v2 n=2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_into_place_is_reloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = engine_file(dir.path());
+    std::fs::write(&file, engine("v1")).unwrap();
+    let host = common::replay::host(32_000, Some(&file));
+    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
+
+    // What editors do: write a temporary file beside the original, rename it over.
+    let tmp = dir.path().join(".counter.lua.swp");
+    std::fs::write(&tmp, engine("v2")).unwrap();
+    std::fs::rename(&tmp, &file).unwrap();
+    assert_eq!(next(&mut w).await.result.ok(), Some(1));
+
+    // The watch survives the inode change: a second rename-save is seen too.
+    std::fs::write(&tmp, engine("v3")).unwrap();
+    std::fs::rename(&tmp, &file).unwrap();
+    assert_eq!(next(&mut w).await.result.ok(), Some(2));
+    let s = host
+        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
+        .await
+        .unwrap();
+    assert_eq!(turn(&s).await, "version v3/v3 n=1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_files_in_the_directory_do_not_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = engine_file(dir.path());
+    std::fs::write(&file, engine("v1")).unwrap();
+    let host = common::replay::host(32_000, Some(&file));
+    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+    std::fs::write(dir.path().join("other.lua"), engine("v9")).unwrap();
+    tokio::time::sleep(DEBOUNCE * 10).await;
+    assert!(w.try_next_outcome().is_none());
+    assert_eq!(host.engine_cell().number(), 0);
+}
+
+/// The transcript the replay-under-reload test drives: the largest shared pi session.
+fn shared_transcript() -> PathBuf {
+    common::shared_dir().join("data/transcripts/pimono-large-session.jsonl")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_keeps_running_while_the_engine_is_rewritten_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let engines = dir.path().join("engines");
+    std::fs::create_dir(&engines).unwrap();
+    let file = engine_file(&engines);
+    std::fs::write(&file, engine("v1")).unwrap();
+    let host = common::replay::host(16_000, Some(&file));
+    let w = EngineWatcher::for_host(Arc::clone(&host), Duration::from_millis(5)).unwrap();
+
+    // The writer flips the file between two valid versions with plain (non-atomic) writes
+    // until the replay is done; some reloads may catch a torn file and be refused.
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (done, file) = (Arc::clone(&done), file.clone());
+        tokio::spawn(async move {
+            let mut writes = 0u32;
+            while !done.load(Ordering::Relaxed) {
+                writes += 1;
+                let v = if writes % 2 == 0 { "v1" } else { "v2" };
+                std::fs::write(&file, engine(v)).unwrap();
+                tokio::time::sleep(Duration::from_millis(15)).await;
+            }
+            writes
+        })
+    };
+    let collector = {
+        let done = Arc::clone(&done);
+        tokio::spawn(async move {
+            let mut w = w;
+            let (mut ok, mut refused) = (0u32, 0u32);
+            while !done.load(Ordering::Relaxed) {
+                let Ok(Some(o)) = tokio::time::timeout(DEBOUNCE, w.next_outcome()).await else {
+                    continue;
+                };
+                match o.result {
+                    Ok(_) => ok += 1,
+                    Err(_) => refused += 1,
+                }
+            }
+            (ok, refused)
+        })
+    };
+
+    let path = shared_transcript();
+    let imported = import(&path).expect("import");
+    let source = imported.sessions.into_iter().next().expect("a session");
+    let session = host
+        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
+        .await
+        .unwrap();
+    let (preamble, turns) = split_turns(source.messages);
+    session.record(preamble).await.unwrap();
+    let mut last_n = 0u64;
+    let mut versions_seen = std::collections::BTreeSet::new();
+    let turn_count = turns.len();
+    for (t, (user, replies)) in turns.into_iter().enumerate() {
+        let mut steps = model_steps(replies);
+        let last = steps.pop().unwrap_or_default();
+        let mut calls = vec![
+            session
+                .begin_turn(TurnInput {
+                    user,
+                    is_heartbeat: false,
+                })
+                .await
+                .expect("begin turn"),
+        ];
+        for step in steps {
+            calls.push(session.continue_turn(step).await.expect("continue turn"));
+        }
+        let stats = session.end_turn(last).await.expect("end turn");
+        assert!(!stats.fallback, "turn {}: fell back", t + 1);
+        let mut turn_version = None;
+        for a in &calls {
+            common::replay::check_assembly(&path, 0, t + 1, a);
+            let addition = a.system_prompt_addition.clone().unwrap_or_default();
+            let (version, n) = parse_addition(&addition);
+            assert!(
+                version == "v1/v1" || version == "v2/v2",
+                "turn {}: one whole version per call, got {addition:?}",
+                t + 1
+            );
+            assert!(n > last_n, "turn {}: state kept across reloads", t + 1);
+            last_n = n;
+            assert_eq!(
+                *turn_version.get_or_insert_with(|| version.clone()),
+                version,
+                "turn {}: every call of a turn sees the same version",
+                t + 1
+            );
+            versions_seen.insert(version);
+        }
+    }
+    session.close().await.unwrap();
+    done.store(true, Ordering::Relaxed);
+    let writes = writer.await.unwrap();
+    let generation = host.engine_cell().number();
+    assert!(
+        host.quarantine().all().is_empty(),
+        "{:?}",
+        host.quarantine().all()
+    );
+    let (ok, refused) = collector.await.unwrap();
+    eprintln!(
+        "replayed {turn_count} turns while the engine file was rewritten {writes} times; \
+         {ok} reloads took effect, {refused} refused (torn writes); versions seen: {versions_seen:?}"
+    );
+    assert!(
+        generation > 0,
+        "at least one reload happened during the replay"
+    );
+}
+
+/// `"version v1/v1 n=12"` → (`"v1/v1"`, 12).
+fn parse_addition(addition: &str) -> (String, u64) {
+    let rest = addition.strip_prefix("version ").unwrap_or_default();
+    let (version, n) = rest.split_once(" n=").unwrap_or_default();
+    (version.to_owned(), n.parse().unwrap_or(0))
+}
