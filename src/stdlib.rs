@@ -4,9 +4,17 @@
 //! header comment and in `docs/writing-engines.md`. Engines load them with `require("fit")`;
 //! nothing else resolves.
 //!
+//! Each Lua module has a Rhai twin (`stdlib/<name>.rhai`) with the same functions, arguments and
+//! results: Rhai engines load it with `import "fit" as fit;`. Two differences follow from the
+//! language: Rhai indices are 0-based where Lua's are 1-based, and where a Lua function returns
+//! two values the Rhai one returns a map naming them (`fit::newest_first` gives
+//! `#{kept, tokens}` for Lua's `kept, tokens`).
+//!
 //! ```
 //! assert!(ctxhost::stdlib::lua_module("fit").is_some());
 //! assert!(ctxhost::stdlib::lua_module("io").is_none());
+//! assert!(ctxhost::stdlib::rhai_module("fit").is_some());
+//! assert_eq!(ctxhost::stdlib::LUA_MODULES.len(), ctxhost::stdlib::RHAI_MODULES.len());
 //! ```
 
 /// Every Lua stdlib module: its `require` name and source.
@@ -22,6 +30,24 @@ pub const LUA_MODULES: [(&str, &str); 6] = [
 /// The source of a Lua stdlib module by its `require` name.
 pub fn lua_module(name: &str) -> Option<&'static str> {
     LUA_MODULES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, src)| *src)
+}
+
+/// Every Rhai stdlib module: its `import` name and source, in the order of [`LUA_MODULES`].
+pub const RHAI_MODULES: [(&str, &str); 6] = [
+    ("msg", include_str!("../stdlib/msg.rhai")),
+    ("groups", include_str!("../stdlib/groups.rhai")),
+    ("tail", include_str!("../stdlib/tail.rhai")),
+    ("fit", include_str!("../stdlib/fit.rhai")),
+    ("prune", include_str!("../stdlib/prune.rhai")),
+    ("pin", include_str!("../stdlib/pin.rhai")),
+];
+
+/// The source of a Rhai stdlib module by its `import` name.
+pub fn rhai_module(name: &str) -> Option<&'static str> {
+    RHAI_MODULES
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, src)| *src)
