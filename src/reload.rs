@@ -302,10 +302,11 @@ async fn reload_task(
                 format!("the reload task failed: {e}"),
             )),
         };
+        // Logged at info: the outcome goes to the caller, who decides how loudly to report it.
         match &result {
             Ok(g) => tracing::info!(file = %path.display(), generation = g, "engine reloaded"),
             Err(e) => {
-                tracing::warn!(file = %path.display(), "reload refused, old version kept: {e}")
+                tracing::info!(file = %path.display(), "reload refused, old version kept: {e}")
             }
         }
         let outcome = ReloadOutcome {

@@ -337,3 +337,115 @@ fn parse_addition(addition: &str) -> (String, u64) {
     let (version, n) = rest.split_once(" n=").unwrap_or_default();
     (version.to_owned(), n.parse().unwrap_or(0))
 }
+
+/// An engine for the CLI: sends the newest messages that fit `budget_expr`.
+fn fitting_engine(budget_expr: &str) -> String {
+    format!(
+        r#"local fit = require("fit")
+local M = {{ info = {{ id = "fitting", name = "Fitting" }} }}
+function M.ingest(p) return {{ ingested = false }} end
+function M.assemble(p)
+  local kept, tokens = fit.newest_first(p.messages, {budget_expr})
+  return {{ messages = kept, estimatedTokens = tokens }}
+end
+function M.compact(p) return host.delegateCompaction(p) end
+return M
+"#
+    )
+}
+
+/// Reads the child's stdout line by line on a thread; `wait_for` blocks until a line matches.
+struct Lines {
+    rx: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Lines {
+    fn new(stdout: std::process::ChildStdout) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    fn wait_for(&mut self, needle: &str) -> String {
+        loop {
+            match self.rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(e) => panic!(
+                    "no line with {needle:?} ({e}); saw:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    fn rest(mut self) -> String {
+        while let Ok(line) = self.rx.recv_timeout(Duration::from_secs(60)) {
+            self.seen.push(line);
+        }
+        self.seen.join("\n")
+    }
+}
+
+#[test]
+fn watch_replays_again_after_a_save_and_prints_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fitting.lua");
+    std::fs::write(&file, fitting_engine("p.tokenBudget")).unwrap();
+    let transcript =
+        common::shared_dir().join("data/transcripts/fasthooks-sample_main_transcript.jsonl");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxhost"))
+        .arg("watch")
+        .arg(&file)
+        .arg(&transcript)
+        .args(["--window", "4000", "--max-runs", "2", "--debounce-ms", "50"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::new(child.stdout.take().unwrap());
+    lines.wait_for("run 1 (generation 0)");
+    lines.wait_for("waiting for changes");
+
+    // A broken save: reported with file:line, no replay, the old version keeps serving.
+    std::fs::write(&file, "local M = {\n  info =\n").unwrap();
+    let refused = lines.wait_for("reload refused");
+    assert!(refused.contains("fitting.lua:3"), "{refused}");
+    assert!(refused.contains("generation 0 keeps serving"), "{refused}");
+
+    // A good save that halves the budget: run 2 shows the turns whose context shrank.
+    std::fs::write(&file, fitting_engine("p.tokenBudget // 2")).unwrap();
+    lines.wait_for("reloaded: generation 1 active");
+    lines.wait_for("run 2 (generation 1)");
+    let status = child.wait().unwrap();
+    let out = lines.rest();
+    assert!(status.success(), "{status}\n{out}");
+    let changed: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("turn") && l.contains("tokens"))
+        .collect();
+    assert!(!changed.is_empty(), "no changed turn in:\n{out}");
+    for l in &changed {
+        assert!(
+            l.contains(" → ") && l.contains("(-"),
+            "a smaller context: {l}"
+        );
+    }
+    assert!(out.contains("turns unchanged ("), "{out}");
+}

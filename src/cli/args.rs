@@ -22,6 +22,10 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Load, validate and exercise an engine file; exit 0 only for a sound engine.
     Check(CheckArgs),
+    /// Replay through an engine on every save of its file and show what changed, turn by turn.
+    Watch(WatchArgs),
+    /// Write a single-file engine skeleton (Lua or Rhai) that passes `check`.
+    New(NewArgs),
 }
 
 /// `ctxhost check`.
@@ -64,4 +68,48 @@ pub struct ReplayArgs {
     /// Return the engine's first error instead of falling back to legacy.
     #[arg(long)]
     pub strict: bool,
+}
+
+/// `ctxhost watch`.
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// The engine file (.lua, .luau, .rhai) to reload on every save.
+    pub engine: PathBuf,
+    /// The transcript to replay (any format `replay` reads). Default: the bundled demo session.
+    pub transcript: Option<PathBuf>,
+    /// A JSON5 config file (contract §10 shape).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The model's context window in tokens (default: the config's, else 32,000).
+    #[arg(long, value_name = "TOKENS")]
+    pub window: Option<u64>,
+    /// How tokens are counted (default: the config's, else estimate).
+    #[arg(long, value_name = "estimate|o200k|cl100k")]
+    pub tokenizer: Option<Tokenizer>,
+    /// Quiet time after the last write before reloading, in ms (default 200).
+    #[arg(long, value_name = "MS")]
+    pub debounce_ms: Option<u64>,
+    /// Stop after this many replays (for scripts and tests); default: run until interrupted.
+    #[arg(long, value_name = "N")]
+    pub max_runs: Option<u32>,
+}
+
+/// `ctxhost new`.
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// The engine's name: `my_engine` writes `my_engine.lua` (or `.rhai`) with id `my-engine`;
+    /// a directory may come first.
+    pub name: PathBuf,
+    /// The script language.
+    #[arg(long, value_enum, default_value = "lua")]
+    pub lang: Lang,
+}
+
+/// The languages an engine can be written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// Luau (`.lua`).
+    Lua,
+    /// Rhai (`.rhai`).
+    Rhai,
 }

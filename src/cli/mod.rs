@@ -3,7 +3,9 @@
 
 pub mod args;
 mod check;
+mod new;
 mod replay;
+mod watch;
 
 use std::io::Write;
 
@@ -23,5 +25,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     match args.command {
         args::Command::Replay(a) => replay::run(a, out),
         args::Command::Check(a) => check::run(a, out),
+        args::Command::Watch(a) => watch::run(a, out),
+        args::Command::New(a) => new::run(a, out),
     }
 }

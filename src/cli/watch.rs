@@ -1,0 +1,324 @@
+//! `ctxhost watch ENGINE [TRANSCRIPT]`: the engine author's loop. Replay once, then on every
+//! save reload the engine (keeping the old one when the new one does not load) and replay
+//! again, printing per turn what changed against the previous run.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::cli::Outcome;
+use crate::cli::args::WatchArgs;
+use crate::config::{Config, Entry};
+use crate::reload::{DEFAULT_DEBOUNCE, EngineWatcher, ReloadOutcome};
+use crate::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
+use crate::runtime::Host;
+use crate::transcript::{Import, import};
+
+pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        args.engine.is_file(),
+        "no engine file at {}",
+        args.engine.display()
+    );
+    anyhow::ensure!(args.max_runs != Some(0), "--max-runs must be at least 1");
+    let config = build_config(&args)?;
+    let (window, tokenizer) = (config.host.window, config.host.tokenizer);
+    let transcript = args
+        .transcript
+        .clone()
+        .unwrap_or_else(super::replay::demo_transcript);
+    let imported = import(&transcript)?;
+    let debounce = args
+        .debounce_ms
+        .map_or(DEFAULT_DEBOUNCE, Duration::from_millis);
+    let out_dir = std::env::temp_dir().join(format!("ctxhost-watch-{}", std::process::id()));
+    let opts = ReplayOptions {
+        out_dir: out_dir.clone(),
+        concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+    };
+    let host = Arc::new(Host::new(config)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("start the async runtime")?;
+    let result = runtime.block_on(async {
+        // Watch before the first run, so a save during it is not missed.
+        let mut watcher = EngineWatcher::for_host(Arc::clone(&host), debounce)?;
+        writeln!(
+            out,
+            "watching {} (debounce {} ms): replaying {} at {} tokens ({tokenizer}) on every save",
+            watcher.path().display(),
+            debounce.as_millis(),
+            transcript.display(),
+            group(window),
+        )?;
+        let mut runs = 1u32;
+        let mut last = run_once(&host, &transcript, &imported, &opts, runs, out).await?;
+        let mut previous = last.as_ref().map(|(reports, _)| reports.clone());
+        loop {
+            if args.max_runs.is_some_and(|max| runs >= max) {
+                break;
+            }
+            writeln!(out, "waiting for changes to {}", watcher.path().display())?;
+            out.flush()?;
+            let Some(first) = watcher.next_outcome().await else {
+                break;
+            };
+            // Saves that landed while we replayed: report each, replay once.
+            let mut reloaded = report_outcome(out, &host, &first)?;
+            while let Some(more) = watcher.try_next_outcome() {
+                reloaded |= report_outcome(out, &host, &more)?;
+            }
+            if !reloaded {
+                continue;
+            }
+            runs += 1;
+            last = run_once(&host, &transcript, &imported, &opts, runs, out).await?;
+            if let (Some(before), Some((after, _))) = (&previous, &last) {
+                write_diff(out, before, after)?;
+            }
+            if let Some((reports, _)) = &last {
+                previous = Some(reports.clone());
+            }
+        }
+        anyhow::Ok(last)
+    });
+    let _ = std::fs::remove_dir_all(&out_dir);
+    Ok(match result? {
+        Some((_, s)) if s.quarantine.is_none() && s.over_budget_turns == 0 => Outcome::Ok,
+        _ => Outcome::Problems,
+    })
+}
+
+/// One replay; a replay that fails (a host fault, not an engine error) is reported and the
+/// watch goes on.
+async fn run_once(
+    host: &Arc<Host>,
+    transcript: &Path,
+    imported: &Import,
+    opts: &ReplayOptions,
+    run: u32,
+    out: &mut dyn Write,
+) -> anyhow::Result<Option<(Vec<TurnReport>, ReplaySummary)>> {
+    let generation = host.engine_cell().number();
+    let mut reports = Vec::new();
+    let result = replay(Arc::clone(host), transcript, imported.clone(), opts, |t| {
+        reports.push(t.clone())
+    })
+    .await;
+    let summary = match result {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(out, "run {run} (generation {generation}) failed: {e}")?;
+            return Ok(None);
+        }
+    };
+    writeln!(
+        out,
+        "run {run} (generation {generation}): {} turns, {} compactions, {} fallbacks, max {} assembled tokens, {} over budget, {} ms",
+        summary.turns,
+        summary.compactions,
+        summary.fallbacks,
+        group(summary.max_assembled_tokens),
+        summary.over_budget_turns,
+        summary.wall_ms
+    )?;
+    if let Some(q) = &summary.quarantine {
+        writeln!(out, "  engine error: {}", q.error)?;
+    }
+    out.flush()?;
+    Ok(Some((reports, summary)))
+}
+
+/// Prints one reload outcome; true when a new generation is active.
+fn report_outcome(out: &mut dyn Write, host: &Host, o: &ReloadOutcome) -> anyhow::Result<bool> {
+    match &o.result {
+        Ok(generation) => {
+            writeln!(
+                out,
+                "reloaded: generation {generation} active {} ms after the save ({} ms after the debounce)",
+                o.since_change().as_millis(),
+                o.after_debounce().as_millis()
+            )?;
+            Ok(true)
+        }
+        Err(e) => {
+            writeln!(
+                out,
+                "reload refused, generation {} keeps serving: {e}",
+                host.engine_cell().number()
+            )?;
+            Ok(false)
+        }
+    }
+}
+
+/// Per turn, what changed between two runs; unchanged turns in one line.
+fn write_diff(
+    out: &mut dyn Write,
+    before: &[TurnReport],
+    after: &[TurnReport],
+) -> anyhow::Result<()> {
+    let multi = after
+        .iter()
+        .chain(before)
+        .any(|t| t.session != after.first().map_or("", |f| f.session.as_str()));
+    let key = |t: &TurnReport| (t.session.clone(), t.turn);
+    let old: BTreeMap<_, &TurnReport> = before.iter().map(|t| (key(t), t)).collect();
+    let mut unchanged: Vec<&TurnReport> = Vec::new();
+    for t in after {
+        let label = if multi {
+            format!("{} turn {}", t.session, t.turn)
+        } else {
+            format!("turn {:>4}", t.turn)
+        };
+        let Some(o) = old.get(&key(t)) else {
+            writeln!(out, "  {label}: new")?;
+            continue;
+        };
+        let changes = turn_changes(o, t);
+        if changes.is_empty() {
+            unchanged.push(t);
+        } else {
+            writeln!(out, "  {label}: {}", changes.join("; "))?;
+        }
+    }
+    let new_keys: std::collections::BTreeSet<_> = after.iter().map(key).collect();
+    let missing = before
+        .iter()
+        .filter(|t| !new_keys.contains(&key(t)))
+        .count();
+    if missing > 0 {
+        writeln!(out, "  {missing} turns of the previous run are missing")?;
+    }
+    if unchanged.len() == after.len() {
+        writeln!(out, "  all {} turns unchanged", after.len())?;
+    } else if !unchanged.is_empty() {
+        if multi {
+            writeln!(out, "  {} turns unchanged", unchanged.len())?;
+        } else {
+            let turns: Vec<u64> = unchanged.iter().map(|t| t.turn).collect();
+            writeln!(
+                out,
+                "  {} turns unchanged ({})",
+                unchanged.len(),
+                ranges(&turns)
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// What differs in one turn: assembled tokens, messages, compactions, fallback.
+fn turn_changes(o: &TurnReport, t: &TurnReport) -> Vec<String> {
+    let mut c = Vec::new();
+    if o.assembled_tokens != t.assembled_tokens {
+        let delta = t.assembled_tokens as i128 - o.assembled_tokens as i128;
+        c.push(format!(
+            "tokens {} → {} ({}{})",
+            group(o.assembled_tokens),
+            group(t.assembled_tokens),
+            if delta > 0 { "+" } else { "-" },
+            group(delta.unsigned_abs() as u64)
+        ));
+    }
+    if o.assembled_messages != t.assembled_messages {
+        c.push(format!(
+            "messages {} → {}",
+            o.assembled_messages, t.assembled_messages
+        ));
+    }
+    if o.compactions != t.compactions {
+        c.push(format!("compactions {} → {}", o.compactions, t.compactions));
+    }
+    if o.fallback != t.fallback {
+        c.push(if t.fallback {
+            "now falls back to legacy".to_owned()
+        } else {
+            "no longer falls back".to_owned()
+        });
+    }
+    c
+}
+
+/// `1 2 3 5 7 8` → `1-3, 5, 7-8`.
+fn ranges(turns: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < turns.len() {
+        let start = turns[i];
+        let mut end = start;
+        while i + 1 < turns.len() && turns[i + 1] == end + 1 {
+            i += 1;
+            end = turns[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(", ")
+}
+
+fn build_config(args: &WatchArgs) -> anyhow::Result<Config> {
+    let mut config = match &args.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    // The entry id is the file stem with `_` as `-`, as `replay --engine` and `check` derive it.
+    let id = args
+        .engine
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("engine")
+        .replace('_', "-");
+    config.plugins.slots.context_engine = Some(id.clone());
+    let mut entry = config.plugins.entries.remove(&id).unwrap_or_default();
+    entry.path = Some(std::path::absolute(&args.engine).unwrap_or_else(|_| args.engine.clone()));
+    config.plugins.entries.insert(
+        id,
+        Entry {
+            enabled: true,
+            ..entry
+        },
+    );
+    if let Some(w) = args.window {
+        anyhow::ensure!(w > 0, "--window must be a positive number of tokens");
+        config.host.window = w;
+    }
+    if let Some(t) = args.tokenizer {
+        config.host.tokenizer = t;
+    }
+    Ok(config)
+}
+
+fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ranges;
+
+    #[test]
+    fn ranges_collapse_runs() {
+        assert_eq!(ranges(&[1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8");
+        assert_eq!(ranges(&[4]), "4");
+        assert_eq!(ranges(&[]), "");
+    }
+}
