@@ -22,6 +22,9 @@ use crate::error::{Error, Result};
 use crate::session::FailurePolicy;
 use crate::tokens::Tokenizer;
 
+/// The environment variable that names the config file (overridden by `--config`).
+pub const CONFIG_ENV: &str = "CTXHOST_CONFIG";
+
 /// The whole configuration file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -33,6 +36,83 @@ pub struct Config {
     /// The directory relative engine paths resolve against (the config file's directory).
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// The file this was read from, and why that file (for `doctor`).
+    #[serde(skip)]
+    pub source: ConfigSource,
+}
+
+/// Where a configuration came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// No file: built-in defaults.
+    #[default]
+    Defaults,
+    /// `--config FILE`.
+    Flag(PathBuf),
+    /// `$CTXHOST_CONFIG`.
+    Env(PathBuf),
+    /// The default location.
+    DefaultLocation(PathBuf),
+}
+
+impl ConfigSource {
+    /// The file, when there is one.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            ConfigSource::Defaults => None,
+            ConfigSource::Flag(p) | ConfigSource::Env(p) | ConfigSource::DefaultLocation(p) => {
+                Some(p)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigSource::Defaults => write!(f, "built-in defaults (no config file)"),
+            ConfigSource::Flag(p) => write!(f, "{} (--config)", p.display()),
+            ConfigSource::Env(p) => write!(f, "{} (${CONFIG_ENV})", p.display()),
+            ConfigSource::DefaultLocation(p) => write!(f, "{} (default location)", p.display()),
+        }
+    }
+}
+
+/// The default config file: `$XDG_CONFIG_HOME/ctxhost/config.json5`, else
+/// `~/.config/ctxhost/config.json5`.
+pub fn default_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("ctxhost").join("config.json5"))
+}
+
+/// The config file to use: `explicit` (`--config`), else `$CTXHOST_CONFIG`, else the default
+/// location; `None` when none of them names a file (the default location may not exist).
+pub fn locate(explicit: Option<&Path>) -> Option<ConfigSource> {
+    if let Some(p) = explicit {
+        return Some(ConfigSource::Flag(p.to_path_buf()));
+    }
+    if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|v| !v.is_empty()) {
+        return Some(ConfigSource::Env(PathBuf::from(p)));
+    }
+    default_path().map(ConfigSource::DefaultLocation)
+}
+
+/// Reads the configuration the user means: an explicit or `$CTXHOST_CONFIG` file must exist;
+/// the default location is used only when it exists; otherwise built-in defaults.
+pub fn discover(explicit: Option<&Path>) -> Result<Config> {
+    match locate(explicit) {
+        Some(ConfigSource::DefaultLocation(p)) if !p.exists() => Ok(Config::default()),
+        Some(source) => {
+            let path = source.path().map(Path::to_path_buf).unwrap_or_default();
+            let mut cfg = Config::load(&path)?;
+            cfg.source = source;
+            Ok(cfg)
+        }
+        None => Ok(Config::default()),
+    }
 }
 
 /// `plugins`.
@@ -89,6 +169,30 @@ pub struct HostSettings {
     pub compaction: CompactionSettings,
     /// Script limits: per-call deadline and grace, memory, operations, result caps.
     pub limits: crate::sandbox::Limits,
+    /// File watching for hot reload.
+    pub watch: WatchSettings,
+    /// Where `ctxhost engines install` puts engine files; relative to the config file.
+    /// Default `engines` beside the config file.
+    pub engines_dir: Option<PathBuf>,
+}
+
+/// `host.watch`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct WatchSettings {
+    /// Reload engines when their file changes (`ctxhost watch` always does). Default true.
+    pub enabled: bool,
+    /// Quiet time after the last change before a reload, in ms. Default 200.
+    pub debounce_ms: u64,
+}
+
+impl Default for WatchSettings {
+    fn default() -> Self {
+        WatchSettings {
+            enabled: true,
+            debounce_ms: 200,
+        }
+    }
 }
 
 impl Default for HostSettings {
@@ -99,6 +203,8 @@ impl Default for HostSettings {
             window: 32_000,
             compaction: CompactionSettings::default(),
             limits: crate::sandbox::Limits::default(),
+            watch: WatchSettings::default(),
+            engines_dir: None,
         }
     }
 }
@@ -112,12 +218,28 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Parses JSON5 text; `place` names the source in errors.
+    /// Parses JSON5 text; `place` names the source in errors, which read
+    /// `place:LINE:COL: message` and suggest the closest key for a misspelt one.
     pub fn parse(text: &str, place: &str) -> Result<Config> {
-        json5::from_str(text).map_err(|e| Error::Config {
-            place: place.to_owned(),
-            message: e.to_string(),
+        json5::from_str(text).map_err(|e| {
+            let place = match e.position() {
+                Some(p) => format!("{place}:{}:{}", p.line + 1, p.column + 1),
+                None => place.to_owned(),
+            };
+            let message = match e.code() {
+                Some(code) => code.to_string(),
+                None => explain_serde_message(&e.to_string()),
+            };
+            Error::Config { place, message }
         })
+    }
+
+    /// The directory engines are installed into.
+    pub fn engines_dir(&self) -> PathBuf {
+        match &self.host.engines_dir {
+            Some(d) => self.resolve(d),
+            None => self.base_dir.join("engines"),
+        }
     }
 
     /// The context engine entry in the slot, with its id; `None` for `legacy`.
@@ -141,3 +263,30 @@ impl Config {
         }
     }
 }
+
+/// Turns serde's "unknown field `x`, expected one of `a`, `b`" into "unknown key `x` (did you
+/// mean `a`?)", and drops the position json5 appends (the caller puts it in front).
+fn explain_serde_message(raw: &str) -> String {
+    let message = raw.rsplit_once(" at line ").map_or(raw, |(m, _)| m);
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return message.to_owned();
+    };
+    let Some((key, expected)) = rest.split_once('`') else {
+        return message.to_owned();
+    };
+    let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    match crate::contract::closest(key, candidates.iter().copied()) {
+        Some(best) => format!("unknown key `{key}` (did you mean `{best}`?)"),
+        None if !candidates.is_empty() => {
+            format!(
+                "unknown key `{key}`; known keys here: {}",
+                candidates.join(", ")
+            )
+        }
+        None => format!("unknown key `{key}`"),
+    }
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

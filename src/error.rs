@@ -55,14 +55,14 @@ pub enum Error {
         message: String,
     },
     /// A file operation failed.
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}: {cause}")]
     Io {
         /// What the host was doing (`append to transcript`, `read engine`, ...).
         op: &'static str,
         /// The file.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, not repeated as a source).
+        cause: std::io::Error,
     },
 }
 
@@ -72,7 +72,7 @@ impl Error {
         Error::Io {
             op,
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 }

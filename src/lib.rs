@@ -17,6 +17,7 @@ pub mod engine;
 pub mod error;
 pub mod fit;
 pub mod host;
+pub mod install;
 pub mod message;
 pub mod pairing;
 pub mod quarantine;

@@ -13,6 +13,8 @@ fn ctxhost(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ctxhost"))
         .args(args)
         .env("CTXHOST_LOG", "off")
+        .env_remove("CTXHOST_CONFIG")
+        .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
         .output()
         .expect("run ctxhost")
 }
@@ -238,4 +240,168 @@ fn check_passes_a_sound_engine_and_fails_a_broken_one() {
     assert!(text.contains("FAIL"), "{text}");
     assert!(text.contains("assemble_throws.lua:7"), "{text}");
     assert!(text.trim_end().ends_with("NOT sound"), "{text}");
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn doctor_reports_legacy_by_default() {
+    let o = ctxhost(&["doctor"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let text = stdout(&o);
+    assert!(text.contains("config:     built-in defaults"), "{text}");
+    assert!(text.contains("engine:     legacy (default"), "{text}");
+    assert!(text.contains("window:     32000 tokens"), "{text}");
+}
+
+#[test]
+fn install_list_disable_uninstall_round_trip() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("config.json5");
+    let cfg_s = cfg.display().to_string();
+    let engine = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/delegating.lua");
+
+    let o = ctxhost(&[
+        "engines",
+        "install",
+        &engine.display().to_string(),
+        "--config",
+        &cfg_s,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(dir.path().join("engines/delegating.lua").is_file());
+    let list = stdout(&ctxhost(&["engines", "list", "--config", &cfg_s]));
+    assert!(list.starts_with("* delegating"), "{list}");
+    let doctor = ctxhost(&["doctor", "--config", &cfg_s]);
+    assert_eq!(doctor.status.code(), Some(0));
+    assert!(
+        stdout(&doctor).contains("engine:     delegating (configured"),
+        "{}",
+        stdout(&doctor)
+    );
+
+    // An unsound engine is refused with the reason, and nothing changes.
+    let before = std::fs::read_to_string(&cfg).expect("config");
+    let o = ctxhost(&[
+        "engines",
+        "install",
+        &fixture("hostile/assemble_throws.lua"),
+        "--config",
+        &cfg_s,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("assemble_throws.lua:7"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&cfg).expect("config"), before);
+
+    // Disabling the engine in the slot resets the slot to legacy.
+    assert_eq!(
+        ctxhost(&["engines", "disable", "delegating", "--config", &cfg_s])
+            .status
+            .code(),
+        Some(0)
+    );
+    let doctor = stdout(&ctxhost(&["doctor", "--config", &cfg_s]));
+    assert!(doctor.contains("engine:     legacy (default"), "{doctor}");
+    assert_eq!(
+        ctxhost(&["engines", "enable", "delegating", "--config", &cfg_s])
+            .status
+            .code(),
+        Some(0)
+    );
+
+    // Uninstalling removes the entry and the installed file.
+    assert_eq!(
+        ctxhost(&["engines", "uninstall", "delegating", "--config", &cfg_s])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert!(!dir.path().join("engines/delegating.lua").exists());
+    assert!(
+        stdout(&ctxhost(&["engines", "list", "--config", &cfg_s])).contains("no engines installed")
+    );
+    assert_eq!(
+        ctxhost(&["engines", "uninstall", "delegating", "--config", &cfg_s])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn uninstalling_the_engine_in_the_slot_resets_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("config.json5");
+    let cfg_s = cfg.display().to_string();
+    let engine = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/recent_turns.lua");
+    ctxhost(&[
+        "engines",
+        "install",
+        &engine.display().to_string(),
+        "--config",
+        &cfg_s,
+    ]);
+    ctxhost(&["engines", "uninstall", "recent-turns", "--config", &cfg_s]);
+    let text = std::fs::read_to_string(&cfg).expect("config");
+    let v: Value = json5_value(&text);
+    assert_eq!(v["plugins"]["slots"]["contextEngine"], "legacy");
+    assert!(dir.path().join("config.json5.bak").exists());
+}
+
+fn json5_value(text: &str) -> Value {
+    serde_json::from_str(text).expect("the rewritten config is JSON")
+}
+
+#[test]
+fn doctor_fails_when_the_slot_names_a_missing_or_disabled_entry() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("c.json5");
+    std::fs::write(&cfg, "{ plugins: { slots: { contextEngine: 'gone' } } }").expect("write");
+    let o = ctxhost(&["doctor", "--config", &cfg.display().to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("fallback: the slot names \"gone\" but there is no such entry"));
+    std::fs::write(
+        &cfg,
+        "{ plugins: { slots: { contextEngine: 'x' }, entries: { x: { enabled: false, path: 'x.lua' } } } }",
+    )
+    .expect("write");
+    let o = ctxhost(&["doctor", "--config", &cfg.display().to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("fallback: the entry \"x\" is disabled"));
+}
+
+#[test]
+fn config_errors_name_file_line_column_and_the_closest_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("bad.json5");
+    std::fs::write(&cfg, "{\n  host: {\n    windw: 8000,\n  },\n}\n").expect("write");
+    let o = ctxhost(&["replay", "--config", &cfg.display().to_string()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.json5:3:"), "{err}");
+    assert!(
+        err.contains("unknown key `windw` (did you mean `window`?)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_config_environment_variable_is_honoured() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("env.json5");
+    std::fs::write(&cfg, "{ host: { window: 12345 } }").expect("write");
+    let o = Command::new(env!("CARGO_BIN_EXE_ctxhost"))
+        .args(["doctor"])
+        .env("CTXHOST_CONFIG", &cfg)
+        .output()
+        .expect("run");
+    let text = stdout(&o);
+    assert!(text.contains("($CTXHOST_CONFIG)"), "{text}");
+    assert!(text.contains("window:     12345 tokens"), "{text}");
 }

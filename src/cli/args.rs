@@ -26,6 +26,10 @@ pub enum Command {
     Watch(WatchArgs),
     /// Write a single-file engine skeleton (Lua or Rhai) that passes `check`.
     New(NewArgs),
+    /// Which engine is active and why, whether it can run, and the host's settings.
+    Doctor(DoctorArgs),
+    /// Install, list, enable, disable and uninstall single-file engines.
+    Engines(EnginesArgs),
 }
 
 /// `ctxhost check`.
@@ -68,6 +72,60 @@ pub struct ReplayArgs {
     /// Return the engine's first error instead of falling back to legacy.
     #[arg(long)]
     pub strict: bool,
+}
+
+/// `ctxhost doctor`.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// The config file (default: `$CTXHOST_CONFIG`, else `~/.config/ctxhost/config.json5`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the diagnosis as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ctxhost engines`.
+#[derive(Debug, clap::Args)]
+pub struct EnginesArgs {
+    /// The config file to read and edit (default: `$CTXHOST_CONFIG`, else
+    /// `~/.config/ctxhost/config.json5`).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: EnginesCommand,
+}
+
+/// `ctxhost engines` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum EnginesCommand {
+    /// Check an engine file and, when sound, copy it into the engines directory, add its entry
+    /// and make it the context engine.
+    Install {
+        /// The engine file.
+        file: PathBuf,
+        /// Add the entry without putting it in the slot.
+        #[arg(long)]
+        no_activate: bool,
+    },
+    /// List installed engines (`*` marks the one in the slot).
+    List,
+    /// Remove an engine's entry (and its installed file); the slot falls back to legacy.
+    Uninstall {
+        /// The entry id.
+        id: String,
+    },
+    /// Enable an entry.
+    Enable {
+        /// The entry id.
+        id: String,
+    },
+    /// Disable an entry; disabling the engine in the slot resets the slot to legacy.
+    Disable {
+        /// The entry id.
+        id: String,
+    },
 }
 
 /// `ctxhost watch`.

@@ -5,13 +5,9 @@ use std::io::Write;
 use crate::check::check_engine;
 use crate::cli::Outcome;
 use crate::cli::args::CheckArgs;
-use crate::config::Config;
 
 pub(crate) fn run(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
-    let config = match &args.config {
-        Some(p) => Config::load(p)?,
-        None => Config::default(),
-    };
+    let config = crate::config::discover(args.config.as_deref())?;
     let report = check_engine(&args.file, &config);
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;

@@ -3,6 +3,8 @@
 
 pub mod args;
 mod check;
+mod doctor;
+mod engines;
 mod new;
 mod replay;
 mod watch;
@@ -27,5 +29,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<Outcome> {
         args::Command::Check(a) => check::run(a, out),
         args::Command::Watch(a) => watch::run(a, out),
         args::Command::New(a) => new::run(a, out),
+        args::Command::Doctor(a) => doctor::run(a, out),
+        args::Command::Engines(a) => engines::run(a, out),
     }
 }

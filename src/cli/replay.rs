@@ -73,10 +73,7 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
 }
 
 fn build_config(args: &ReplayArgs) -> anyhow::Result<Config> {
-    let mut config = match &args.config {
-        Some(p) => Config::load(p)?,
-        None => Config::default(),
-    };
+    let mut config = crate::config::discover(args.config.as_deref())?;
     if let Some(engine) = &args.engine {
         let id = engine_id_from_path(engine);
         config.plugins.slots.context_engine = Some(id.clone());

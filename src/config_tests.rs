@@ -1,0 +1,74 @@
+use super::*;
+
+fn err(text: &str) -> String {
+    Config::parse(text, "cfg.json5")
+        .expect_err("should fail")
+        .to_string()
+}
+
+#[test]
+fn a_misspelt_key_names_line_column_and_the_closest_key() {
+    let e = err("{\n  host: {\n    limts: {},\n  },\n}");
+    assert!(e.starts_with("config cfg.json5:3:"), "{e}");
+    assert!(
+        e.contains("unknown key `limts` (did you mean `limits`?)"),
+        "{e}"
+    );
+    let e = err("{ plugins: { slot: {} } }");
+    assert!(
+        e.contains("unknown key `slot` (did you mean `slots`?)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn broken_json5_names_line_and_column() {
+    let e = err("{\n  host: { window: 8000,, }\n}");
+    assert!(e.starts_with("config cfg.json5:2:"), "{e}");
+}
+
+#[test]
+fn wrong_types_and_enums_are_errors() {
+    assert!(err("{ host: { window: \"big\" } }").contains("cfg.json5:1:"));
+    assert!(err("{ host: { failurePolicy: \"lenient\" } }").contains("lenient"));
+    assert!(err("{ host: { tokenizer: \"gpt2\" } }").contains("gpt2"));
+}
+
+#[test]
+fn openclaw_shape_with_comments_parses() {
+    let cfg = Config::parse(
+        r#"{
+          // OpenClaw's shape
+          plugins: {
+            slots: { contextEngine: "recent" },
+            entries: { recent: { enabled: true, path: "e/recent.lua", config: { k: 1 } } },
+          },
+          host: { failurePolicy: "strict", tokenizer: "o200k", window: 16000,
+                  limits: { deadlineMs: 250 }, watch: { debounceMs: 100 } },
+        }"#,
+        "x",
+    )
+    .expect("parse");
+    let (id, entry) = cfg.engine_entry().expect("entry");
+    assert_eq!(id, "recent");
+    assert_eq!(entry.config["k"], 1);
+    assert_eq!(cfg.host.window, 16_000);
+    assert_eq!(cfg.host.limits.deadline_ms, 250);
+    assert_eq!(cfg.host.watch.debounce_ms, 100);
+}
+
+#[test]
+fn slot_naming_legacy_or_a_missing_entry_is_no_engine() {
+    let legacy =
+        Config::parse("{ plugins: { slots: { contextEngine: \"legacy\" } } }", "x").unwrap();
+    assert!(legacy.engine_entry().is_none());
+    let missing =
+        Config::parse("{ plugins: { slots: { contextEngine: \"gone\" } } }", "x").unwrap();
+    assert!(missing.engine_entry().is_none());
+}
+
+#[test]
+fn an_explicit_config_file_must_exist() {
+    let e = discover(Some(Path::new("/nonexistent/ctxhost.json5"))).expect_err("missing");
+    assert!(e.to_string().contains("/nonexistent/ctxhost.json5"), "{e}");
+}
