@@ -84,13 +84,34 @@ pub struct ScriptLocation {
     pub file: String,
     /// 1-based line, when known.
     pub line: Option<u32>,
+    /// 1-based column, when known (Rhai reports one; Luau does not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+}
+
+impl ScriptLocation {
+    /// A location at `line` of `file` (no column).
+    pub fn new(file: impl Into<String>, line: Option<u32>) -> Self {
+        ScriptLocation {
+            file: file.into(),
+            line,
+            column: None,
+        }
+    }
+
+    /// The same location with a column.
+    pub fn with_column(mut self, column: Option<u32>) -> Self {
+        self.column = column;
+        self
+    }
 }
 
 impl fmt::Display for ScriptLocation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{}:{line}", self.file),
-            None => write!(f, "{}", self.file),
+        match (self.line, self.column) {
+            (Some(line), Some(col)) => write!(f, "{}:{line}:{col}", self.file),
+            (Some(line), None) => write!(f, "{}:{line}", self.file),
+            _ => write!(f, "{}", self.file),
         }
     }
 }
@@ -240,10 +261,7 @@ mod tests {
             EngineErrorKind::Runtime,
             "attempt to index nil",
         )
-        .at(Some(ScriptLocation {
-            file: "recent.lua".into(),
-            line: Some(12),
-        }));
+        .at(Some(ScriptLocation::new("recent.lua", Some(12))));
         assert_eq!(
             e.to_string(),
             "compact failed in engine \"recent-turns\" (recent.lua:12): runtime error: attempt to index nil"

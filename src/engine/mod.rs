@@ -22,6 +22,7 @@ use crate::host::HostCall;
 
 pub mod legacy;
 pub mod lua;
+pub mod script;
 
 /// What a new engine instance is told about where it runs (the factory's `ctx`).
 #[derive(Clone, Debug, Default)]
@@ -177,10 +178,8 @@ pub fn load(
 ) -> Result<Arc<dyn EngineFactory>, EngineError> {
     use crate::error::{EngineErrorKind, ScriptLocation};
     let located = |kind, message: String| {
-        EngineError::new("load", id, kind, message).at(Some(ScriptLocation {
-            file: path.display().to_string(),
-            line: None,
-        }))
+        EngineError::new("load", id, kind, message)
+            .at(Some(ScriptLocation::new(path.display().to_string(), None)))
     };
     if !path.is_file() {
         return Err(located(
@@ -188,17 +187,15 @@ pub fn load(
             format!("no engine file at {}", path.display()),
         ));
     }
+    let opts = script::LoadOptions {
+        configured_id: Some(id.to_owned()),
+        strict: host.host.failure_policy == crate::session::FailurePolicy::Strict,
+        config: Arc::new(config.clone()),
+        limits: host.host.limits.clone(),
+        ..Default::default()
+    };
     match path.extension().and_then(|e| e.to_str()) {
-        Some("lua" | "luau") => {
-            let opts = lua::LoadOptions {
-                configured_id: Some(id.to_owned()),
-                strict: host.host.failure_policy == crate::session::FailurePolicy::Strict,
-                config: Arc::new(config.clone()),
-                limits: host.host.limits.clone(),
-                ..Default::default()
-            };
-            lua::load(path, &opts)
-        }
+        Some("lua" | "luau") => lua::load(path, &opts),
         Some(ext) => Err(located(
             EngineErrorKind::Contract,
             format!("engines written in .{ext} files cannot be loaded by this build"),

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use mlua::{Lua, LuaSerdeExt, MultiValue, Table, Value};
 use serde_json::{Map, Value as Json};
 
-use super::marshal::{self, Budget, PtrMap, Resident};
-use crate::contract::{CompactParams, ResultLimits};
-use crate::host::{HostCall, LogLevel, SummarizeOptions};
+use super::marshal::{self, PtrMap, Resident};
+use crate::contract::ResultLimits;
+use crate::engine::script::{self, Budget};
+use crate::host::{HostCall, LogLevel};
 use crate::message::Message;
 
 /// What `host.*` needs during one lifecycle call.
@@ -295,11 +296,11 @@ fn json_arg(lua: &Lua, name: &str, v: &Value) -> mlua::Result<Json> {
 /// `host.summarize(messages, opts)` → `{text, tokens}`.
 fn host_summarize(lua: &Lua, (messages, opts): (Value, Value)) -> mlua::Result<Table> {
     let messages = messages_arg(lua, "host.summarize", &messages)?;
-    let opts: SummarizeOptions = match &opts {
-        Value::Nil => SummarizeOptions::default(),
-        v => serde_json::from_value(json_arg(lua, "host.summarize opts", v)?)
-            .map_err(|e| rt(format!("host.summarize opts: {e}")))?,
+    let opts = match &opts {
+        Value::Nil => None,
+        v => Some(json_arg(lua, "host.summarize opts", v)?),
     };
+    let opts = script::summarize_options(opts).map_err(rt)?;
     let out = with_call(lua, "host.summarize", |call| {
         call.summarize(&messages, &opts)
     })?
@@ -310,21 +311,10 @@ fn host_summarize(lua: &Lua, (messages, opts): (Value, Value)) -> mlua::Result<T
     Ok(t)
 }
 
-const COMPACT_FIELDS: [&str; 8] = [
-    "sessionId",
-    "sessionKey",
-    "tokenBudget",
-    "force",
-    "currentTokenCount",
-    "compactionTarget",
-    "customInstructions",
-    "runtimeSettings",
-];
-
 /// `host.delegateCompaction(p)` → the built-in compaction's `CompactResult` as a table.
 fn host_delegate_compaction(lua: &Lua, p: Table) -> mlua::Result<Value> {
     let mut map = Map::new();
-    for field in COMPACT_FIELDS {
+    for field in script::COMPACT_FIELDS {
         let v: Value = p.raw_get(field)?;
         if !v.is_nil() {
             map.insert(
@@ -333,8 +323,7 @@ fn host_delegate_compaction(lua: &Lua, p: Table) -> mlua::Result<Value> {
             );
         }
     }
-    let params: CompactParams = serde_json::from_value(Json::Object(map))
-        .map_err(|e| rt(format!("host.delegateCompaction: {e}")))?;
+    let params = script::delegate_params(map).map_err(rt)?;
     let result = with_call(lua, "host.delegateCompaction", |call| {
         call.delegate_compaction(&params)
     })?;

@@ -16,13 +16,10 @@ use std::sync::Arc;
 use mlua::serde::SerializeOptions;
 use mlua::{Function, Lua, LuaSerdeExt, Table, Value};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value as Json};
 
+use crate::engine::script::{self, Budget, ConvError, Nesting};
 use crate::message::Message;
-
-/// Deepest nesting accepted in a script value.
-pub const MAX_DEPTH: usize = 128;
 
 /// How host values become Lua values: `None` and `()` become `nil`, arrays keep the array
 /// metatable so `{}` round-trips as an array.
@@ -367,61 +364,6 @@ impl Resident {
 // ---------------------------------------------------------------------------------------------
 // Script values → JSON
 
-/// A conversion failure: the path inside the value and what is wrong.
-#[derive(Debug)]
-pub struct ConvError {
-    path: Vec<String>,
-    message: String,
-}
-
-impl ConvError {
-    fn new(message: impl Into<String>) -> Self {
-        ConvError {
-            path: Vec::new(),
-            message: message.into(),
-        }
-    }
-
-    fn under(mut self, segment: String) -> Self {
-        self.path.push(segment);
-        self
-    }
-
-    /// `field.path: message`, with `root` as the first segment.
-    pub fn describe(&self, root: &str) -> String {
-        let mut p = root.to_string();
-        for seg in self.path.iter().rev() {
-            if seg.starts_with('[') || p.is_empty() {
-                p.push_str(seg);
-            } else {
-                p.push('.');
-                p.push_str(seg);
-            }
-        }
-        if p.is_empty() {
-            self.message.clone()
-        } else {
-            format!("{p}: {}", self.message)
-        }
-    }
-}
-
-/// Byte budget of one conversion (all strings added up).
-#[derive(Debug)]
-pub struct Budget {
-    /// Bytes still allowed.
-    pub left: usize,
-    /// The cap, for messages.
-    pub cap: usize,
-}
-
-impl Budget {
-    /// A budget of `cap` bytes.
-    pub fn new(cap: usize) -> Self {
-        Budget { left: cap, cap }
-    }
-}
-
 fn is_array_mt(t: &Table, array_mt: usize) -> bool {
     t.metatable()
         .is_some_and(|mt| mt.to_pointer() as usize == array_mt)
@@ -430,30 +372,24 @@ fn is_array_mt(t: &Table, array_mt: usize) -> bool {
 /// Converts a script value to JSON, strictly (see the module docs).
 pub fn to_json(lua: &Lua, v: &Value, budget: &mut Budget) -> Result<Json, ConvError> {
     let array_mt = lua.array_metatable().to_pointer() as usize;
-    let mut stack = Vec::new();
+    let mut stack = Nesting::default();
     conv(v, budget, &mut stack, array_mt)
 }
 
 fn conv(
     v: &Value,
     budget: &mut Budget,
-    stack: &mut Vec<usize>,
+    stack: &mut Nesting,
     array_mt: usize,
 ) -> Result<Json, ConvError> {
     match v {
         Value::Nil => Ok(Json::Null),
         Value::Boolean(b) => Ok(Json::Bool(*b)),
         Value::Integer(i) => Ok(Json::from(*i)),
-        Value::Number(n) => number(*n),
+        Value::Number(n) => script::number(*n),
         Value::String(s) => {
             let bytes = s.as_bytes();
-            if bytes.len() > budget.left {
-                return Err(ConvError::new(format!(
-                    "the result holds more than {} bytes of text",
-                    budget.cap
-                )));
-            }
-            budget.left -= bytes.len();
+            budget.take(bytes.len())?;
             match std::str::from_utf8(&bytes) {
                 Ok(s) => Ok(Json::String(s.to_owned())),
                 Err(e) => Err(ConvError::new(format!("string is not valid UTF-8 ({e})"))),
@@ -468,46 +404,22 @@ fn conv(
     }
 }
 
-fn number(n: f64) -> Result<Json, ConvError> {
-    if n.is_nan() {
-        return Err(ConvError::new("number is NaN"));
-    }
-    if n.is_infinite() {
-        return Err(ConvError::new(format!("number is {n}")));
-    }
-    if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_992.0 {
-        return Ok(Json::from(n as i64));
-    }
-    Ok(serde_json::Number::from_f64(n)
-        .map(Json::Number)
-        .unwrap_or(Json::Null))
-}
-
 fn table(
     t: &Table,
     budget: &mut Budget,
-    stack: &mut Vec<usize>,
+    stack: &mut Nesting,
     array_mt: usize,
 ) -> Result<Json, ConvError> {
-    let key = table_key(t);
-    if stack.contains(&key) {
-        return Err(ConvError::new("table contains itself (cyclic)"));
-    }
-    if stack.len() >= MAX_DEPTH {
-        return Err(ConvError::new(format!(
-            "tables nested deeper than {MAX_DEPTH} levels"
-        )));
-    }
-    stack.push(key);
+    stack.enter(table_key(t))?;
     let out = table_inner(t, budget, stack, array_mt);
-    stack.pop();
+    stack.leave();
     out
 }
 
 fn table_inner(
     t: &Table,
     budget: &mut Budget,
-    stack: &mut Vec<usize>,
+    stack: &mut Nesting,
     array_mt: usize,
 ) -> Result<Json, ConvError> {
     let len = t.raw_len();
@@ -588,26 +500,6 @@ fn key_text(k: &Value) -> String {
     }
 }
 
-/// Deserializes `obj` into `T`; on failure, names the field at fault by trying each field
-/// alone over a known-good `template`.
-pub fn typed<T: DeserializeOwned>(obj: &Map<String, Json>, template: &Json) -> Result<T, String> {
-    match serde_json::from_value::<T>(Json::Object(obj.clone())) {
-        Ok(v) => Ok(v),
-        Err(e) => {
-            for (k, v) in obj {
-                let mut probe = template.clone();
-                if let Json::Object(m) = &mut probe {
-                    m.insert(k.clone(), v.clone());
-                }
-                if let Err(e2) = serde_json::from_value::<T>(probe) {
-                    return Err(format!("`{k}`: {e2}"));
-                }
-            }
-            Err(e.to_string())
-        }
-    }
-}
-
 /// A script value that should be a message: the resident `Arc` for a resident table, else a
 /// converted (validated) new message.
 pub fn message_from(
@@ -625,9 +517,7 @@ pub fn message_from(
         return Err(format!("expected a message table, got {}", v.type_name()));
     }
     let json = to_json(lua, v, budget).map_err(|e| e.describe(""))?;
-    serde_json::from_value::<Message>(json)
-        .map(Arc::new)
-        .map_err(|e| format!("not a valid message: {e}"))
+    script::message_from_json(json)
 }
 
 /// A script list of messages (a Lua array) as host messages.
@@ -648,9 +538,7 @@ pub fn messages_from(
         return Err("expected a list of messages, got one message".into());
     }
     let len = t.raw_len();
-    if len > max {
-        return Err(format!("{len} messages exceed the limit of {max}"));
-    }
+    script::check_count(len, max)?;
     // Resident ids for the whole list in one crossing (0 = not resident).
     let ids: Vec<u32> = match &resident.map_fn {
         Some(map) => {
@@ -686,9 +574,7 @@ pub fn messages_from(
             continue;
         }
         let item: Value = t.raw_get(i + 1).map_err(|e| e.to_string())?;
-        out.push(
-            message_from(lua, resident, &item, budget).map_err(|e| format!("[{}] {e}", i + 1))?,
-        );
+        out.push(message_from(lua, resident, &item, budget).map_err(|e| script::at_index(i, e))?);
     }
     Ok(out)
 }

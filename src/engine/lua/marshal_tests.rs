@@ -1,4 +1,5 @@
 use super::*;
+use crate::engine::script::typed;
 
 fn lua() -> Lua {
     Lua::new()

@@ -1,71 +1,32 @@
-//! One engine VM: built, loaded and called on its own worker thread (see [`crate::sandbox::Worker`]).
+//! One Luau VM: built, loaded and called on its own worker thread (see [`crate::sandbox::Worker`]).
 //!
 //! Everything here runs on the worker. It builds the sandboxed Luau state, runs the engine's
-//! chunk (and factory), and implements each lifecycle call: params in, script call under the
-//! watchdog deadline, result converted and validated, errors classified into
-//! [`EngineErrorKind`]s with `file:line`.
+//! chunk (and factory), and implements [`ScriptVm::invoke`]: `p` in (resident messages, state),
+//! the script call under the watchdog deadline, the result converted to JSON. What the result
+//! means and how failures are classified is shared ([`crate::engine::script`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use mlua::{Function, Lua, LuaSerdeExt, Table, Value, VmState};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Map, Value as Json};
 
 use super::api::{self, ApiEnv, CallScope};
-use super::marshal::{self, Budget, Resident};
-use crate::contract::{
-    self, AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, BootstrapResult,
-    CommitTurnParams, CommitTurnResult, CompactParams, CompactResult, EngineInfo, HostParam,
-    IngestBatchParams, IngestBatchResult, IngestParams, IngestResult, MaintainParams,
-    MaintainResult, Method, ResultLimits, SubagentEndedParams, SubagentSpawnParams,
+use super::marshal::{self, Resident};
+use crate::contract::{EngineInfo, Method};
+use crate::engine::script::{
+    self, Boot, Budget, Expect, Fault, Feed, Loaded, Reply, Returned, ScriptVm, Site,
 };
-use crate::error::{EngineError, EngineErrorKind, ScriptLocation};
+use crate::error::{EngineError, EngineErrorKind};
 use crate::host::HostCall;
 use crate::message::Message;
-use crate::sandbox::{Limits, StopReason, StopSignals};
-
-/// What a VM is built from.
-#[derive(Clone, Debug)]
-pub struct Boot {
-    /// The script path as shown in errors (the chunk is named `@<file>`).
-    pub file: String,
-    /// The script text.
-    pub source: Arc<str>,
-    /// The engine's entry config (`host.config`, `ctx.config`).
-    pub config: Arc<Json>,
-    /// `ctx.agentDir`.
-    pub agent_dir: String,
-    /// `ctx.workspaceDir`.
-    pub workspace_dir: String,
-    /// Budgets.
-    pub limits: Limits,
-    /// The engine's name in errors before `info` is known.
-    pub label: String,
-    /// The interrupt's flags.
-    pub signals: Arc<StopSignals>,
-}
-
-/// What loading found, for validation.
-#[derive(Clone, Debug)]
-pub struct Loaded {
-    /// `info`, converted.
-    pub info: EngineInfo,
-    /// Top-level members and whether each is a function.
-    pub members: Vec<(String, bool)>,
-    /// The line where each function member is defined.
-    pub lines: HashMap<String, u32>,
-}
+use crate::sandbox::{Limits, StopReason};
 
 /// A live engine VM.
 pub struct Vm {
     lua: Lua,
-    file: String,
-    engine: String,
-    signals: Arc<StopSignals>,
+    site: Site,
     limits: Limits,
-    info: EngineInfo,
     functions: HashMap<Method, (Function, Option<u32>)>,
     state: Table,
     rollbacks: HashMap<u64, Function>,
@@ -177,44 +138,9 @@ fn chain_has_memory(err: &mlua::Error) -> bool {
     })
 }
 
-fn located(file: &str, line: Option<u32>) -> Option<ScriptLocation> {
-    Some(ScriptLocation {
-        file: file.to_string(),
-        line,
-    })
-}
-
-/// Classifies a script failure. `default` is the kind of an ordinary throw.
-fn classify(
-    file: &str,
-    engine: &str,
-    signals: &StopSignals,
-    limits: &Limits,
-    op: &str,
-    err: &mlua::Error,
-    default: EngineErrorKind,
-) -> EngineError {
+/// A Luau failure as a [`Fault`] (`default`: the kind of an ordinary throw).
+fn fault(file: &str, err: &mlua::Error, default: EngineErrorKind) -> Fault {
     let (msg, full) = texts(err);
-    let line = find_line(file, &full);
-    match signals.check() {
-        Some(StopReason::Cancelled) => {
-            return EngineError::new(op, engine, EngineErrorKind::Cancelled, "call cancelled")
-                .at(located(file, signals.line().or(line)));
-        }
-        Some(StopReason::Deadline) => {
-            return EngineError::new(
-                op,
-                engine,
-                EngineErrorKind::Deadline,
-                format!(
-                    "script exceeded its deadline of {} ms and was stopped",
-                    limits.deadline_ms
-                ),
-            )
-            .at(located(file, signals.line().or(line)));
-        }
-        None => {}
-    }
     let kind = if matches!(err, mlua::Error::SyntaxError { .. }) {
         EngineErrorKind::Syntax
     } else if chain_has_memory(err) || msg.contains("not enough memory") {
@@ -224,27 +150,29 @@ fn classify(
     } else {
         default
     };
-    let mut message = clean_message(file, &msg);
-    if kind == EngineErrorKind::Memory {
-        message = format!(
-            "engine exceeded its memory cap of {} bytes ({message})",
-            limits.memory_bytes
-        );
+    Fault {
+        kind,
+        message: clean_message(file, &msg),
+        line: find_line(file, &full),
+        column: None,
     }
-    EngineError::new(op, engine, kind, message).at(located(file, line))
 }
 
 impl Vm {
     /// Builds the VM, runs the chunk (and factory) and reads the engine table.
-    pub fn boot(boot: &Boot) -> Result<(Vm, Loaded), EngineError> {
+    pub fn boot(source: &Arc<str>, boot: &Boot) -> Result<(Vm, Loaded), EngineError> {
         let file = boot.file.clone();
         let label = boot.label.clone();
-        let err = |op: &str, e: &mlua::Error, kind| {
-            classify(&file, &label, &boot.signals, &boot.limits, op, e, kind)
+        let mut site = Site {
+            file: file.clone(),
+            engine: label.clone(),
+            signals: boot.signals.clone(),
+            limits: boot.limits.clone(),
         };
+        let err = |op: &str, e: &mlua::Error, kind| site.fail(op, fault(&file, e, kind));
         let lua = sandboxed_lua(boot).map_err(|e| err("load", &e, EngineErrorKind::Runtime))?;
         let chunk = lua
-            .load(&*boot.source)
+            .load(&**source)
             .set_name(format!("@{file}"))
             .set_mode(mlua::chunk::ChunkMode::Text)
             .into_function()
@@ -253,6 +181,10 @@ impl Vm {
         let top: Value = chunk
             .call(())
             .map_err(|e| err("load", &e, EngineErrorKind::Runtime))?;
+        let contract_err = |m: String, line: Option<u32>| {
+            EngineError::new("validate", &label, EngineErrorKind::Contract, m)
+                .at(script::located(&file, line))
+        };
         let engine = match top {
             Value::Table(t) => t,
             Value::Function(factory) => {
@@ -286,7 +218,7 @@ impl Vm {
                                 other.type_name()
                             ),
                         )
-                        .at(located(&file, line)));
+                        .at(script::located(&file, line)));
                     }
                 }
             }
@@ -300,7 +232,7 @@ impl Vm {
                         other.type_name()
                     ),
                 )
-                .at(located(&file, None)));
+                .at(script::located(&file, None)));
             }
         };
         if boot.signals.check().is_some() {
@@ -312,15 +244,11 @@ impl Vm {
         }
         drop(guard);
 
-        let contract_err = |m: String| {
-            EngineError::new("validate", &label, EngineErrorKind::Contract, m)
-                .at(located(&file, None))
-        };
         let mut members = Vec::new();
         let mut lines = HashMap::new();
         let mut functions = HashMap::new();
         for pair in engine.pairs::<Value, Value>() {
-            let (k, v) = pair.map_err(|e| contract_err(e.to_string()))?;
+            let (k, v) = pair.map_err(|e| contract_err(e.to_string(), None))?;
             let Value::String(name) = k else { continue };
             let name = name.to_string_lossy();
             let is_fn = matches!(v, Value::Function(_));
@@ -338,33 +266,22 @@ impl Vm {
         members.sort();
         let info_value: Value = engine
             .raw_get("info")
-            .map_err(|e| contract_err(e.to_string()))?;
-        let info = match &info_value {
+            .map_err(|e| contract_err(e.to_string(), None))?;
+        let info: EngineInfo = match &info_value {
             Value::Table(_) => {
                 let mut budget = Budget::new(1 << 20);
                 let json = marshal::to_json(&lua, &info_value, &mut budget)
-                    .map_err(|e| contract_err(e.describe("info")))?;
-                let Json::Object(mut map) = json else {
-                    return Err(contract_err("`info` must be a table of fields".into()));
-                };
-                for f in ["id", "name"] {
-                    if map.get(f).is_none_or(Json::is_null) {
-                        map.insert(f.into(), Json::String(String::new()));
-                    }
-                }
-                marshal::typed::<EngineInfo>(&map, &json!({"id": "", "name": ""})).map_err(|e| {
-                    contract_err(format!(
-                        "info.{}",
-                        e.trim_start_matches('`').replacen('`', "", 1)
-                    ))
-                })?
+                    .map_err(|e| contract_err(e.describe("info"), None))?;
+                script::info_from_json(json, "table").map_err(|m| contract_err(m, None))?
             }
-            Value::Nil => return Err(contract_err("the engine has no `info` table".into())),
+            Value::Nil => {
+                return Err(contract_err("the engine has no `info` table".into(), None));
+            }
             other => {
-                return Err(contract_err(format!(
-                    "`info` must be a table, got {}",
-                    other.type_name()
-                )));
+                return Err(contract_err(
+                    format!("`info` must be a table, got {}", other.type_name()),
+                    None,
+                ));
             }
         };
         if let Some(mut env) = lua.app_data_mut::<ApiEnv>() {
@@ -373,17 +290,13 @@ impl Vm {
         let state = lua
             .create_table()
             .map_err(|e| err("load", &e, EngineErrorKind::Runtime))?;
+        if !info.id.is_empty() {
+            site.engine = info.id.clone();
+        }
         let vm = Vm {
             lua,
-            file: file.clone(),
-            engine: if info.id.is_empty() {
-                label.clone()
-            } else {
-                info.id.clone()
-            },
-            signals: boot.signals.clone(),
+            site,
             limits: boot.limits.clone(),
-            info: info.clone(),
             functions,
             state,
             rollbacks: HashMap::new(),
@@ -400,83 +313,67 @@ impl Vm {
         ))
     }
 
-    fn invalid(&self, op: Method, line: Option<u32>, msg: String) -> EngineError {
-        EngineError::new(
-            op.as_str(),
-            &self.engine,
-            EngineErrorKind::InvalidResult,
-            msg,
-        )
-        .at(located(&self.file, line))
+    fn budget(&self) -> Budget {
+        Budget::new(self.limits.results.max_result_bytes)
     }
 
-    /// One lifecycle call: `p` from `params` plus `fill`, the script call under the deadline,
-    /// then `convert` on the result. `None` when the script does not define `method`.
-    fn run<P: Serialize, R>(
+    /// Calls `f` with `p` (built from `fields` and `feed`) under the deadline; the `host` API
+    /// sees `call` meanwhile, and call-scoped tables are dropped afterwards.
+    fn call_script(
         &mut self,
         call: &HostCall,
         method: Method,
-        params: Option<&P>,
-        fill: impl FnOnce(&Lua, &mut Resident, &Table) -> mlua::Result<()>,
-        convert: impl FnOnce(&Vm, &Resident, Value) -> Result<R, String>,
-    ) -> Result<Option<R>, EngineError> {
-        let Some((f, line)) = self.functions.get(&method).cloned() else {
-            return Ok(None);
-        };
+        f: &Function,
+        fields: Map<String, Json>,
+        feed: Feed,
+    ) -> Result<Value, EngineError> {
         self.lua.set_app_data(CallScope { call: call.clone() });
-        let out = self.run_inner(method, &f, line, params, fill, convert);
+        let out = self.call_inner(call, method, f, fields, feed);
         self.lua.remove_app_data::<CallScope>();
-        if let Some(mut r) = self.lua.app_data_mut::<Resident>() {
-            r.end_call();
-        }
-        out.map(Some)
+        out
     }
 
-    fn run_inner<P: Serialize, R>(
+    fn call_inner(
         &mut self,
+        call: &HostCall,
         method: Method,
         f: &Function,
-        line: Option<u32>,
-        params: Option<&P>,
-        fill: impl FnOnce(&Lua, &mut Resident, &Table) -> mlua::Result<()>,
-        convert: impl FnOnce(&Vm, &Resident, Value) -> Result<R, String>,
-    ) -> Result<R, EngineError> {
+        fields: Map<String, Json>,
+        feed: Feed,
+    ) -> Result<Value, EngineError> {
         let op = method.as_str();
-        let host_err = |e: mlua::Error| {
-            EngineError::new(
-                op,
-                &self.engine,
-                EngineErrorKind::Runtime,
-                format!("host could not pass the params: {e}"),
-            )
-        };
+        let site = &self.site;
+        let host_err = |e: mlua::Error| site.host(op, e);
         // The host's own input does not count against the engine's memory cap.
         self.lua.set_memory_limit(0).map_err(host_err)?;
         let before = self.lua.used_memory();
-        let p = match params {
-            Some(params) => match marshal::to_lua(&self.lua, params).map_err(host_err)? {
-                Value::Table(t) => t,
-                _ => self.lua.create_table().map_err(host_err)?,
-            },
-            None => self.lua.create_table().map_err(host_err)?,
+        let p = match marshal::to_lua(&self.lua, &Json::Object(fields)).map_err(host_err)? {
+            Value::Table(t) => t,
+            _ => self.lua.create_table().map_err(host_err)?,
         };
         {
-            let mut resident = self
+            let mut res = self
                 .lua
                 .app_data_mut::<Resident>()
                 .ok_or_else(|| host_err(mlua::Error::runtime("no resident state")))?;
-            fill(&self.lua, &mut resident, &p).map_err(host_err)?;
-        }
-        p.raw_set("state", &self.state).map_err(host_err)?;
-        for (hp, key) in [
-            (HostParam::SessionKey, "sessionKey"),
-            (HostParam::Prompt, "prompt"),
-            (HostParam::RuntimeSettings, "runtimeSettings"),
-        ] {
-            if !self.info.accepts(hp) {
-                p.raw_set(key, Value::Nil).map_err(host_err)?;
+            let lua = &self.lua;
+            match feed {
+                Feed::Nothing => {}
+                Feed::One(m) => p
+                    .raw_set("message", res.table_for(lua, &m).map_err(host_err)?)
+                    .map_err(host_err)?,
+                Feed::List(list) => p
+                    .raw_set(
+                        "messages",
+                        message_list(lua, &mut res, &list).map_err(host_err)?,
+                    )
+                    .map_err(host_err)?,
+                Feed::Context => p
+                    .raw_set("messages", res.sync(lua, call.context()).map_err(host_err)?)
+                    .map_err(host_err)?,
             }
         }
+        p.raw_set("state", &self.state).map_err(host_err)?;
         let after = self.lua.used_memory();
         self.host_bytes = self.host_bytes.saturating_add(after.saturating_sub(before));
         self.lua
@@ -487,53 +384,52 @@ impl Vm {
             )
             .map_err(host_err)?;
 
-        let guard = self.signals.start_call(self.limits.deadline());
+        let guard = self.site.signals.start_call(self.limits.deadline());
         let result = f.call::<Value>(p);
-        let stopped = self.signals.check();
+        let stopped = self.site.signals.check();
         drop(guard);
-        let value = match result {
-            Ok(v) if stopped.is_none() => v,
-            Ok(_) => {
-                return Err(classify(
-                    &self.file,
-                    &self.engine,
-                    &self.signals,
-                    &self.limits,
-                    op,
+        let file = &self.site.file;
+        match result {
+            Ok(v) if stopped.is_none() => Ok(v),
+            Ok(_) => Err(self.site.fail(
+                op,
+                fault(
+                    file,
                     &mlua::Error::runtime("stopped"),
                     EngineErrorKind::Runtime,
-                ));
-            }
-            Err(e) => {
-                return Err(classify(
-                    &self.file,
-                    &self.engine,
-                    &self.signals,
-                    &self.limits,
-                    op,
-                    &e,
-                    EngineErrorKind::Runtime,
-                ));
-            }
-        };
-        let resident = self
-            .lua
-            .app_data_ref::<Resident>()
-            .ok_or_else(|| host_err(mlua::Error::runtime("no resident state")))?;
-        convert(self, &resident, value).map_err(|m| self.invalid(method, line, m))
+                ),
+            )),
+            Err(e) => Err(self
+                .site
+                .fail(op, fault(file, &e, EngineErrorKind::Runtime))),
+        }
     }
 
-    fn budget(&self) -> Budget {
-        Budget::new(self.limits.results.max_result_bytes)
+    /// Converts what the script returned into what the host expects.
+    fn convert(&mut self, value: Value, expect: Expect) -> Result<Returned, String> {
+        match expect {
+            Expect::Nothing => Ok(Returned::Nothing),
+            Expect::Json => marshal::to_json(&self.lua, &value, &mut self.budget())
+                .map(|j| match j {
+                    Json::Null => Returned::Nothing,
+                    j => Returned::Json(j),
+                })
+                .map_err(|e| e.describe("")),
+            Expect::Assembled => self.assembled(&value),
+            Expect::Rollback => self.rollback_of(value),
+        }
     }
 
-    /// The fields of a result table as JSON, except `skip`.
-    fn fields(&self, v: &Value, what: Method, skip: &[&str]) -> Result<Map<String, Json>, String> {
+    fn assembled(&self, v: &Value) -> Result<Returned, String> {
         let Value::Table(t) = v else {
-            return Err(format!("{what} must return a table, got {}", v.type_name()));
+            return Err(format!(
+                "assemble must return a table, got {}",
+                v.type_name()
+            ));
         };
         let mut budget = self.budget();
         let mut map = Map::new();
+        let mut raw = Value::Nil;
         for pair in t.pairs::<Value, Value>() {
             let (k, v) = pair.map_err(|e| e.to_string())?;
             let key = match &k {
@@ -543,327 +439,137 @@ impl Vm {
                     .to_string(),
                 other => {
                     return Err(format!(
-                        "{what} result has a non-string key ({})",
+                        "assemble result has a non-string key ({})",
                         other.type_name()
                     ));
                 }
             };
-            if skip.contains(&key.as_str()) {
+            if key == "messages" {
+                raw = v;
                 continue;
             }
             let j = marshal::to_json(&self.lua, &v, &mut budget).map_err(|e| e.describe(&key))?;
             map.insert(key, j);
         }
-        Ok(map)
-    }
-
-    fn typed_result<T: DeserializeOwned>(
-        &self,
-        v: &Value,
-        what: Method,
-        template: Json,
-    ) -> Result<T, String> {
-        let map = self.fields(v, what, &[])?;
-        marshal::typed(&map, &template)
-    }
-
-    /// `bootstrap`.
-    pub fn bootstrap(
-        &mut self,
-        call: &HostCall,
-        params: &BootstrapParams,
-    ) -> Result<Option<BootstrapResult>, EngineError> {
-        self.run(
-            call,
-            Method::Bootstrap,
-            Some(params),
-            |_, _, _| Ok(()),
-            |vm, _, v| vm.typed_result(&v, Method::Bootstrap, json!({"bootstrapped": false})),
-        )
-    }
-
-    /// `ingest`: `p.message` is the resident (frozen) message table.
-    pub fn ingest(
-        &mut self,
-        call: &HostCall,
-        params: &IngestParams,
-    ) -> Result<Option<IngestResult>, EngineError> {
-        let message = params.message.clone();
-        self.run(
-            call,
-            Method::Ingest,
-            Some(params),
-            move |lua, res, p| p.raw_set("message", res.table_for(lua, &message)?),
-            |vm, _, v| vm.typed_result(&v, Method::Ingest, json!({"ingested": true})),
-        )
-    }
-
-    /// `ingestBatch`: `p.messages` is the batch.
-    pub fn ingest_batch(
-        &mut self,
-        call: &HostCall,
-        params: &IngestBatchParams,
-    ) -> Result<Option<IngestBatchResult>, EngineError> {
-        let batch = params.messages.clone();
-        self.run(
-            call,
-            Method::IngestBatch,
-            Some(params),
-            move |lua, res, p| p.raw_set("messages", message_list(lua, res, &batch)?),
-            |vm, _, v| vm.typed_result(&v, Method::IngestBatch, json!({"ingestedCount": 0})),
-        )
-    }
-
-    /// `assemble`: `p.messages` is the resident context.
-    pub fn assemble(
-        &mut self,
-        call: &HostCall,
-        params: &AssembleParams,
-    ) -> Result<Option<AssembleResult>, EngineError> {
-        let ctx = call.context().clone();
-        self.run(
-            call,
-            Method::Assemble,
-            Some(params),
-            move |lua, res, p| p.raw_set("messages", res.sync(lua, &ctx)?),
-            |vm, res, v| vm.assemble_result(res, &v),
-        )
-    }
-
-    fn assemble_result(&self, res: &Resident, v: &Value) -> Result<AssembleResult, String> {
-        let limits: &ResultLimits = &self.limits.results;
-        let mut map = self.fields(v, Method::Assemble, &["messages"])?;
-        let Value::Table(t) = v else {
-            return Err("assemble must return a table".into());
-        };
-        let raw: Value = t.raw_get("messages").map_err(|e| e.to_string())?;
         if raw.is_nil() {
             return Err("missing field `messages`".into());
         }
-        let mut budget = self.budget();
+        let resident = self
+            .lua
+            .app_data_ref::<Resident>()
+            .ok_or_else(|| "no resident state".to_string())?;
         let messages = marshal::messages_from(
             &self.lua,
-            res,
+            &resident,
             &raw,
             &mut budget,
-            limits.max_result_messages,
+            self.limits.results.max_result_messages,
         )
-        .map_err(|e| {
-            if e.starts_with('[') {
-                format!("messages{e}")
-            } else {
-                format!("messages: {e}")
-            }
-        })?;
-        map.insert("messages".into(), Json::Array(Vec::new()));
-        let mut r: AssembleResult =
-            marshal::typed(&map, &json!({"messages": [], "estimatedTokens": 0}))?;
-        r.messages = messages;
-        contract::check_assemble(&r, limits)?;
-        Ok(r)
+        .map_err(script::messages_error)?;
+        Ok(Returned::Assembled(map, messages))
     }
 
-    /// `compact`: `p.messages` is the resident context too (an addition to the contract's
-    /// params, so an engine that owns compaction can summarize without keeping its own copy).
-    pub fn compact(
-        &mut self,
-        call: &HostCall,
-        params: &CompactParams,
-    ) -> Result<Option<CompactResult>, EngineError> {
-        let ctx = call.context().clone();
-        self.run(
-            call,
-            Method::Compact,
-            Some(params),
-            move |lua, res, p| p.raw_set("messages", res.sync(lua, &ctx)?),
-            |vm, _, v| {
-                let r: CompactResult =
-                    vm.typed_result(&v, Method::Compact, json!({"ok": true, "compacted": false}))?;
-                contract::check_compact(&r, &vm.limits.results)?;
-                Ok(r)
-            },
-        )
-    }
-
-    /// `afterTurn`: `p.messages` is the context snapshot.
-    pub fn after_turn(
-        &mut self,
-        call: &HostCall,
-        params: &AfterTurnParams,
-    ) -> Result<Option<()>, EngineError> {
-        let ctx = call.context().clone();
-        self.run(
-            call,
-            Method::AfterTurn,
-            Some(params),
-            move |lua, res, p| p.raw_set("messages", res.sync(lua, &ctx)?),
-            |_, _, _| Ok(()),
-        )
-    }
-
-    /// `commitTurn`.
-    pub fn commit_turn(
-        &mut self,
-        call: &HostCall,
-        params: &CommitTurnParams,
-    ) -> Result<Option<Option<CommitTurnResult>>, EngineError> {
-        let turn = params.messages.clone();
-        self.run(
-            call,
-            Method::CommitTurn,
-            Some(params),
-            move |lua, res, p| p.raw_set("messages", message_list(lua, res, &turn)?),
-            |vm, _, v| {
-                if v.is_nil() {
-                    return Ok(None);
-                }
-                vm.typed_result(&v, Method::CommitTurn, json!({"status": "committed"}))
-                    .map(Some)
-            },
-        )
-    }
-
-    /// `maintain`.
-    pub fn maintain(
-        &mut self,
-        call: &HostCall,
-        params: &MaintainParams,
-    ) -> Result<Option<Option<MaintainResult>>, EngineError> {
-        self.run(
-            call,
-            Method::Maintain,
-            Some(params),
-            |_, _, _| Ok(()),
-            |vm, _, v| {
-                if v.is_nil() {
-                    return Ok(None);
-                }
-                vm.typed_result(&v, Method::Maintain, json!({"changed": false}))
-                    .map(Some)
-            },
-        )
-    }
-
-    /// `prepareSubagentSpawn`; a returned `rollback` function is kept under a handle.
-    pub fn prepare_subagent_spawn(
-        &mut self,
-        call: &HostCall,
-        params: &SubagentSpawnParams,
-    ) -> Result<Option<Option<u64>>, EngineError> {
-        let rollback = self.run(
-            call,
-            Method::PrepareSubagentSpawn,
-            Some(params),
-            |_, _, _| Ok(()),
-            |_, _, v| match v {
-                Value::Nil => Ok(None),
-                Value::Table(t) => {
-                    let mut rollback = None;
-                    for pair in t.pairs::<Value, Value>() {
-                        let (k, v) = pair.map_err(|e| e.to_string())?;
-                        match (&k, v) {
-                            (Value::String(s), Value::Function(f)) if s == "rollback" => {
-                                rollback = Some(f)
-                            }
-                            (Value::String(s), Value::Nil) if s == "rollback" => {}
-                            _ => {
-                                return Err(format!(
-                                    "prepareSubagentSpawn may return only nothing or {{rollback = function}}, got a table with key {}",
-                                    k.to_string().unwrap_or_default()
-                                ));
-                            }
+    /// `prepareSubagentSpawn`'s result: a returned `rollback` function is kept under a handle.
+    fn rollback_of(&mut self, v: Value) -> Result<Returned, String> {
+        let f = match v {
+            Value::Nil => None,
+            Value::Table(t) => {
+                let mut rollback = None;
+                for pair in t.pairs::<Value, Value>() {
+                    let (k, v) = pair.map_err(|e| e.to_string())?;
+                    match (&k, v) {
+                        (Value::String(s), Value::Function(f)) if s == "rollback" => {
+                            rollback = Some(f)
+                        }
+                        (Value::String(s), Value::Nil) if s == "rollback" => {}
+                        _ => {
+                            return Err(format!(
+                                "prepareSubagentSpawn may return only nothing or {{rollback = function}}, got a table with key {}",
+                                k.to_string().unwrap_or_default()
+                            ));
                         }
                     }
-                    Ok(rollback)
                 }
-                other => Err(format!(
+                rollback
+            }
+            other => {
+                return Err(format!(
                     "prepareSubagentSpawn may return only nothing or {{rollback = function}}, got {}",
                     other.type_name()
-                )),
-            },
-        )?;
-        Ok(rollback.map(|r| {
-            r.map(|f| {
-                self.next_rollback += 1;
-                self.rollbacks.insert(self.next_rollback, f);
-                self.next_rollback
-            })
-        }))
+                ));
+            }
+        };
+        Ok(Returned::Rollback(f.map(|f| {
+            self.next_rollback += 1;
+            self.rollbacks.insert(self.next_rollback, f);
+            self.next_rollback
+        })))
     }
 
-    /// Calls and forgets a rollback kept by [`Vm::prepare_subagent_spawn`].
-    pub fn rollback(&mut self, call: &HostCall, handle: u64) -> Result<(), EngineError> {
+    fn end_call(&self) {
+        if let Some(mut r) = self.lua.app_data_mut::<Resident>() {
+            r.end_call();
+        }
+    }
+}
+
+impl ScriptVm for Vm {
+    fn invoke(
+        &mut self,
+        call: &HostCall,
+        method: Method,
+        fields: Map<String, Json>,
+        feed: Feed,
+        expect: Expect,
+    ) -> Result<Option<Reply>, EngineError> {
+        let Some((f, line)) = self.functions.get(&method).cloned() else {
+            return Ok(None);
+        };
+        let out = self
+            .call_script(call, method, &f, fields, feed)
+            .map(|v| self.convert(v, expect));
+        self.end_call();
+        out.map(|value| Some(Reply { line, value }))
+    }
+
+    fn rollback(&mut self, call: &HostCall, handle: u64) -> Result<(), EngineError> {
         let Some(f) = self.rollbacks.remove(&handle) else {
             tracing::warn!(
-                engine = self.engine,
+                engine = self.site.engine,
                 handle,
                 "unknown subagent rollback handle"
             );
             return Ok(());
         };
-        let line = f.info().line_defined.and_then(|l| u32::try_from(l).ok());
-        self.lua.set_app_data(CallScope { call: call.clone() });
-        let out = self.run_inner(
+        let out = self.call_script(
+            call,
             Method::PrepareSubagentSpawn,
             &f,
-            line,
-            None::<&()>,
-            |_, _, _| Ok(()),
-            |_, _, _| Ok(()),
+            Map::new(),
+            Feed::Nothing,
         );
-        self.lua.remove_app_data::<CallScope>();
-        if let Some(mut r) = self.lua.app_data_mut::<Resident>() {
-            r.end_call();
-        }
-        out
+        self.end_call();
+        out.map(|_| ())
     }
 
-    /// `onSubagentEnded`.
-    pub fn on_subagent_ended(
-        &mut self,
-        call: &HostCall,
-        params: &SubagentEndedParams,
-    ) -> Result<Option<()>, EngineError> {
-        self.run(
-            call,
-            Method::OnSubagentEnded,
-            Some(params),
-            |_, _, _| Ok(()),
-            |_, _, _| Ok(()),
-        )
-    }
-
-    /// `dispose`.
-    pub fn dispose(&mut self, call: &HostCall) -> Result<Option<()>, EngineError> {
-        self.run(
-            call,
-            Method::Dispose,
-            None::<&()>,
-            |_, _, _| Ok(()),
-            |_, _, _| Ok(()),
-        )
-    }
-
-    /// `p.state` as JSON.
-    pub fn save_state(&self) -> Result<Json, EngineError> {
+    fn save_state(&self) -> Result<Json, EngineError> {
         let mut budget = self.budget();
         marshal::to_json(&self.lua, &Value::Table(self.state.clone()), &mut budget).map_err(|e| {
             EngineError::new(
                 "saveState",
-                &self.engine,
+                &self.site.engine,
                 EngineErrorKind::InvalidResult,
                 e.describe("state"),
             )
-            .at(located(&self.file, None))
+            .at(script::located(&self.site.file, None))
         })
     }
 
-    /// Replaces `p.state` with saved JSON (`null` gives an empty state).
-    pub fn restore_state(&mut self, state: &Json) -> Result<(), EngineError> {
+    fn restore_state(&mut self, state: &Json) -> Result<(), EngineError> {
         let err = |e: mlua::Error| {
             EngineError::new(
                 "restoreState",
-                &self.engine,
+                &self.site.engine,
                 EngineErrorKind::Runtime,
                 e.to_string(),
             )
@@ -877,7 +583,7 @@ impl Vm {
             other => {
                 return Err(EngineError::new(
                     "restoreState",
-                    &self.engine,
+                    &self.site.engine,
                     EngineErrorKind::InvalidResult,
                     format!("saved state must be an object, got {other}"),
                 ));
