@@ -23,6 +23,7 @@ pub mod pairing;
 pub mod quarantine;
 pub mod reload;
 pub mod replay;
+pub mod report;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;

@@ -10,6 +10,7 @@ use crate::cli::Outcome;
 use crate::cli::args::ReplayArgs;
 use crate::config::{Config, Entry};
 use crate::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
+use crate::report::{self, ReportMeta};
 use crate::runtime::Host;
 use crate::session::FailurePolicy;
 use crate::transcript::import;
@@ -35,6 +36,7 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("ctxhost-replay-{}", std::process::id())),
     };
+    let (window, tokenizer) = (config.host.window, config.host.tokenizer);
     let host = Arc::new(Host::new(config)?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -46,6 +48,12 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
     };
     let mut table = Table::new(args.json, imported.sessions.len() > 1);
     let mut write_error = None;
+    let mut reported: Vec<TurnReport> = Vec::new();
+    let meta = ReportMeta {
+        engine: host.engine_id(),
+        window,
+        tokenizer: tokenizer.to_string(),
+    };
     let summary = runtime.block_on(replay(
         Arc::clone(&host),
         &transcript,
@@ -57,12 +65,25 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             {
                 write_error = Some(e);
             }
+            if args.report.is_some() {
+                reported.push(turn.clone());
+            }
         },
     ))?;
     if let Some(e) = write_error {
         return Err(e).context("write replay output");
     }
+    if let Some(path) = &args.report {
+        let html = report::render(&meta, &summary, &reported);
+        std::fs::write(path, html)
+            .with_context(|| format!("write the report {}", path.display()))?;
+    }
     table.summary(out, &summary)?;
+    if let Some(path) = &args.report
+        && !args.json
+    {
+        writeln!(out, "report: {}", path.display())?;
+    }
     Ok(
         if summary.quarantine.is_some() || summary.over_budget_turns > 0 {
             Outcome::Problems

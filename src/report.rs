@@ -1,0 +1,275 @@
+//! `replay --report`: one self-contained HTML page for a replay — a header with the run and its
+//! summary, a chart of assembled tokens per turn against the budget with markers for compactions,
+//! fallbacks and the quarantine point, and per-turn details on hover or click.
+//!
+//! The page needs nothing from the network: its CSS and script are inline and the chart is an
+//! inline SVG the script draws from the replay's turns, embedded as JSON. Everything from the data
+//! is escaped (HTML text in the header, `<`/`>`/`&` as JSON escapes in the embedded data, and the
+//! script only ever sets `textContent`). The same replay renders the same bytes apart from the one
+//! element that shows the wall time.
+//!
+//! ```
+//! use ctxhost::replay::ReplaySummary;
+//! use ctxhost::report::{ReportMeta, render};
+//!
+//! let summary = ReplaySummary {
+//!     transcript: "session.jsonl".into(), format: "pi session JSONL".into(), sessions: 1,
+//!     turns: 0, compactions: 0, fallbacks: 0, max_assembled_tokens: 0, over_budget_turns: 0,
+//!     quarantine: None, skipped_lines: 0, session_files: vec![], wall_ms: 3,
+//! };
+//! let meta = ReportMeta { engine: "legacy".into(), window: 8000, tokenizer: "estimate".into() };
+//! let html = render(&meta, &summary, &[]);
+//! assert!(html.starts_with("<!DOCTYPE html>"));
+//! assert!(html.contains("<h1 title=\"session.jsonl\">session.jsonl</h1>"));
+//! ```
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::replay::{ReplaySummary, TurnReport};
+
+/// What the header says about the run beyond the summary (the summary does not carry these).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportMeta {
+    /// The configured engine's id.
+    pub engine: String,
+    /// The model's context window in tokens.
+    pub window: u64,
+    /// How tokens were counted.
+    pub tokenizer: String,
+}
+
+/// The JSON the page's script draws from (no wall time, no temporary paths: deterministic).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ChartData<'a> {
+    engine: &'a str,
+    window: u64,
+    sessions: Vec<&'a str>,
+    turns: &'a [TurnReport],
+}
+
+const STYLE: &str = include_str!("report/style.css");
+const SCRIPT: &str = include_str!("report/chart.js");
+
+/// Renders a replay as one self-contained HTML page; `turns` in the order `replay` reported them.
+pub fn render(meta: &ReportMeta, summary: &ReplaySummary, turns: &[TurnReport]) -> String {
+    let mut sessions: Vec<&str> = Vec::new();
+    for t in turns {
+        if sessions.last() != Some(&t.session.as_str()) {
+            sessions.push(&t.session);
+        }
+    }
+    let data = ChartData {
+        engine: &meta.engine,
+        window: meta.window,
+        sessions,
+        turns,
+    };
+    let transcript = summary.transcript.display().to_string();
+    let file_name = summary
+        .transcript
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| transcript.clone());
+
+    let mut h = String::with_capacity(64 * 1024 + turns.len() * 400);
+    h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    // No network: forbid every fetch the page could make, inline script and style excepted.
+    h.push_str(
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+         style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n",
+    );
+    let _ = writeln!(h, "<title>{} · ctxhost replay</title>", escape(&file_name));
+    h.push_str("<style>\n");
+    h.push_str(STYLE);
+    h.push_str("</style>\n</head>\n<body>\n<main>\n");
+
+    // Header: the run.
+    h.push_str("<header class=\"top\">\n<div class=\"brand\">ctxhost replay report</div>\n");
+    let _ = writeln!(
+        h,
+        "<h1 title=\"{0}\">{1}</h1>",
+        escape(&transcript),
+        escape(&file_name)
+    );
+    let _ = writeln!(h, "<p class=\"path\">{}</p>", escape(&transcript));
+    h.push_str("<dl class=\"meta\">\n");
+    for (k, v) in [
+        ("format", summary.format.clone()),
+        ("engine", meta.engine.clone()),
+        ("window", format!("{} tokens", group(meta.window))),
+        ("tokenizer", meta.tokenizer.clone()),
+        ("sessions", group(summary.sessions as u64)),
+    ] {
+        let _ = writeln!(
+            h,
+            "<div><dt>{}</dt><dd data-meta=\"{}\">{}</dd></div>",
+            k,
+            k,
+            escape(&v)
+        );
+    }
+    h.push_str("</dl>\n</header>\n");
+
+    // Summary numbers.
+    h.push_str("<section class=\"stats\">\n");
+    let problems = |n: u64| if n > 0 { " warn" } else { "" };
+    stat(&mut h, "turns", &group(summary.turns), "", "turns");
+    stat(
+        &mut h,
+        "compactions",
+        &group(summary.compactions),
+        "",
+        "compactions",
+    );
+    stat(
+        &mut h,
+        "fallbacks",
+        &group(summary.fallbacks),
+        problems(summary.fallbacks),
+        "fallbacks",
+    );
+    stat(
+        &mut h,
+        "max assembled",
+        &group(summary.max_assembled_tokens),
+        "",
+        "max-assembled",
+    );
+    stat(
+        &mut h,
+        "over budget",
+        &group(summary.over_budget_turns),
+        problems(summary.over_budget_turns),
+        "over-budget",
+    );
+    if summary.skipped_lines > 0 {
+        stat(
+            &mut h,
+            "skipped lines",
+            &group(summary.skipped_lines as u64),
+            " warn",
+            "skipped",
+        );
+    }
+    stat(
+        &mut h,
+        "wall time",
+        &format!("{} ms", group(summary.wall_ms)),
+        " muted",
+        "wall-ms",
+    );
+    h.push_str("</section>\n");
+
+    if let Some(q) = &summary.quarantine {
+        let _ = writeln!(
+            h,
+            "<section class=\"alert\" data-quarantine><strong>Quarantined:</strong> engine \
+             <code>{}</code> failed in <code>{}</code>; later turns ran on legacy.\
+             <pre>{}</pre></section>",
+            escape(&q.engine),
+            escape(&q.operation),
+            escape(&q.error)
+        );
+    }
+
+    // The chart: drawn by the script below from the embedded data.
+    h.push_str(
+        "<section class=\"card\">\n<div class=\"toolbar\">\n\
+         <h2>Assembled tokens per turn</h2>\n\
+         <label class=\"picker\" id=\"picker\" hidden>session <select id=\"session\"></select></label>\n\
+         </div>\n<div class=\"legend\" id=\"legend\"></div>\n\
+         <div class=\"chart-wrap\" id=\"wrap\">\n\
+         <svg id=\"chart\" role=\"img\" aria-label=\"assembled tokens per turn against the budget\" \
+         viewBox=\"0 0 1200 440\"></svg>\n\
+         <div class=\"tip\" id=\"tip\" hidden></div>\n</div>\n\
+         <p class=\"hint\" id=\"view-summary\"></p>\n\
+         <noscript><p class=\"alert\">The chart is drawn by the page's inline script; enable \
+         JavaScript to see it.</p></noscript>\n</section>\n",
+    );
+    h.push_str(
+        "<section class=\"card\" id=\"details\">\n<h2>Turn details</h2>\n\
+         <p class=\"hint\" id=\"details-hint\">Hover over the chart for a turn; click to pin it \
+         (← → step through turns).</p>\n<dl class=\"detail\" id=\"detail\"></dl>\n</section>\n",
+    );
+    h.push_str(
+        "<section class=\"card\">\n<details id=\"table-box\"><summary>All turns in view \
+         (table)</summary>\n<div class=\"table-wrap\"><table id=\"turns\"><thead><tr>\
+         <th>session</th><th>turn</th><th>engine</th><th>assembled</th><th>budget</th>\
+         <th>messages</th><th>model calls</th><th>compactions</th><th>repairs</th><th>fallback</th>\
+         </tr></thead><tbody></tbody></table></div>\n</details>\n</section>\n",
+    );
+    let _ = writeln!(
+        h,
+        "<footer>ctxhost {} · a self-contained page: no network, no external assets.</footer>",
+        env!("CARGO_PKG_VERSION")
+    );
+    h.push_str("</main>\n<script type=\"application/json\" id=\"replay-data\">");
+    h.push_str(&script_json(&data));
+    h.push_str("</script>\n<script>\n");
+    h.push_str(SCRIPT);
+    h.push_str("</script>\n</body>\n</html>\n");
+    h
+}
+
+fn stat(h: &mut String, label: &str, value: &str, class: &str, key: &str) {
+    let _ = writeln!(
+        h,
+        "<div class=\"stat{class}\"><div class=\"v\" data-stat=\"{key}\">{}</div>\
+         <div class=\"k\">{label}</div></div>",
+        escape(value)
+    );
+}
+
+/// JSON safe inside a `<script>` element: no `<`, `>` or `&` (so no `</script>` or `<!--`), and
+/// no U+2028/U+2029.
+fn script_json<T: Serialize>(value: &T) -> String {
+    let json = serde_json::to_string(value).unwrap_or_else(|_| "{\"turns\":[]}".to_owned());
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// HTML text and attribute escaping.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;
