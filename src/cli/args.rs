@@ -72,9 +72,6 @@ pub struct ReplayArgs {
     /// Return the engine's first error instead of falling back to legacy.
     #[arg(long)]
     pub strict: bool,
-    /// Also write a self-contained HTML report (token chart, per-turn details) to this file.
-    #[arg(long, value_name = "FILE.html")]
-    pub report: Option<PathBuf>,
 }
 
 /// `ctxhost doctor`.
@@ -147,7 +144,8 @@ pub struct WatchArgs {
     /// How tokens are counted (default: the config's, else estimate).
     #[arg(long, value_name = "estimate|o200k|cl100k")]
     pub tokenizer: Option<Tokenizer>,
-    /// Quiet time after the last write before reloading, in ms (default 200).
+    /// Quiet time after the last write before reloading, in ms (default: the config's
+    /// `host.watch.debounceMs`, else 200).
     #[arg(long, value_name = "MS")]
     pub debounce_ms: Option<u64>,
     /// Stop after this many replays (for scripts and tests); default: run until interrupted.

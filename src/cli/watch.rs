@@ -13,7 +13,7 @@ use anyhow::Context;
 use crate::cli::Outcome;
 use crate::cli::args::WatchArgs;
 use crate::config::{Config, Entry};
-use crate::reload::{DEFAULT_DEBOUNCE, EngineWatcher, ReloadOutcome};
+use crate::reload::{EngineWatcher, ReloadOutcome};
 use crate::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use crate::runtime::Host;
 use crate::transcript::{Import, import};
@@ -32,9 +32,7 @@ pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcom
         .clone()
         .unwrap_or_else(super::replay::demo_transcript);
     let imported = import(&transcript)?;
-    let debounce = args
-        .debounce_ms
-        .map_or(DEFAULT_DEBOUNCE, Duration::from_millis);
+    let debounce = Duration::from_millis(args.debounce_ms.unwrap_or(config.host.watch.debounce_ms));
     let out_dir = std::env::temp_dir().join(format!("ctxhost-watch-{}", std::process::id()));
     let opts = ReplayOptions {
         out_dir: out_dir.clone(),
@@ -268,10 +266,7 @@ fn ranges(turns: &[u64]) -> String {
 }
 
 fn build_config(args: &WatchArgs) -> anyhow::Result<Config> {
-    let mut config = match &args.config {
-        Some(p) => Config::load(p)?,
-        None => Config::default(),
-    };
+    let mut config = crate::config::discover(args.config.as_deref())?;
     // The entry id is the file stem with `_` as `-`, as `replay --engine` and `check` derive it.
     let id = args
         .engine
