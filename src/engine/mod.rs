@@ -22,6 +22,7 @@ use crate::host::HostCall;
 
 pub mod legacy;
 pub mod lua;
+pub mod rhai;
 pub mod script;
 
 /// What a new engine instance is told about where it runs (the factory's `ctx`).
@@ -196,6 +197,7 @@ pub fn load(
     };
     match path.extension().and_then(|e| e.to_str()) {
         Some("lua" | "luau") => lua::load(path, &opts),
+        Some("rhai") => rhai::load(path, &opts),
         Some(ext) => Err(located(
             EngineErrorKind::Contract,
             format!("engines written in .{ext} files cannot be loaded by this build"),
