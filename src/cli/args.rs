@@ -72,6 +72,9 @@ pub struct ReplayArgs {
     /// Return the engine's first error instead of falling back to legacy.
     #[arg(long)]
     pub strict: bool,
+    /// Also write a self-contained HTML report (token chart, per-turn details) to this file.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
 }
 
 /// `ctxhost doctor`.
