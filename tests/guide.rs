@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
 
-mod lua_harness;
+mod sessions;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -152,11 +152,11 @@ fn run_example(path: &Path) {
         .instantiate(&InstanceContext::default())
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let services = services();
-    let mut session = lua_harness::build::session(60);
+    let mut session = sessions::session(60);
     // Between turns (index 2 starts turn 1), so the session stays well paired.
     session.insert(
         2,
-        lua_harness::build::user("u-pin", "[pin] the release branch is rel/2026-12"),
+        sessions::user("u-pin", "[pin] the release branch is rel/2026-12"),
     );
     let messages: Vec<Arc<Message>> = session
         .into_iter()
