@@ -555,7 +555,7 @@ fn focus_instructions_lead_the_summary() {
 
 #[test]
 fn long_items_are_clipped_with_an_ellipsis() {
-    let long = "I'll ".to_string() + &"refactor the module carefully ".repeat(20);
+    let long = format!("I'll {}", "refactor the module carefully ".repeat(20));
     let s = run(&[say(&long)], None, 100_000);
     let d = section(&s.text, "Decisions");
     assert_eq!(d.len(), 1);
