@@ -1,7 +1,8 @@
 //! Hostile and broken engines through the whole host: every failure kind quarantines the
 //! engine with the right classification, the failing call re-runs on `legacy` so every turn
 //! completes, and the transcript on disk holds exactly the original messages (plus summaries).
-//! The attack scripts are the adapter tests' fixtures (`tests/fixtures/lua/`).
+//! The attack scripts are the adapter tests' fixtures (`tests/fixtures/lua/`, and their Rhai
+//! twins under `tests/fixtures/rhai/`: the same host path for both languages).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -21,8 +22,13 @@ use ctxhost::transcript::import;
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> PathBuf {
+    let lang = Path::new(name)
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("lua");
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/lua")
+        .join("tests/fixtures")
+        .join(lang)
         .join(name)
 }
 
@@ -78,12 +84,16 @@ async fn replay_with(host: Arc<Host>, id: &str) -> ctxhost::EngineError {
 }
 
 async fn attack(name: &str, kind: EngineErrorKind) {
+    attack_in("hostile.lua", name, kind).await;
+}
+
+async fn attack_in(script: &str, name: &str, kind: EngineErrorKind) {
     let name = if name == "infinite_loop" {
         "loop"
     } else {
         name
     };
-    let mut config = host("hostile.lua", "hostile", json!({ "attack": name }), 200_000)
+    let mut config = host(script, "hostile", json!({ "attack": name }), 200_000)
         .config()
         .clone();
     if kind == EngineErrorKind::Memory {
@@ -99,7 +109,7 @@ async fn attack(name: &str, kind: EngineErrorKind) {
         .as_ref()
         .map(|l| l.file.clone())
         .unwrap_or_default();
-    assert!(file.ends_with("hostile.lua"), "{name}: {e}");
+    assert!(file.ends_with(script), "{name}: {e}");
 }
 
 macro_rules! attacks {
@@ -156,10 +166,63 @@ mod attacks {
     }
 }
 
+macro_rules! rhai_attacks {
+    ($($name:ident => $kind:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let name = stringify!($name);
+            attack_in("hostile.rhai", name, EngineErrorKind::$kind).await;
+        }
+    )*};
+}
+
+/// The Rhai twins: the same host path, the same classification.
+mod rhai_attacks {
+    use super::*;
+
+    rhai_attacks! {
+        infinite_loop => Deadline,
+        try_loop => Deadline,
+        while_true => Deadline,
+        recursion => Limit,
+        string_doubling => Deadline,
+        array_growth => Deadline,
+        array_doubling => Deadline,
+        map_bomb => Deadline,
+        import_path => Runtime,
+        import_unknown => Runtime,
+        eval_fn => Runtime,
+        eval_call => Runtime,
+        overwrite_message => Runtime,
+        overwrite_block => Runtime,
+        overwrite_list => Runtime,
+        overwrite_copy_of_list => Runtime,
+        clear_message => Runtime,
+        malformed => InvalidResult,
+        not_a_map => InvalidResult,
+        missing_messages => InvalidResult,
+        bad_message => InvalidResult,
+        one_message => InvalidResult,
+        deep => InvalidResult,
+        wrong_type => InvalidResult,
+        nan => InvalidResult,
+        infinite => InvalidResult,
+        negative => InvalidResult,
+        oversized_text => InvalidResult,
+        function_inside => InvalidResult,
+        unknown_field => InvalidResult,
+        error_map => Runtime,
+    }
+}
+
 /// A runtime error thrown in `method` on the first turn it runs.
 async fn throw_in(method: &str) {
+    throw_in_script("factory_engine.lua", method).await;
+}
+
+async fn throw_in_script(script: &str, method: &str) {
     let h = host(
-        "factory_engine.lua",
+        script,
         "thrower",
         json!({ "id": "thrower", "throwIn": method }),
         200_000,
@@ -172,6 +235,33 @@ async fn throw_in(method: &str) {
         e.location.and_then(|l| l.line).is_some(),
         "a line for {method}"
     );
+}
+
+mod rhai_lifecycle {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bootstrap() {
+        super::throw_in_script("factory_engine.rhai", "bootstrap").await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ingest_batch() {
+        super::throw_in_script("factory_engine.rhai", "ingestBatch").await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn assemble() {
+        super::throw_in_script("factory_engine.rhai", "assemble").await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_turn() {
+        super::throw_in_script("factory_engine.rhai", "afterTurn").await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn commit_turn() {
+        super::throw_in_script("factory_engine.rhai", "commitTurn").await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn maintain() {
+        super::throw_in_script("factory_engine.rhai", "maintain").await;
+    }
 }
 
 mod lifecycle {
