@@ -1,7 +1,8 @@
-//! `docs/writing-engines.md` cannot drift from the host: every fenced `lua` block in it must be
-//! preceded by a line naming a file under `docs/examples/` and equal that file's content; every
-//! example file must appear in the guide; and every example engine is loaded through the real
-//! Lua adapter and run (ingest, assemble at several budgets, compact on an over-budget session)
+//! `docs/writing-engines.md` cannot drift from the host: every fenced `lua` and `rhai` block in
+//! it must be preceded by a line naming a file of its language under `docs/examples/` and equal
+//! that file's content; every example file must appear in the guide, every Lua example with a
+//! Rhai twin shown right after it; and every example engine is loaded through the real adapter
+//! of its language and run (ingest, assemble at several budgets, compact on an over-budget session)
 //! with the budget (messages plus `systemPromptAddition`) and tool pairing checked.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
@@ -31,13 +32,15 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `(file named before the block, block content)` for every ```lua block of the guide.
-fn lua_blocks(guide: &str) -> Vec<(String, String)> {
+/// `(file named before the block, block content)` for every ```lang block of the guide.
+fn blocks(guide: &str, lang: &str) -> Vec<(String, String)> {
+    let fence = format!("```{lang}");
+    let suffix = format!(".{lang}");
     let lines: Vec<&str> = guide.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
     while i < lines.len() {
-        if lines[i].trim_end() == "```lua" {
+        if lines[i].trim_end() == fence {
             let named = lines[..i]
                 .iter()
                 .rev()
@@ -46,10 +49,10 @@ fn lua_blocks(guide: &str) -> Vec<(String, String)> {
                 .unwrap_or("");
             let file = named
                 .split('`')
-                .find(|part| part.starts_with("docs/examples/") && part.ends_with(".lua"))
+                .find(|part| part.starts_with("docs/examples/") && part.ends_with(&suffix))
                 .unwrap_or_else(|| {
                     panic!(
-                        "line {}: a lua block must follow a line naming its docs/examples/ file, found {named:?}",
+                        "line {}: a {lang} block must follow a line naming its docs/examples/ file, found {named:?}",
                         i + 1
                     )
                 })
@@ -68,21 +71,19 @@ fn lua_blocks(guide: &str) -> Vec<(String, String)> {
     out
 }
 
-fn examples() -> Vec<PathBuf> {
+fn examples(ext: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("docs/examples"))
         .expect("docs/examples")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "lua"))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
         .collect();
     files.sort();
     files
 }
 
-#[test]
-fn every_lua_block_in_the_guide_is_the_named_example_file() {
-    let guide = std::fs::read_to_string(root().join("docs/writing-engines.md")).expect("guide");
-    let blocks = lua_blocks(&guide);
-    assert!(blocks.len() >= 5, "the guide shows its examples");
+fn check_blocks(guide: &str, lang: &str) -> Vec<(String, String)> {
+    let blocks = blocks(guide, lang);
+    assert!(blocks.len() >= 5, "the guide shows its {lang} examples");
     for (file, body) in &blocks {
         let on_disk = std::fs::read_to_string(root().join(file))
             .unwrap_or_else(|e| panic!("{file} named in the guide: {e}"));
@@ -91,7 +92,7 @@ fn every_lua_block_in_the_guide_is_the_named_example_file() {
             "{file}: the guide's copy differs from the file"
         );
     }
-    for path in examples() {
+    for path in examples(lang) {
         let rel = format!(
             "docs/examples/{}",
             path.file_name()
@@ -103,18 +104,57 @@ fn every_lua_block_in_the_guide_is_the_named_example_file() {
             "{rel} is not shown in the guide"
         );
     }
+    blocks
+}
+
+#[test]
+fn every_lua_block_in_the_guide_is_the_named_example_file() {
+    let guide = std::fs::read_to_string(root().join("docs/writing-engines.md")).expect("guide");
+    check_blocks(&guide, "lua");
+}
+
+#[test]
+fn every_rhai_block_in_the_guide_is_the_named_example_file_and_follows_its_lua_twin() {
+    let guide = std::fs::read_to_string(root().join("docs/writing-engines.md")).expect("guide");
+    let lua = check_blocks(&guide, "lua");
+    let rhai = check_blocks(&guide, "rhai");
+    let lua_files: Vec<String> = lua.iter().map(|(f, _)| f.clone()).collect();
+    let twins: Vec<String> = rhai
+        .iter()
+        .map(|(f, _)| f.replace(".rhai", ".lua"))
+        .collect();
+    assert_eq!(
+        lua_files, twins,
+        "each Lua example is followed by its Rhai twin"
+    );
+    // In the text, each Rhai block comes right after its Lua block.
+    for (file, _) in &rhai {
+        let lua_at = guide
+            .find(&format!("`{}`", file.replace(".rhai", ".lua")))
+            .expect("the Lua twin is named");
+        let rhai_at = guide.find(&format!("`{file}`")).expect("named");
+        let between = &guide[lua_at..rhai_at];
+        assert_eq!(
+            between.matches("```").count(),
+            2,
+            "{file}: only its Lua twin's block comes between"
+        );
+    }
 }
 
 #[test]
 fn the_block_parser_rejects_an_unnamed_block() {
     let bad = "Some text\n\n```lua\nreturn {}\n```\n";
-    let r = std::panic::catch_unwind(|| lua_blocks(bad));
+    let r = std::panic::catch_unwind(|| blocks(bad, "lua"));
     assert!(r.is_err());
     let good = "File: [`docs/examples/x.lua`](examples/x.lua)\n\n```lua\nreturn {}\n```\n";
     assert_eq!(
-        lua_blocks(good),
+        blocks(good, "lua"),
         vec![("docs/examples/x.lua".to_owned(), "return {}\n".to_owned())]
     );
+    // A rhai block must name a .rhai file.
+    let wrong = "File: [`docs/examples/x.lua`](examples/x.lua)\n\n```rhai\nfn info() {}\n```\n";
+    assert!(std::panic::catch_unwind(|| blocks(wrong, "rhai")).is_err());
 }
 
 fn services() -> Arc<SessionServices> {
@@ -236,7 +276,7 @@ fn run_example(path: &Path) {
 
 #[test]
 fn every_example_engine_loads_through_the_adapter_and_holds_the_budget() {
-    let files = examples();
+    let files = examples("lua");
     assert!(!files.is_empty());
     for path in files {
         run_example(&path);
