@@ -1,19 +1,21 @@
 //! `ctxhost replay`: a per-turn table for people, JSON lines for programs.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::Outcome;
 use crate::cli::args::ReplayArgs;
 use crate::config::{Config, Entry};
+use crate::message::Role;
 use crate::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use crate::report::{self, ReportMeta};
 use crate::runtime::Host;
 use crate::session::FailurePolicy;
-use crate::transcript::import;
+use crate::transcript::{Import, import};
 
 /// The demo session shipped with ctxhost.
 pub fn demo_transcript() -> PathBuf {
@@ -48,6 +50,7 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
     };
     let mut table = Table::new(args.json, imported.sessions.len() > 1);
     let mut write_error = None;
+    let mut progress = Progress::new(&imported, args.json);
     let mut reported: Vec<TurnReport> = Vec::new();
     let meta = ReportMeta {
         engine: host.engine_id(),
@@ -60,16 +63,20 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         imported,
         &opts,
         |turn| {
+            // Rows and the bar share the terminal: lift the bar while a row is written.
             if write_error.is_none()
-                && let Err(e) = table.turn(out, turn)
+                && let Err(e) = progress.suspend(|| table.turn(out, turn))
             {
                 write_error = Some(e);
             }
+            progress.turn(turn);
             if args.report.is_some() {
                 reported.push(turn.clone());
             }
         },
-    ))?;
+    ));
+    progress.finish();
+    let summary = summary?;
     if let Some(e) = write_error {
         return Err(e).context("write replay output");
     }
@@ -91,6 +98,70 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             Outcome::Ok
         },
     )
+}
+
+/// The progress bar for a person watching a replay on a terminal: turns done of all turns, and
+/// which session is running. Absent (every call a no-op) when stdout or stderr is not a terminal
+/// or the output is `--json`, so piped output carries no control characters.
+struct Progress {
+    bar: Option<ProgressBar>,
+    sessions: usize,
+    seen: usize,
+    current: String,
+}
+
+impl Progress {
+    fn new(imported: &Import, json: bool) -> Self {
+        let wanted = !json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        let bar = wanted.then(|| {
+            let total: usize = imported
+                .sessions
+                .iter()
+                .map(|s| s.messages.iter().filter(|m| m.role() == Role::User).count())
+                .sum();
+            let style = ProgressStyle::with_template(
+                "{spinner:.cyan} replaying [{bar:36.cyan/blue}] {pos}/{len} turns ({percent}%) {msg}",
+            )
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+            let bar =
+                ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+            bar.set_style(style);
+            bar
+        });
+        Progress {
+            bar,
+            sessions: imported.sessions.len(),
+            seen: 0,
+            current: String::new(),
+        }
+    }
+
+    fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.bar {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
+
+    fn turn(&mut self, t: &TurnReport) {
+        let Some(bar) = &self.bar else { return };
+        if self.sessions > 1 && t.session != self.current {
+            self.seen += 1;
+            self.current.clone_from(&t.session);
+            bar.set_message(format!(
+                "· session {}/{} {}",
+                self.seen, self.sessions, t.session
+            ));
+        }
+        bar.inc(1);
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 fn build_config(args: &ReplayArgs) -> anyhow::Result<Config> {
