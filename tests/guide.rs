@@ -187,7 +187,12 @@ fn run_example(path: &Path) {
         config: Arc::new(json!({"keepRatio": 0.8})),
         ..LoadOptions::default()
     };
-    let factory = lua::load(path, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let factory = if path.extension().is_some_and(|x| x == "rhai") {
+        ctxhost::engine::rhai::load(path, &opts)
+    } else {
+        lua::load(path, &opts)
+    }
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut engine = factory
         .instantiate(&InstanceContext::default())
         .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -276,8 +281,9 @@ fn run_example(path: &Path) {
 
 #[test]
 fn every_example_engine_loads_through_the_adapter_and_holds_the_budget() {
-    let files = examples("lua");
-    assert!(!files.is_empty());
+    let mut files = examples("lua");
+    files.extend(examples("rhai"));
+    assert!(files.len() >= 10, "every example in both languages");
     for path in files {
         run_example(&path);
     }

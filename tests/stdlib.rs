@@ -30,27 +30,28 @@ use ctxhost::tokens::{Estimate, TokenCache, TokenCounter};
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Lang {
     Lua,
+    Rhai,
 }
 
-const LANGS: &[Lang] = &[Lang::Lua];
+const LANGS: &[Lang] = &[Lang::Lua, Lang::Rhai];
 
 fn probe_file(lang: Lang) -> PathBuf {
     let ext = match lang {
         Lang::Lua => "lua",
+        Lang::Rhai => "rhai",
     };
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/stdlib/probe.{ext}"))
 }
 
 fn instance(lang: Lang, config: &Json) -> Box<dyn Engine> {
     let path = probe_file(lang);
+    let opts = ctxhost::engine::lua::LoadOptions {
+        config: Arc::new(config.clone()),
+        ..Default::default()
+    };
     let factory = match lang {
-        Lang::Lua => {
-            let opts = ctxhost::engine::lua::LoadOptions {
-                config: Arc::new(config.clone()),
-                ..Default::default()
-            };
-            ctxhost::engine::lua::load(&path, &opts)
-        }
+        Lang::Lua => ctxhost::engine::lua::load(&path, &opts),
+        Lang::Rhai => ctxhost::engine::rhai::load(&path, &opts),
     }
     .unwrap_or_else(|e| panic!("{lang:?} probe: {e}"));
     let cx = InstanceContext {
