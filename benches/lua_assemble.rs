@@ -12,6 +12,11 @@
 //! - `naive_serde_roundtrip`: all 10k messages serialized into a Lua VM and deserialized back,
 //!   what an adapter without resident messages would pay before the script even runs.
 //!
+//! - `rhai_resident/{noop,newest_first,recent_turns}`: the Rhai twins
+//!   (`tests/fixtures/rhai/*.rhai`, `scripts/recent_turns.rhai`), measured the same way: the
+//!   context resident as a shared array of read-only shared maps, mapped back by tag + check.
+//! - `rhai_resident_append1/newest_first`: one appended message per call, as for Lua.
+//!
 //! `cargo bench --bench lua_assemble`
 
 use std::hint::black_box;
@@ -123,6 +128,16 @@ fn lua_engine(path: &Path) -> Box<dyn Engine> {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+fn rhai_engine(path: &Path) -> Box<dyn Engine> {
+    let opts = ctxhost::engine::rhai::LoadOptions {
+        config: Arc::new(json!({})),
+        ..Default::default()
+    };
+    let f = ctxhost::engine::rhai::load(path, &opts).unwrap_or_else(|e| panic!("{e}"));
+    f.instantiate(&InstanceContext::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn bench_assemble(c: &mut Criterion) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let ctx: Arc<Vec<Arc<Message>>> =
@@ -164,6 +179,60 @@ fn bench_assemble(c: &mut Criterion) {
         );
         g.bench_function(format!("lua_resident/{name}"), |b| {
             b.iter(|| black_box(e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"))))
+        });
+    }
+
+    let mut rhai_scripts = vec![
+        ("noop", root.join("tests/fixtures/rhai/noop.rhai")),
+        (
+            "newest_first",
+            root.join("tests/fixtures/rhai/newest_first.rhai"),
+        ),
+    ];
+    let recent = root.join("scripts/recent_turns.rhai");
+    if recent.exists() {
+        rhai_scripts.push(("recent_turns", recent));
+    }
+    for (name, path) in &rhai_scripts {
+        let mut e = rhai_engine(path);
+        let first = e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"));
+        let tail = &ctx[ctx.len() - first.messages.len()..];
+        assert!(
+            first
+                .messages
+                .iter()
+                .zip(tail)
+                .all(|(m, c)| Arc::ptr_eq(c, m))
+        );
+        eprintln!(
+            "rhai {name}: {} messages kept, estimate {}",
+            first.messages.len(),
+            first.estimated_tokens
+        );
+        g.bench_function(format!("rhai_resident/{name}"), |b| {
+            b.iter(|| black_box(e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"))))
+        });
+    }
+    {
+        let mut e = rhai_engine(&rhai_scripts[1].1);
+        let mut grown: Vec<Arc<Message>> = ctx.to_vec();
+        e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"));
+        g.bench_function("rhai_resident_append1/newest_first", |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                let mut previous: Option<HostCall> = None;
+                for _ in 0..iters {
+                    let n = grown.len();
+                    grown.push(Arc::new(message(n)));
+                    let call = call(Arc::new(grown.clone()), &svc);
+                    let start = Instant::now();
+                    black_box(e.assemble(&call, &p).unwrap_or_else(|e| panic!("{e}")));
+                    total += start.elapsed();
+                    previous = Some(call);
+                }
+                drop(previous);
+                total
+            })
         });
     }
 

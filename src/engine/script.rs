@@ -1143,3 +1143,114 @@ pub fn summarize_options(opts: Option<Json>) -> Result<crate::host::SummarizeOpt
         Some(v) => serde_json::from_value(v).map_err(|e| format!("host.summarize opts: {e}")),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Pieces every VM keeps the same way
+
+/// Rollback functions returned by `prepareSubagentSpawn`, kept under handles until used.
+#[derive(Debug)]
+pub struct Rollbacks<F> {
+    next: u64,
+    kept: HashMap<u64, F>,
+}
+
+impl<F> Default for Rollbacks<F> {
+    fn default() -> Self {
+        Rollbacks {
+            next: 0,
+            kept: HashMap::new(),
+        }
+    }
+}
+
+impl<F> Rollbacks<F> {
+    /// Keeps `f`; returns its handle.
+    pub fn keep(&mut self, f: F) -> u64 {
+        self.next += 1;
+        self.kept.insert(self.next, f);
+        self.next
+    }
+
+    /// Takes the function behind `handle` (an unknown handle is logged and gives `None`).
+    pub fn take(&mut self, handle: u64, engine: &str) -> Option<F> {
+        let f = self.kept.remove(&handle);
+        if f.is_none() {
+            tracing::warn!(engine, handle, "unknown subagent rollback handle");
+        }
+        f
+    }
+}
+
+/// A whole result converted to JSON, as [`Expect::Json`] wants it.
+pub fn json_reply(converted: Result<Json, ConvError>) -> Result<Returned, String> {
+    match converted.map_err(|e| e.describe(""))? {
+        Json::Null => Ok(Returned::Nothing),
+        j => Ok(Returned::Json(j)),
+    }
+}
+
+/// How the session context changed since the resident copy was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContextChange {
+    /// The very same context: nothing to do.
+    Same,
+    /// Messages appended from this index on: marshal only them.
+    Appended(usize),
+    /// Anything else (a compaction gives `[summary, kept…]`): rebuild, reusing what is resident.
+    Rebuilt,
+}
+
+/// Compares the resident context (`old`, if any) with the call's.
+pub fn context_change(
+    old: Option<&Arc<Vec<Arc<Message>>>>,
+    new: &Arc<Vec<Arc<Message>>>,
+) -> ContextChange {
+    match old {
+        Some(old) if Arc::ptr_eq(old, new) => ContextChange::Same,
+        Some(old)
+            if old.len() <= new.len()
+                && old.iter().zip(new.iter()).all(|(a, b)| Arc::ptr_eq(a, b)) =>
+        {
+            ContextChange::Appended(old.len())
+        }
+        _ => ContextChange::Rebuilt,
+    }
+}
+
+impl Site {
+    /// The state could not be saved (it holds something JSON cannot).
+    pub fn state_error(&self, e: ConvError) -> EngineError {
+        EngineError::new(
+            "saveState",
+            &self.engine,
+            EngineErrorKind::InvalidResult,
+            e.describe("state"),
+        )
+        .at(located(&self.file, None))
+    }
+
+    /// Checks saved state before restoring it: `Ok(None)` for an empty state, the object
+    /// otherwise; the adapter converts `Err` text with [`Site::restore_error`].
+    pub fn restorable<'a>(&self, state: &'a Json) -> Result<Option<&'a Json>, EngineError> {
+        match state {
+            Json::Null => Ok(None),
+            Json::Object(_) => Ok(Some(state)),
+            other => Err(EngineError::new(
+                "restoreState",
+                &self.engine,
+                EngineErrorKind::InvalidResult,
+                format!("saved state must be an object, got {other}"),
+            )),
+        }
+    }
+
+    /// The adapter could not turn saved state into a script value.
+    pub fn restore_error(&self, e: impl std::fmt::Display) -> EngineError {
+        EngineError::new(
+            "restoreState",
+            &self.engine,
+            EngineErrorKind::Runtime,
+            e.to_string(),
+        )
+    }
+}

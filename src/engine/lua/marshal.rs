@@ -285,18 +285,15 @@ impl Resident {
     /// (a compaction gives `[summary, kept…]`): the array is rebuilt, reusing every table whose
     /// message is still there, so only the new summary is marshalled.
     pub fn sync(&mut self, lua: &Lua, ctx: &Arc<Vec<Arc<Message>>>) -> mlua::Result<Table> {
-        if let (Some(old), Some(array)) = (&self.ctx, &self.array)
-            && Arc::ptr_eq(old, ctx)
-        {
+        let change = match &self.array {
+            Some(_) => script::context_change(self.ctx.as_ref(), ctx),
+            None => script::ContextChange::Rebuilt,
+        };
+        if let (script::ContextChange::Same, Some(array)) = (change, &self.array) {
             return Ok(array.clone());
         }
         let n_old = self.entries.len();
-        let is_prefix = match (&self.ctx, &self.array) {
-            (Some(old), Some(_)) => {
-                old.len() <= ctx.len() && old.iter().zip(ctx.iter()).all(|(a, b)| Arc::ptr_eq(a, b))
-            }
-            _ => false,
-        };
+        let is_prefix = matches!(change, script::ContextChange::Appended(_));
         let array = if is_prefix && let Some(array) = self.array.clone() {
             array.set_readonly(false);
             let appended = self.append(lua, &array, &ctx[n_old..]);

@@ -15,7 +15,7 @@ use super::api::{self, ApiEnv, CallScope};
 use super::marshal::{self, Resident};
 use crate::contract::{EngineInfo, Method};
 use crate::engine::script::{
-    self, Boot, Budget, Expect, Fault, Feed, Loaded, Reply, Returned, ScriptVm, Site,
+    self, Boot, Budget, Expect, Fault, Feed, Loaded, Reply, Returned, Rollbacks, ScriptVm, Site,
 };
 use crate::error::{EngineError, EngineErrorKind};
 use crate::host::HostCall;
@@ -29,8 +29,7 @@ pub struct Vm {
     limits: Limits,
     functions: HashMap<Method, (Function, Option<u32>)>,
     state: Table,
-    rollbacks: HashMap<u64, Function>,
-    next_rollback: u64,
+    rollbacks: Rollbacks<Function>,
     host_bytes: usize,
 }
 
@@ -299,8 +298,7 @@ impl Vm {
             limits: boot.limits.clone(),
             functions,
             state,
-            rollbacks: HashMap::new(),
-            next_rollback: 0,
+            rollbacks: Rollbacks::default(),
             host_bytes: 0,
         };
         Ok((
@@ -409,12 +407,9 @@ impl Vm {
     fn convert(&mut self, value: Value, expect: Expect) -> Result<Returned, String> {
         match expect {
             Expect::Nothing => Ok(Returned::Nothing),
-            Expect::Json => marshal::to_json(&self.lua, &value, &mut self.budget())
-                .map(|j| match j {
-                    Json::Null => Returned::Nothing,
-                    j => Returned::Json(j),
-                })
-                .map_err(|e| e.describe("")),
+            Expect::Json => {
+                script::json_reply(marshal::to_json(&self.lua, &value, &mut self.budget()))
+            }
             Expect::Assembled => self.assembled(&value),
             Expect::Rollback => self.rollback_of(value),
         }
@@ -499,11 +494,7 @@ impl Vm {
                 ));
             }
         };
-        Ok(Returned::Rollback(f.map(|f| {
-            self.next_rollback += 1;
-            self.rollbacks.insert(self.next_rollback, f);
-            self.next_rollback
-        })))
+        Ok(Returned::Rollback(f.map(|f| self.rollbacks.keep(f))))
     }
 
     fn end_call(&self) {
@@ -533,12 +524,7 @@ impl ScriptVm for Vm {
     }
 
     fn rollback(&mut self, call: &HostCall, handle: u64) -> Result<(), EngineError> {
-        let Some(f) = self.rollbacks.remove(&handle) else {
-            tracing::warn!(
-                engine = self.site.engine,
-                handle,
-                "unknown subagent rollback handle"
-            );
+        let Some(f) = self.rollbacks.take(handle, &self.site.engine) else {
             return Ok(());
         };
         let out = self.call_script(
@@ -553,43 +539,23 @@ impl ScriptVm for Vm {
     }
 
     fn save_state(&self) -> Result<Json, EngineError> {
-        let mut budget = self.budget();
-        marshal::to_json(&self.lua, &Value::Table(self.state.clone()), &mut budget).map_err(|e| {
-            EngineError::new(
-                "saveState",
-                &self.site.engine,
-                EngineErrorKind::InvalidResult,
-                e.describe("state"),
-            )
-            .at(script::located(&self.site.file, None))
-        })
+        marshal::to_json(
+            &self.lua,
+            &Value::Table(self.state.clone()),
+            &mut self.budget(),
+        )
+        .map_err(|e| self.site.state_error(e))
     }
 
     fn restore_state(&mut self, state: &Json) -> Result<(), EngineError> {
-        let err = |e: mlua::Error| {
-            EngineError::new(
-                "restoreState",
-                &self.site.engine,
-                EngineErrorKind::Runtime,
-                e.to_string(),
-            )
-        };
-        let table = match state {
-            Json::Null => self.lua.create_table().map_err(err)?,
-            Json::Object(_) => match marshal::to_lua(&self.lua, state).map_err(err)? {
+        let err = |e: mlua::Error| self.site.restore_error(e);
+        self.state = match self.site.restorable(state)? {
+            None => self.lua.create_table().map_err(err)?,
+            Some(state) => match marshal::to_lua(&self.lua, state).map_err(err)? {
                 Value::Table(t) => t,
                 _ => self.lua.create_table().map_err(err)?,
             },
-            other => {
-                return Err(EngineError::new(
-                    "restoreState",
-                    &self.site.engine,
-                    EngineErrorKind::InvalidResult,
-                    format!("saved state must be an object, got {other}"),
-                ));
-            }
         };
-        self.state = table;
         Ok(())
     }
 }

@@ -29,8 +29,8 @@ use serde_json::{Map as JsonMap, Value as Json};
 
 use crate::contract::{EngineInfo, Method};
 use crate::engine::script::{
-    self, Boot, Budget, Expect, Fault, Feed, Language, Loaded, Reply, Returned, ScriptFactory,
-    ScriptInstance, ScriptVm, Site,
+    self, Boot, Budget, Expect, Fault, Feed, Language, Loaded, Reply, Returned, Rollbacks,
+    ScriptFactory, ScriptInstance, ScriptVm, Site,
 };
 use crate::engine::{EngineFactory, InstanceContext};
 use crate::error::{EngineError, EngineErrorKind};
@@ -346,8 +346,7 @@ pub struct Vm {
     limits: Limits,
     bridge: Arc<Bridge>,
     state: Dynamic,
-    rollbacks: HashMap<u64, FnPtr>,
-    next_rollback: u64,
+    rollbacks: Rollbacks<FnPtr>,
 }
 
 impl Vm {
@@ -476,8 +475,7 @@ impl Vm {
             limits: boot.limits.clone(),
             bridge,
             state: Dynamic::from_map(Map::new()),
-            rollbacks: HashMap::new(),
-            next_rollback: 0,
+            rollbacks: Rollbacks::default(),
         };
         Ok((
             vm,
@@ -565,12 +563,7 @@ impl Vm {
     fn convert(&mut self, v: Dynamic, expect: Expect) -> Result<Returned, String> {
         match expect {
             Expect::Nothing => Ok(Returned::Nothing),
-            Expect::Json => values::to_json(&v, &mut self.budget())
-                .map(|j| match j {
-                    Json::Null => Returned::Nothing,
-                    j => Returned::Json(j),
-                })
-                .map_err(|e| e.describe("")),
+            Expect::Json => script::json_reply(values::to_json(&v, &mut self.budget())),
             Expect::Assembled => self.assembled(&v),
             Expect::Rollback => self.rollback_of(&v),
         }
@@ -620,11 +613,7 @@ impl Vm {
             }
         }
         drop(map);
-        Ok(Returned::Rollback(rollback.map(|f| {
-            self.next_rollback += 1;
-            self.rollbacks.insert(self.next_rollback, f);
-            self.next_rollback
-        })))
+        Ok(Returned::Rollback(rollback.map(|f| self.rollbacks.keep(f))))
     }
 }
 
@@ -656,12 +645,7 @@ impl ScriptVm for Vm {
     }
 
     fn rollback(&mut self, call: &HostCall, handle: u64) -> Result<(), EngineError> {
-        let Some(f) = self.rollbacks.remove(&handle) else {
-            tracing::warn!(
-                engine = self.site.engine,
-                handle,
-                "unknown subagent rollback handle"
-            );
+        let Some(f) = self.rollbacks.take(handle, &self.site.engine) else {
             return Ok(());
         };
         let args: Vec<Dynamic> = f.curry().to_vec();
@@ -676,36 +660,13 @@ impl ScriptVm for Vm {
     }
 
     fn save_state(&self) -> Result<Json, EngineError> {
-        values::to_json(&self.state, &mut self.budget()).map_err(|e| {
-            EngineError::new(
-                "saveState",
-                &self.site.engine,
-                EngineErrorKind::InvalidResult,
-                e.describe("state"),
-            )
-            .at(script::located(&self.site.file, None))
-        })
+        values::to_json(&self.state, &mut self.budget()).map_err(|e| self.site.state_error(e))
     }
 
     fn restore_state(&mut self, state: &Json) -> Result<(), EngineError> {
-        self.state = match state {
-            Json::Null => Dynamic::from_map(Map::new()),
-            Json::Object(_) => values::from_json(state).map_err(|e| {
-                EngineError::new(
-                    "restoreState",
-                    &self.site.engine,
-                    EngineErrorKind::Runtime,
-                    e,
-                )
-            })?,
-            other => {
-                return Err(EngineError::new(
-                    "restoreState",
-                    &self.site.engine,
-                    EngineErrorKind::InvalidResult,
-                    format!("saved state must be an object, got {other}"),
-                ));
-            }
+        self.state = match self.site.restorable(state)? {
+            None => Dynamic::from_map(Map::new()),
+            Some(state) => values::from_json(state).map_err(|e| self.site.restore_error(e))?,
         };
         Ok(())
     }

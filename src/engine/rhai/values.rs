@@ -138,6 +138,9 @@ impl Resident {
 
     /// Forgets the call's temporaries that did not join the context.
     pub fn end_call(&mut self) {
+        if self.temps.is_empty() {
+            return;
+        }
         let context: std::collections::HashSet<u32> = self.entries.iter().copied().collect();
         for id in std::mem::take(&mut self.temps) {
             if !context.contains(&id) {
@@ -152,17 +155,19 @@ impl Resident {
     /// (a compaction gives `[summary, kept…]`): the array is rebuilt from the maps already
     /// resident, so only the new summary is marshalled.
     pub fn sync(&mut self, ctx: &Arc<Vec<Arc<Message>>>) -> Result<Dynamic, String> {
-        if let (Some(old), Some(array)) = (&self.ctx, &self.array)
-            && Arc::ptr_eq(old, ctx)
-        {
-            return Ok(array.clone());
-        }
-        let n_old = self.entries.len();
-        let is_prefix = match (&self.ctx, &self.array) {
-            (Some(old), Some(_)) => {
-                old.len() <= ctx.len() && old.iter().zip(ctx.iter()).all(|(a, b)| Arc::ptr_eq(a, b))
+        let change = match &self.array {
+            Some(_) => script::context_change(self.ctx.as_ref(), ctx),
+            None => script::ContextChange::Rebuilt,
+        };
+        let (is_prefix, start) = match change {
+            script::ContextChange::Same => {
+                if let Some(array) = &self.array {
+                    return Ok(array.clone());
+                }
+                (false, 0)
             }
-            _ => false,
+            script::ContextChange::Appended(from) => (true, from),
+            script::ContextChange::Rebuilt => (false, 0),
         };
         let mut array = match self.array.take() {
             Some(a) if is_prefix => a,
@@ -181,7 +186,6 @@ impl Resident {
                     .into_shared()
             }
         };
-        let start = if is_prefix { n_old } else { 0 };
         let mut added = Vec::with_capacity(ctx.len() - start);
         for m in &ctx[start..] {
             let id = match self.by_msg.get(&msg_key(m)) {
