@@ -236,7 +236,7 @@ async fn a_replay_keeps_running_while_the_engine_is_rewritten_under_it() {
             let mut writes = 0u32;
             while !done.load(Ordering::Relaxed) {
                 writes += 1;
-                let v = if writes % 2 == 0 { "v1" } else { "v2" };
+                let v = if writes.is_multiple_of(2) { "v1" } else { "v2" };
                 std::fs::write(&file, engine(v)).unwrap();
                 tokio::time::sleep(Duration::from_millis(15)).await;
             }
