@@ -258,7 +258,8 @@ fn escape(s: &str) -> String {
     out
 }
 
-fn group(n: u64) -> String {
+/// A count with thousands separators (`12,345`), as every human-facing output prints it.
+pub fn group(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {

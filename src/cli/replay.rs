@@ -12,7 +12,7 @@ use crate::cli::args::ReplayArgs;
 use crate::config::{Config, Entry};
 use crate::message::Role;
 use crate::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
-use crate::report::{self, ReportMeta};
+use crate::report::{self, ReportMeta, group};
 use crate::runtime::Host;
 use crate::session::FailurePolicy;
 use crate::transcript::{Import, import};
@@ -293,16 +293,4 @@ fn clip(s: &str, n: usize) -> String {
         c.push('…');
         c
     }
-}
-
-fn group(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }

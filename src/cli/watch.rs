@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+
+use crate::report::group;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -292,18 +294,6 @@ fn build_config(args: &WatchArgs) -> anyhow::Result<Config> {
         config.host.tokenizer = t;
     }
     Ok(config)
-}
-
-fn group(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
