@@ -6,7 +6,10 @@
 //! - `lua_resident_append1/newest_first`: one new message appended before each call (a turn):
 //!   the resident array grows by diff (a pointer-equality prefix check plus one marshalled message).
 //! - `lua_resident/noop`: an engine returning nothing: the adapter's fixed cost per call.
-//! - `worker_roundtrip`: a bare job to a worker thread and back.
+//! - `worker_roundtrip`: a bare job to a worker thread and back (back to back: the worker is
+//!   still polling for its next job).
+//! - `lua_resident_cold/recent_turns`: one call after a 2 ms pause, when the worker has gone to
+//!   sleep and must be woken (the first call after a model reply).
 //! - `lua_resident/recent_turns`: `scripts/recent_turns.lua` (stdlib fresh tail + fit), when present.
 //! - `legacy`: the built-in engine's assemble (pass-through, fitted only when over budget).
 //! - `naive_serde_roundtrip`: all 10k messages serialized into a Lua VM and deserialized back,
@@ -231,6 +234,25 @@ fn bench_assemble(c: &mut Criterion) {
                     previous = Some(call);
                 }
                 drop(previous);
+                total
+            })
+        });
+    }
+
+    // After a pause (a model call takes seconds), the worker has gone to sleep: the first call
+    // pays for waking it. Each sample sleeps 2 ms untimed, then times one call.
+    {
+        let mut e = lua_engine(&root.join("scripts/recent_turns.lua"));
+        e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"));
+        g.bench_function("lua_resident_cold/recent_turns", |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    std::thread::sleep(Duration::from_millis(2));
+                    let start = Instant::now();
+                    black_box(e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}")));
+                    total += start.elapsed();
+                }
                 total
             })
         });

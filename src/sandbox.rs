@@ -162,6 +162,10 @@ struct WatchShared {
 struct WatchState {
     next_id: u64,
     timers: BTreeMap<(Instant, u64), Arc<AtomicBool>>,
+    /// When the watchdog thread looks at the timers next (`None`: only when notified). A new
+    /// deadline later than this needs no wake-up: back-to-back calls on one VM then cost the
+    /// thread a wake-up per deadline period, not per call.
+    wake_at: Option<Instant>,
 }
 
 /// Disarms its deadline when dropped (the call finished in time, or failed).
@@ -204,7 +208,8 @@ fn watch_loop(shared: &WatchShared) {
             }
             entry.remove().store(true, Ordering::Relaxed);
         }
-        match state.timers.keys().next().map(|k| k.0) {
+        state.wake_at = state.timers.keys().next().map(|k| k.0);
+        match state.wake_at {
             Some(at) => {
                 shared.wake.wait_until(&mut state, at);
             }
@@ -219,10 +224,13 @@ impl Watchdog {
         let mut state = self.shared.state.lock();
         state.next_id += 1;
         let key = (at, state.next_id);
-        let earliest = state.timers.keys().next().is_none_or(|k| *k > key);
+        let sooner = state.wake_at.is_none_or(|w| at < w);
         state.timers.insert(key, flag);
+        if sooner {
+            state.wake_at = Some(at);
+        }
         drop(state);
-        if earliest {
+        if sooner {
             self.shared.wake.notify_one();
         }
         WatchGuard {
@@ -247,6 +255,36 @@ pub enum WorkerError {
 }
 
 type Job<S> = Box<dyn FnOnce(&mut S) + Send>;
+
+/// How long a caller polls for its answer before it sleeps on the channel. Waking a sleeping
+/// thread costs ~20 µs on a virtual machine (the vCPU halts), more than most calls take.
+const CALLER_POLL: Duration = Duration::from_micros(200);
+
+/// How long a worker polls for the next job after finishing one: calls come in bursts (ingest
+/// then assemble at a turn's start; assemble again per tool-loop step), each otherwise paying a
+/// wake-up. An idle worker then sleeps and costs nothing.
+const WORKER_POLL: Duration = Duration::from_micros(100);
+
+/// Polls `ready` for up to `window` (spinning briefly, then yielding the core), `None` if it
+/// never gave a value.
+fn poll_then_wait<T>(window: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if let Some(v) = ready() {
+            return Some(v);
+        }
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+            continue;
+        }
+        if start.elapsed() >= window {
+            return None;
+        }
+        std::thread::yield_now();
+    }
+}
 
 /// A thread owning one VM state `S`; calls run on it one at a time, in order.
 ///
@@ -275,7 +313,9 @@ impl<S: Send + 'static> Worker<S> {
             .name(name.into())
             .stack_size(stack_bytes)
             .spawn(move || {
-                for job in rx {
+                while let Some(job) =
+                    poll_then_wait(WORKER_POLL, || rx.try_recv().ok()).or_else(|| rx.recv().ok())
+                {
                     if flag.load(Ordering::Relaxed) {
                         break;
                     }
@@ -308,8 +348,12 @@ impl<S: Send + 'static> Worker<S> {
         let boxed: Job<S> = Box::new(move |state: &mut S| {
             let _ = reply_tx.send(job(state));
         });
+        let sent = Instant::now();
         jobs.send(boxed).map_err(|_| WorkerError::Gone)?;
-        match reply_rx.recv_timeout(timeout) {
+        if let Some(r) = poll_then_wait(CALLER_POLL, || reply_rx.try_recv().ok()) {
+            return Ok(r);
+        }
+        match reply_rx.recv_timeout(timeout.saturating_sub(sent.elapsed())) {
             Ok(r) => Ok(r),
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 self.abandoned.store(true, Ordering::Relaxed);

@@ -9,6 +9,7 @@
 //! messages stay resident between calls.
 
 pub mod api;
+mod interrupt;
 pub mod marshal;
 pub mod worker;
 

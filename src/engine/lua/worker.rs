@@ -12,6 +12,7 @@ use mlua::{Function, Lua, LuaSerdeExt, Table, Value, VmState};
 use serde_json::{Map, Value as Json};
 
 use super::api::{self, ApiEnv, CallScope};
+use super::interrupt;
 use super::marshal::{self, Resident};
 use crate::contract::{EngineInfo, Method};
 use crate::engine::script::{
@@ -60,6 +61,7 @@ fn sandboxed_lua(boot: &Boot) -> mlua::Result<Lua> {
     api::install(&lua, &boot.config)?;
     lua.sandbox(true)?;
     let signals = boot.signals.clone();
+    let fast_signals = signals.clone();
     lua.set_interrupt(move |lua| match signals.check() {
         None => Ok(VmState::Continue),
         Some(reason) => {
@@ -71,6 +73,7 @@ fn sandboxed_lua(boot: &Boot) -> mlua::Result<Lua> {
             Err(mlua::Error::external(Stopped(reason)))
         }
     });
+    interrupt::speed_up(&lua, fast_signals)?;
     lua.set_memory_limit(boot.limits.memory_bytes)?;
     Ok(lua)
 }
