@@ -17,7 +17,7 @@
 //!
 //! - `rhai_resident/{noop,newest_first,recent_turns}`: the Rhai twins
 //!   (`tests/fixtures/rhai/*.rhai`, `scripts/recent_turns.rhai`), measured the same way: the
-//!   context resident as a shared array of read-only shared maps, mapped back by tag + check.
+//!   context resident as a `messages` list of `message` handles, mapped back by downcast.
 //! - `rhai_resident_append1/newest_first`: one appended message per call, as for Lua.
 //!
 //! `cargo bench --bench lua_assemble`

@@ -54,7 +54,11 @@ function M.newest_first(messages, budget, opts)
   local used = 0
   local i = to
   while i >= from do
-    local first = groups.group_start(messages, i)
+    -- Only a tool result can belong to a group that starts earlier.
+    local first = i
+    if messages[i].role == "toolResult" then
+      first = groups.group_start(messages, i)
+    end
     if first < from then
       break
     end

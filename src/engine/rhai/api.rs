@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use rhai::{Array, Dynamic, EvalAltResult, FLOAT, INT, Map, Module, Shared};
 use serde_json::{Map as JsonMap, Value as Json};
 
+use super::messages::ScriptMessage;
 use super::values::{self, Resident};
 use crate::contract::ResultLimits;
 use crate::engine::script::{self, Budget};
@@ -66,14 +67,8 @@ impl Bridge {
     }
 
     fn messages_arg(&self, name: &str, v: &Dynamic) -> Out<Vec<Arc<crate::message::Message>>> {
-        let resident = self.resident.lock();
-        values::messages_from(
-            &resident,
-            v,
-            &mut self.budget(),
-            self.limits.max_result_messages,
-        )
-        .map_err(|e| fail(format!("{name}: messages {e}")))
+        values::messages_from(v, &mut self.budget(), self.limits.max_result_messages)
+            .map_err(|e| fail(format!("{name}: messages {e}")))
     }
 
     /// `host::tokens(x)`: a string, one message, or a list of messages (or strings).
@@ -82,22 +77,27 @@ impl Bridge {
         let call = guard
             .as_ref()
             .ok_or_else(|| fail("host::tokens is only available inside a lifecycle call"))?;
-        let resident = self.resident.lock();
         let mut budget = self.budget();
         let one = |item: &Dynamic, budget: &mut Budget| -> Out<u64> {
             if let Ok(s) = item.as_immutable_string_ref() {
                 return Ok(call.tokens_text(&s));
             }
-            let m = values::message_from(&resident, item, budget)
+            if let Some(m) = item.read_lock::<ScriptMessage>() {
+                return Ok(m.tokens(|msg| call.tokens_message(msg)));
+            }
+            let m = values::message_from(item, budget)
                 .map_err(|e| fail(format!("host::tokens: {e}")))?;
             Ok(call.tokens_message(&m))
         };
+        let message_like = |d: &Dynamic| d.is_map() || d.is_string() || d.is::<ScriptMessage>();
         let n = if v.is_unit() {
             0
-        } else if let Ok(list) = v.as_array_ref() {
+        } else if message_like(v) {
+            one(v, &mut budget)?
+        } else if let Ok(total) = values::with_items(v, |items| -> Out<u64> {
             let mut total = 0u64;
-            for (i, item) in list.iter().enumerate() {
-                if !item.is_map() && !item.is_string() {
+            for (i, item) in items.iter().enumerate() {
+                if !message_like(item) {
                     return Err(fail(format!(
                         "host::tokens: item {} is a {}, expected a message",
                         i + 1,
@@ -106,9 +106,9 @@ impl Bridge {
                 }
                 total += one(item, &mut budget)?;
             }
-            total
-        } else if v.is_map() || v.is_string() {
-            one(v, &mut budget)?
+            Ok(total)
+        }) {
+            total?
         } else {
             return Err(fail(format!(
                 "host::tokens expects a string, a message or a list of messages, got {}",
@@ -163,11 +163,11 @@ impl Bridge {
     fn repair_pairing(&self, messages: &Dynamic) -> Out<Dynamic> {
         let input = self.messages_arg("host::repairPairing", messages)?;
         let mut given: HashMap<usize, Dynamic> = HashMap::new();
-        if let Ok(list) = messages.as_array_ref() {
+        let _ = values::with_items(messages, |list| {
             for (m, item) in input.iter().zip(list.iter()) {
                 given.insert(Arc::as_ptr(m) as usize, item.clone());
             }
-        }
+        });
         let repaired = self.with_call("host::repairPairing", |call| call.repair_pairing(input))?;
         let mut out = Array::with_capacity(repaired.messages.len());
         for m in &repaired.messages {

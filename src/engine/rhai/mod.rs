@@ -13,6 +13,7 @@
 //! or the operation budget. Per-session state is `this` (bound with `bind_this_ptr`).
 
 pub mod api;
+pub mod messages;
 pub mod values;
 
 use std::collections::HashMap;
@@ -133,11 +134,20 @@ fn package() -> Shared<Module> {
         .clone()
 }
 
+/// The `message` and `messages` types' functions, built once and shared by every engine.
+fn message_types() -> Shared<Module> {
+    static TYPES: OnceLock<Shared<Module>> = OnceLock::new();
+    TYPES.get_or_init(messages::module).clone()
+}
+
 /// An engine with the package, the stdlib resolver and every limit, but no `host` module, no
 /// deadline and no printing (for compiling and for building stdlib modules).
 fn configured(limits: &Limits) -> RhaiEngine {
     let mut e = RhaiEngine::new_raw();
     e.register_global_module(package());
+    e.register_global_module(message_types());
+    e.register_type_with_name::<messages::ScriptMessage>("message");
+    e.register_type_with_name::<messages::MessageList>("messages");
     e.set_module_resolver(StdlibResolver);
     e.disable_symbol("eval");
     e.set_max_call_levels(limits.max_call_levels);
@@ -586,14 +596,9 @@ impl Vm {
             .get("messages")
             .filter(|m| !m.is_unit())
             .ok_or_else(|| "missing field `messages`".to_string())?;
-        let resident = self.bridge.resident.lock();
-        let messages = values::messages_from(
-            &resident,
-            raw,
-            &mut budget,
-            self.limits.results.max_result_messages,
-        )
-        .map_err(script::messages_error)?;
+        let messages =
+            values::messages_from(raw, &mut budget, self.limits.results.max_result_messages)
+                .map_err(script::messages_error)?;
         Ok(Returned::Assembled(fields, messages))
     }
 
