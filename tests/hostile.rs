@@ -293,6 +293,7 @@ mod lifecycle {
 
 /// Drives one session by hand for the calls a replay does not make.
 async fn session_with(
+    script: &str,
     method: &str,
     policy: FailurePolicy,
 ) -> (
@@ -301,7 +302,7 @@ async fn session_with(
     tempfile::TempDir,
 ) {
     let h = host(
-        "factory_engine.lua",
+        script,
         "thrower",
         json!({ "id": "thrower", "throwIn": method }),
         200_000,
@@ -326,9 +327,32 @@ async fn session_with(
     (h, s, dir)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_throwing_compact_falls_back_to_builtin_compaction() {
-    let (h, s, _dir) = session_with("compact", FailurePolicy::Fallback).await;
+/// The cases below in both languages: `$name::lua` and `$name::rhai`.
+macro_rules! in_both_languages {
+    ($($name:ident),* $(,)?) => {
+        $(mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn lua() {
+                super::$name("lua").await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn rhai() {
+                super::$name("rhai").await;
+            }
+        })*
+    };
+}
+
+in_both_languages!(
+    a_throwing_compact_falls_back_to_builtin_compaction,
+    subagent_hooks_failures_quarantine_and_rollback_runs,
+    strict_policy_returns_the_error_and_does_not_quarantine,
+    unmet_host_requirements_fail_closed_without_quarantine,
+);
+
+async fn a_throwing_compact_falls_back_to_builtin_compaction(lang: &str) {
+    let script = format!("factory_engine.{lang}");
+    let (h, s, _dir) = session_with(&script, "compact", FailurePolicy::Fallback).await;
     let r = s.compact(None).await.expect("compact answered by legacy");
     assert!(r.ok, "{r:?}");
     let e = h
@@ -341,9 +365,9 @@ async fn a_throwing_compact_falls_back_to_builtin_compaction() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn subagent_hooks_failures_quarantine_and_rollback_runs() {
-    let (h, s, _dir) = session_with("rollback", FailurePolicy::Fallback).await;
+async fn subagent_hooks_failures_quarantine_and_rollback_runs(lang: &str) {
+    let script = format!("factory_engine.{lang}");
+    let (h, s, _dir) = session_with(&script, "rollback", FailurePolicy::Fallback).await;
     let handle = s
         .with(|s| s.prepare_subagent_spawn("child", ContextMode::Fork, None))
         .await
@@ -361,10 +385,10 @@ async fn subagent_hooks_failures_quarantine_and_rollback_runs() {
     assert!(e.message.contains("boom in rollback"), "{e}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn strict_policy_returns_the_error_and_does_not_quarantine() {
+async fn strict_policy_returns_the_error_and_does_not_quarantine(lang: &str) {
+    let script = format!("factory_engine.{lang}");
     let mut config = host(
-        "factory_engine.lua",
+        &script,
         "thrower",
         json!({ "id": "thrower", "throwIn": "afterTurn" }),
         200_000,
@@ -393,24 +417,31 @@ async fn strict_policy_returns_the_error_and_does_not_quarantine() {
         text.starts_with("afterTurn failed in engine \"thrower\""),
         "{text}"
     );
-    assert!(text.contains("factory_engine.lua:"), "{text}");
+    assert!(text.contains(&format!("{script}:")), "{text}");
     assert!(h.quarantine().all().is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unmet_host_requirements_fail_closed_without_quarantine() {
+async fn unmet_host_requirements_fail_closed_without_quarantine(lang: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let script = dir.path().join("needs_llm.lua");
-    std::fs::write(
-        &script,
+    let script = dir.path().join(format!("needs_llm.{lang}"));
+    let source = if lang == "lua" {
         r#"return { info = { id = "needs-llm", name = "Needs an LLM",
              hostRequirements = { ["agent-run"] = { requiredCapabilities = { "runtime-llm-complete" },
                                                     unsupportedMessage = "Run it on OpenClaw." } } },
            ingest = function(p) return { ingested = true } end,
            assemble = function(p) return { messages = p.messages, estimatedTokens = 0 } end,
-           compact = function(p) return host.delegateCompaction(p) end }"#,
-    )
-    .expect("write");
+           compact = function(p) return host.delegateCompaction(p) end }"#
+    } else {
+        r#"fn info() {
+               #{ id: "needs-llm", name: "Needs an LLM",
+                  hostRequirements: #{ "agent-run": #{ requiredCapabilities: ["runtime-llm-complete"],
+                                                       unsupportedMessage: "Run it on OpenClaw." } } }
+           }
+           fn ingest(p) { #{ ingested: true } }
+           fn assemble(p) { #{ messages: p.messages, estimatedTokens: 0 } }
+           fn compact(p) { host::delegateCompaction(p) }"#
+    };
+    std::fs::write(&script, source).expect("write");
     let mut config = Config::default();
     config.plugins.slots.context_engine = Some("needs-llm".into());
     config.plugins.entries.insert(
