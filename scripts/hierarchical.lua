@@ -44,8 +44,6 @@ return function(ctx)
   local fanout = math.max(2, config.fanout or 4)
   local summary_share = config.summaryShare or 0.25
   local min_tail = config.freshTailMessages or 8
-  -- The newest context seen by assemble or afterTurn; compact receives no messages.
-  local last_messages = nil
 
   local M = {
     info = {
@@ -255,13 +253,8 @@ return function(ctx)
     return { ingested = false }
   end
 
-  function M.afterTurn(p)
-    last_messages = p.messages
-  end
-
   function M.assemble(p)
     local messages, budget, state = p.messages, p.tokenBudget, p.state
-    last_messages = messages
     local n = #messages
     local sz = sizes(budget)
     local t = tail.fresh_tail(messages, { minMessages = min_tail })
@@ -306,12 +299,7 @@ return function(ctx)
   end
 
   function M.compact(p)
-    local messages, state = last_messages, p.state
-    if messages == nil then
-      -- A fresh instance (after a restart) that has not assembled yet: let the host compact;
-      -- its summary becomes the oldest node on the next assemble.
-      return host.delegateCompaction(p)
-    end
+    local messages, state = p.messages, p.state
     local sz = sizes(p.tokenBudget)
     local t = tail.fresh_tail(messages, { minMessages = min_tail })
     local start = first_raw(state, messages, t)
