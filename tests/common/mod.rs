@@ -1,6 +1,7 @@
 //! Shared test helpers: where the shared transcripts live.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+pub mod engine;
 pub mod replay;
 
 use std::path::PathBuf;
