@@ -72,7 +72,8 @@ return function(ctx)
   local function summarize_nodes(nodes, depth, max_tokens)
     local ms, count = {}, 0
     for i, node in ipairs(nodes) do
-      ms[i] = msg.user(node.text)
+      -- As summaries, so the summarizer folds their sections instead of reading them as asks.
+      ms[i] = { role = "compactionSummary", summary = node.text, tokensBefore = 0 }
       count += node.count
     end
     local s = host.summarize(ms, { maxTokens = max_tokens, instructions = FOCUS[depth] or DURABLE })

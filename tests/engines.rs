@@ -192,4 +192,18 @@ async fn hierarchical_builds_more_than_one_level() {
         serde_json::from_str(&std::fs::read_to_string(state).expect("state")).expect("json");
     let levels = saved["state"]["levels"].as_array().map_or(0, Vec::len);
     assert!(levels >= 2, "levels: {}", saved["state"]["levels"]);
+    // Folded summaries are read as summaries: their sections carry over, and the focus line
+    // that heads each one is never quoted back as a goal or an ask.
+    let texts: Vec<&str> = saved["state"]["levels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l.as_array())
+        .flatten()
+        .filter_map(|n| n["text"].as_str())
+        .collect();
+    assert!(texts.len() >= 2, "{texts:?}");
+    for t in texts {
+        assert!(!t.contains("- Focus:") && !t.contains("## Goal -"), "{t}");
+    }
 }
