@@ -10,7 +10,7 @@
 //!   still polling for its next job).
 //! - `lua_resident_cold/recent_turns`: one call after a 2 ms pause, when the worker has gone to
 //!   sleep and must be woken (the first call after a model reply).
-//! - `lua_resident/recent_turns`: `scripts/recent_turns.lua` (stdlib fresh tail + fit), when present.
+//! - `lua_resident/recent_turns`: `scripts/recent_turns.lua` (stdlib fresh tail + fit).
 //! - `legacy`: the built-in engine's assemble (pass-through, fitted only when over budget).
 //! - `naive_serde_roundtrip`: all 10k messages serialized into a Lua VM and deserialized back,
 //!   what an adapter without resident messages would pay before the script even runs.
@@ -141,6 +141,9 @@ fn rhai_engine(path: &Path) -> Box<dyn Engine> {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Loads an engine file and makes one instance.
+type EngineFn = fn(&Path) -> Box<dyn Engine>;
+
 fn bench_assemble(c: &mut Criterion) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let ctx: Arc<Vec<Arc<Message>>> =
@@ -152,77 +155,53 @@ fn bench_assemble(c: &mut Criterion) {
     let mut g = c.benchmark_group("assemble_10k_32k");
     g.sample_size(30).measurement_time(Duration::from_secs(8));
 
-    let mut scripts = vec![
-        ("noop", root.join("tests/fixtures/lua/noop.lua")),
-        (
-            "newest_first",
-            root.join("tests/fixtures/lua/newest_first.lua"),
-        ),
-    ];
-    let recent = root.join("scripts/recent_turns.lua");
-    if recent.exists() {
-        scripts.push(("recent_turns", recent));
-    }
-    for (name, path) in &scripts {
-        let mut e = lua_engine(path);
-        // First call marshals the 10k messages into the VM; the bench measures what follows.
-        let first = e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"));
-        let tail = &ctx[ctx.len() - first.messages.len()..];
-        assert!(
-            first
-                .messages
-                .iter()
-                .zip(tail)
-                .all(|(m, c)| Arc::ptr_eq(c, m))
-        );
-        eprintln!(
-            "{name}: {} messages kept, estimate {}",
-            first.messages.len(),
-            first.estimated_tokens
-        );
-        g.bench_function(format!("lua_resident/{name}"), |b| {
-            b.iter(|| black_box(e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"))))
-        });
-    }
+    let languages: [(&str, EngineFn); 2] = [("lua", lua_engine), ("rhai", rhai_engine)];
+    for (lang, engine) in languages {
+        let scripts = [
+            (
+                "noop",
+                root.join(format!("tests/fixtures/{lang}/noop.{lang}")),
+            ),
+            (
+                "newest_first",
+                root.join(format!("tests/fixtures/{lang}/newest_first.{lang}")),
+            ),
+            (
+                "recent_turns",
+                root.join(format!("scripts/recent_turns.{lang}")),
+            ),
+        ];
+        for (name, path) in &scripts {
+            let mut e = engine(path);
+            // First call marshals the 10k messages into the VM; the bench measures what follows.
+            let first = e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"));
+            let tail = &ctx[ctx.len() - first.messages.len()..];
+            assert!(
+                first
+                    .messages
+                    .iter()
+                    .zip(tail)
+                    .all(|(m, c)| Arc::ptr_eq(c, m))
+            );
+            eprintln!(
+                "{lang} {name}: {} messages kept, estimate {}",
+                first.messages.len(),
+                first.estimated_tokens
+            );
+            g.bench_function(format!("{lang}_resident/{name}"), |b| {
+                b.iter(|| black_box(e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"))))
+            });
+        }
 
-    let mut rhai_scripts = vec![
-        ("noop", root.join("tests/fixtures/rhai/noop.rhai")),
-        (
-            "newest_first",
-            root.join("tests/fixtures/rhai/newest_first.rhai"),
-        ),
-    ];
-    let recent = root.join("scripts/recent_turns.rhai");
-    if recent.exists() {
-        rhai_scripts.push(("recent_turns", recent));
-    }
-    for (name, path) in &rhai_scripts {
-        let mut e = rhai_engine(path);
-        let first = e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"));
-        let tail = &ctx[ctx.len() - first.messages.len()..];
-        assert!(
-            first
-                .messages
-                .iter()
-                .zip(tail)
-                .all(|(m, c)| Arc::ptr_eq(c, m))
-        );
-        eprintln!(
-            "rhai {name}: {} messages kept, estimate {}",
-            first.messages.len(),
-            first.estimated_tokens
-        );
-        g.bench_function(format!("rhai_resident/{name}"), |b| {
-            b.iter(|| black_box(e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"))))
-        });
-    }
-    {
-        let mut e = rhai_engine(&rhai_scripts[1].1);
+        // One appended message per call: the resident list grows by diff.
+        let mut e = engine(&scripts[1].1);
         let mut grown: Vec<Arc<Message>> = ctx.to_vec();
         e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"));
-        g.bench_function("rhai_resident_append1/newest_first", |b| {
+        g.bench_function(format!("{lang}_resident_append1/newest_first"), |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
+                // The session holds the previous context until the new one is assembled, so the
+                // engine's release of it is one decrement, as in a real turn.
                 let mut previous: Option<HostCall> = None;
                 for _ in 0..iters {
                     let n = grown.len();
@@ -269,32 +248,6 @@ fn bench_assemble(c: &mut Criterion) {
                     *s
                 })
                 .unwrap_or_else(|e| panic!("{e:?}"))
-            })
-        });
-    }
-
-    // One appended message per call: the resident array grows by diff.
-    {
-        let mut e = lua_engine(&scripts[1].1);
-        let mut grown: Vec<Arc<Message>> = ctx.to_vec();
-        e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"));
-        g.bench_function("lua_resident_append1/newest_first", |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                // The session holds the previous context until the new one is assembled, so the
-                // engine's release of it is one decrement, as in a real turn.
-                let mut previous: Option<HostCall> = None;
-                for _ in 0..iters {
-                    let n = grown.len();
-                    grown.push(Arc::new(message(n)));
-                    let call = call(Arc::new(grown.clone()), &svc);
-                    let start = Instant::now();
-                    black_box(e.assemble(&call, &p).unwrap_or_else(|e| panic!("{e}")));
-                    total += start.elapsed();
-                    previous = Some(call);
-                }
-                drop(previous);
-                total
             })
         });
     }
