@@ -202,28 +202,20 @@ pub fn module() -> Shared<Module> {
             &format!("to change `{key}`, edit a copy: `let c = m.to_map(); c.{key} = …;`"),
         ))
     });
-    for name in [
-        "clear",
-        "remove",
-        "mixin",
-        "fill_with",
-        "retain",
-        "drain",
-        "+=",
-    ] {
-        let refuse = move || -> Box<EvalAltResult> {
-            read_only(
-                "a message",
-                &format!("`{name}` needs an editable copy: `let c = m.to_map();`"),
-            )
-        };
-        m.set_native_fn(name, move |_: &mut ScriptMessage| -> Out<()> {
-            Err(refuse())
-        });
-        m.set_native_fn(name, move |_: &mut ScriptMessage, _: Dynamic| -> Out<()> {
-            Err(refuse())
-        });
-    }
+    refuse_writes::<ScriptMessage>(
+        &mut m,
+        &[
+            "clear",
+            "remove",
+            "mixin",
+            "fill_with",
+            "retain",
+            "drain",
+            "+=",
+        ],
+        "a message",
+        "let c = m.to_map();",
+    );
     m.set_native_fn("to_map", |x: &mut ScriptMessage| -> Out<Map> {
         Ok(x.0.map.clone())
     });
@@ -353,31 +345,39 @@ pub fn module() -> Shared<Module> {
             },
         );
     }
-    for name in WRITING {
+    refuse_writes::<MessageList>(
+        &mut m,
+        &WRITING,
+        "the message list",
+        "let ms = p.messages.to_array();",
+    );
+    m.into()
+}
+
+/// Registers `names` on `T` (with 0 to 3 further arguments) as functions that fail, saying
+/// that `what` is read-only and how to copy it.
+fn refuse_writes<T: Clone + Send + Sync + 'static>(
+    m: &mut Module,
+    names: &[&'static str],
+    what: &'static str,
+    copy: &'static str,
+) {
+    for &name in names {
         let refuse = move || -> Box<EvalAltResult> {
-            read_only(
-                "the message list",
-                &format!("`{name}` needs an editable copy: `let ms = p.messages.to_array();`"),
-            )
+            read_only(what, &format!("`{name}` needs an editable copy: `{copy}`"))
         };
-        m.set_native_fn(name, move |_: &mut MessageList| -> Out<()> {
+        m.set_native_fn(name, move |_: &mut T| -> Out<()> { Err(refuse()) });
+        m.set_native_fn(name, move |_: &mut T, _: Dynamic| -> Out<()> {
             Err(refuse())
         });
-        m.set_native_fn(name, move |_: &mut MessageList, _: Dynamic| -> Out<()> {
+        m.set_native_fn(name, move |_: &mut T, _: Dynamic, _: Dynamic| -> Out<()> {
             Err(refuse())
         });
         m.set_native_fn(
             name,
-            move |_: &mut MessageList, _: Dynamic, _: Dynamic| -> Out<()> { Err(refuse()) },
-        );
-        m.set_native_fn(
-            name,
-            move |_: &mut MessageList, _: Dynamic, _: Dynamic, _: Dynamic| -> Out<()> {
-                Err(refuse())
-            },
+            move |_: &mut T, _: Dynamic, _: Dynamic, _: Dynamic| -> Out<()> { Err(refuse()) },
         );
     }
-    m.into()
 }
 
 /// `list.extract(start, len)` with Rhai's array semantics (negative start from the end,
