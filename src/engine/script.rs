@@ -28,7 +28,7 @@ use crate::engine::{Engine, EngineFactory, InstanceContext, SpawnRollback};
 use crate::error::{EngineError, EngineErrorKind, ScriptLocation};
 use crate::host::HostCall;
 use crate::message::Message;
-use crate::sandbox::{Limits, StopReason, StopSignals, Worker, WorkerError};
+use crate::sandbox::{Limits, StopReason, StopSignals, WatchGuard, Worker, WorkerError};
 
 /// Deepest nesting accepted in a script value.
 pub const MAX_DEPTH: usize = 128;
@@ -463,6 +463,26 @@ pub struct Site {
 }
 
 impl Site {
+    /// The site of a VM being booted (its engine is the label until `info` names it).
+    pub fn of(boot: &Boot) -> Site {
+        Site {
+            file: boot.file.clone(),
+            engine: boot.label.clone(),
+            signals: boot.signals.clone(),
+            limits: boot.limits.clone(),
+        }
+    }
+
+    /// The byte budget for converting one result, state or `host` argument.
+    pub fn budget(&self) -> Budget {
+        Budget::new(self.limits.results.max_result_bytes)
+    }
+
+    /// Starts a call under the deadline (disarmed when the guard drops).
+    pub fn start_call(&self) -> WatchGuard {
+        self.signals.start_call(self.limits.deadline())
+    }
+
     /// Classifies a failed call: a set cancel flag is `Cancelled`, a passed deadline `Deadline`
     /// (both located where the interrupt stopped), anything else the fault's own kind.
     pub fn fail(&self, op: &str, fault: Fault) -> EngineError {

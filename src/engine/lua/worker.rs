@@ -21,13 +21,12 @@ use crate::engine::script::{
 use crate::error::{EngineError, EngineErrorKind};
 use crate::host::HostCall;
 use crate::message::Message;
-use crate::sandbox::{Limits, StopReason};
+use crate::sandbox::StopReason;
 
 /// A live engine VM.
 pub struct Vm {
     lua: Lua,
     site: Site,
-    limits: Limits,
     functions: HashMap<Method, (Function, Option<u32>)>,
     state: Table,
     rollbacks: Rollbacks<Function>,
@@ -165,12 +164,7 @@ impl Vm {
     pub fn boot(source: &Arc<str>, boot: &Boot) -> Result<(Vm, Loaded), EngineError> {
         let file = boot.file.clone();
         let label = boot.label.clone();
-        let mut site = Site {
-            file: file.clone(),
-            engine: label.clone(),
-            signals: boot.signals.clone(),
-            limits: boot.limits.clone(),
-        };
+        let mut site = Site::of(boot);
         let err = |op: &str, e: &mlua::Error, kind| site.fail(op, fault(&file, e, kind));
         let lua = sandboxed_lua(boot).map_err(|e| err("load", &e, EngineErrorKind::Runtime))?;
         let chunk = lua
@@ -179,7 +173,7 @@ impl Vm {
             .set_mode(mlua::chunk::ChunkMode::Text)
             .into_function()
             .map_err(|e| err("load", &e, EngineErrorKind::Syntax))?;
-        let guard = boot.signals.start_call(boot.limits.deadline());
+        let guard = site.start_call();
         let top: Value = chunk
             .call(())
             .map_err(|e| err("load", &e, EngineErrorKind::Runtime))?;
@@ -298,7 +292,6 @@ impl Vm {
         let vm = Vm {
             lua,
             site,
-            limits: boot.limits.clone(),
             functions,
             state,
             rollbacks: Rollbacks::default(),
@@ -312,10 +305,6 @@ impl Vm {
                 lines,
             },
         ))
-    }
-
-    fn budget(&self) -> Budget {
-        Budget::new(self.limits.results.max_result_bytes)
     }
 
     /// Calls `f` with `p` (built from `fields` and `feed`) under the deadline; the `host` API
@@ -379,13 +368,16 @@ impl Vm {
         self.host_bytes = self.host_bytes.saturating_add(after.saturating_sub(before));
         self.lua
             .set_memory_limit(
-                after
-                    .saturating_add(self.limits.memory_bytes)
-                    .max(self.limits.memory_bytes.saturating_add(self.host_bytes)),
+                after.saturating_add(self.site.limits.memory_bytes).max(
+                    self.site
+                        .limits
+                        .memory_bytes
+                        .saturating_add(self.host_bytes),
+                ),
             )
             .map_err(host_err)?;
 
-        let guard = self.site.signals.start_call(self.limits.deadline());
+        let guard = self.site.start_call();
         let result = f.call::<Value>(p);
         let stopped = self.site.signals.check();
         drop(guard);
@@ -411,7 +403,7 @@ impl Vm {
         match expect {
             Expect::Nothing => Ok(Returned::Nothing),
             Expect::Json => {
-                script::json_reply(marshal::to_json(&self.lua, &value, &mut self.budget()))
+                script::json_reply(marshal::to_json(&self.lua, &value, &mut self.site.budget()))
             }
             Expect::Assembled => self.assembled(&value),
             Expect::Rollback => self.rollback_of(value),
@@ -425,7 +417,7 @@ impl Vm {
                 v.type_name()
             ));
         };
-        let mut budget = self.budget();
+        let mut budget = self.site.budget();
         let mut map = Map::new();
         let mut raw = Value::Nil;
         for pair in t.pairs::<Value, Value>() {
@@ -461,7 +453,7 @@ impl Vm {
             &resident,
             &raw,
             &mut budget,
-            self.limits.results.max_result_messages,
+            self.site.limits.results.max_result_messages,
         )
         .map_err(script::messages_error)?;
         Ok(Returned::Assembled(map, messages))
@@ -545,7 +537,7 @@ impl ScriptVm for Vm {
         marshal::to_json(
             &self.lua,
             &Value::Table(self.state.clone()),
-            &mut self.budget(),
+            &mut self.site.budget(),
         )
         .map_err(|e| self.site.state_error(e))
     }

@@ -353,7 +353,6 @@ pub struct Vm {
     engine: RhaiEngine,
     program: Arc<Program>,
     site: Site,
-    limits: Limits,
     bridge: Arc<Bridge>,
     state: Dynamic,
     rollbacks: Rollbacks<FnPtr>,
@@ -365,12 +364,7 @@ impl Vm {
     pub fn boot(program: &Arc<Program>, boot: &Boot) -> Result<(Vm, Loaded), EngineError> {
         let file = boot.file.clone();
         let label = boot.label.clone();
-        let mut site = Site {
-            file: file.clone(),
-            engine: label.clone(),
-            signals: boot.signals.clone(),
-            limits: boot.limits.clone(),
-        };
+        let mut site = Site::of(boot);
         let bridge = Arc::new(Bridge::new(&label, boot.limits.results.clone()));
         let contract_err = |m: String, line: Option<u32>| {
             EngineError::new("validate", &label, EngineErrorKind::Contract, m)
@@ -407,7 +401,7 @@ impl Vm {
         }
         members.sort();
 
-        let guard = boot.signals.start_call(boot.limits.deadline());
+        let guard = site.start_call();
         engine
             .run_ast_with_scope(&mut Scope::new(), &program.ast)
             .map_err(|e| site.fail("load", fault(&e, &boot.limits, EngineErrorKind::Runtime)))?;
@@ -482,7 +476,6 @@ impl Vm {
             engine,
             program: program.clone(),
             site,
-            limits: boot.limits.clone(),
             bridge,
             state: Dynamic::from_map(Map::new()),
             rollbacks: Rollbacks::default(),
@@ -497,10 +490,6 @@ impl Vm {
         ))
     }
 
-    fn budget(&self) -> Budget {
-        Budget::new(self.limits.results.max_result_bytes)
-    }
-
     /// Calls the script function `name` with `args` and `this` bound to the state, under the
     /// deadline, with `call` visible to `host::*`.
     fn call_script(
@@ -512,7 +501,7 @@ impl Vm {
     ) -> Result<Dynamic, EngineError> {
         let fn_line = self.program.functions.get(name).and_then(|(_, line)| *line);
         *self.bridge.call.lock() = Some(call.clone());
-        let guard = self.site.signals.start_call(self.limits.deadline());
+        let guard = self.site.start_call();
         let out = self.engine.call_fn_with_options::<Dynamic>(
             CallFnOptions::new()
                 .eval_ast(false)
@@ -538,7 +527,7 @@ impl Vm {
                 },
             )),
             Err(e) => {
-                let mut f = fault(&e, &self.limits, EngineErrorKind::Runtime);
+                let mut f = fault(&e, &self.site.limits, EngineErrorKind::Runtime);
                 f.line = f.line.or(fn_line);
                 Err(self.site.fail(op, f))
             }
@@ -573,7 +562,7 @@ impl Vm {
     fn convert(&mut self, v: Dynamic, expect: Expect) -> Result<Returned, String> {
         match expect {
             Expect::Nothing => Ok(Returned::Nothing),
-            Expect::Json => script::json_reply(values::to_json(&v, &mut self.budget())),
+            Expect::Json => script::json_reply(values::to_json(&v, &mut self.site.budget())),
             Expect::Assembled => self.assembled(&v),
             Expect::Rollback => self.rollback_of(&v),
         }
@@ -583,7 +572,7 @@ impl Vm {
         let map = v
             .as_map_ref()
             .map_err(|t| format!("assemble must return a map, got {t}"))?;
-        let mut budget = self.budget();
+        let mut budget = self.site.budget();
         let mut fields = JsonMap::new();
         for (k, item) in map.iter() {
             if k.as_str() == "messages" {
@@ -596,9 +585,12 @@ impl Vm {
             .get("messages")
             .filter(|m| !m.is_unit())
             .ok_or_else(|| "missing field `messages`".to_string())?;
-        let messages =
-            values::messages_from(raw, &mut budget, self.limits.results.max_result_messages)
-                .map_err(script::messages_error)?;
+        let messages = values::messages_from(
+            raw,
+            &mut budget,
+            self.site.limits.results.max_result_messages,
+        )
+        .map_err(script::messages_error)?;
         Ok(Returned::Assembled(fields, messages))
     }
 
@@ -665,7 +657,7 @@ impl ScriptVm for Vm {
     }
 
     fn save_state(&self) -> Result<Json, EngineError> {
-        values::to_json(&self.state, &mut self.budget()).map_err(|e| self.site.state_error(e))
+        values::to_json(&self.state, &mut self.site.budget()).map_err(|e| self.site.state_error(e))
     }
 
     fn restore_state(&mut self, state: &Json) -> Result<(), EngineError> {
