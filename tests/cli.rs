@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{fixture_arg as fixture, transcript_arg as transcript};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -17,22 +19,6 @@ fn ctxhost(args: &[&str]) -> Output {
         .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
         .output()
         .expect("run ctxhost")
-}
-
-fn transcript(name: &str) -> String {
-    common::shared_dir()
-        .join("data/transcripts")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-        .display()
-        .to_string()
 }
 
 fn json_lines(out: &Output) -> Vec<Value> {

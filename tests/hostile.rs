@@ -216,13 +216,9 @@ mod rhai_attacks {
 }
 
 /// A runtime error thrown in `method` on the first turn it runs.
-async fn throw_in(method: &str) {
-    throw_in_script("factory_engine.lua", method).await;
-}
-
-async fn throw_in_script(script: &str, method: &str) {
+async fn throw_in(lang: &str, method: &str) {
     let h = host(
-        script,
+        &format!("factory_engine.{lang}"),
         "thrower",
         json!({ "id": "thrower", "throwIn": method }),
         200_000,
@@ -237,59 +233,33 @@ async fn throw_in_script(script: &str, method: &str) {
     );
 }
 
-mod rhai_lifecycle {
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn bootstrap() {
-        super::throw_in_script("factory_engine.rhai", "bootstrap").await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn ingest_batch() {
-        super::throw_in_script("factory_engine.rhai", "ingestBatch").await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn assemble() {
-        super::throw_in_script("factory_engine.rhai", "assemble").await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn after_turn() {
-        super::throw_in_script("factory_engine.rhai", "afterTurn").await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn commit_turn() {
-        super::throw_in_script("factory_engine.rhai", "commitTurn").await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn maintain() {
-        super::throw_in_script("factory_engine.rhai", "maintain").await;
-    }
+/// A throw in each lifecycle method a replay calls, in both languages:
+/// `lifecycle::$name::{lua,rhai}`.
+macro_rules! throw_in_each {
+    ($($name:ident => $method:literal),* $(,)?) => {
+        mod lifecycle {$(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn lua() {
+                    super::super::throw_in("lua", $method).await;
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn rhai() {
+                    super::super::throw_in("rhai", $method).await;
+                }
+            }
+        )*}
+    };
 }
 
-mod lifecycle {
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn bootstrap() {
-        super::throw_in("bootstrap").await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn ingest_batch() {
-        super::throw_in("ingestBatch").await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn assemble() {
-        super::throw_in("assemble").await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn after_turn() {
-        super::throw_in("afterTurn").await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn commit_turn() {
-        super::throw_in("commitTurn").await;
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn maintain() {
-        super::throw_in("maintain").await;
-    }
-}
+throw_in_each!(
+    bootstrap => "bootstrap",
+    ingest_batch => "ingestBatch",
+    assemble => "assemble",
+    after_turn => "afterTurn",
+    commit_turn => "commitTurn",
+    maintain => "maintain",
+);
 
 /// Drives one session by hand for the calls a replay does not make.
 async fn session_with(

@@ -5,16 +5,10 @@
 
 mod common;
 
+use common::transcript_arg as transcript;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-
-fn transcript(name: &str) -> String {
-    common::shared_dir()
-        .join("data/transcripts")
-        .join(name)
-        .display()
-        .to_string()
-}
 
 fn replay_args(out: &Path, extra: &[&str]) -> Vec<String> {
     let mut args = vec![

@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::{fixture_arg as fixture, transcript_arg as transcript};
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -17,22 +19,6 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 use serde_json::Value;
-
-fn transcript(name: &str) -> String {
-    common::shared_dir()
-        .join("data/transcripts")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-        .display()
-        .to_string()
-}
 
 /// Replays with `--json --report`; returns the summary, the turns and the page.
 fn replay_report(dir: &Path, args: &[&str]) -> (Value, Vec<Value>, PathBuf) {

@@ -14,6 +14,24 @@ pub fn shared_dir() -> PathBuf {
     }
 }
 
+/// A shared transcript by file name, as a command-line argument.
+pub fn transcript_arg(name: &str) -> String {
+    shared_dir()
+        .join("data/transcripts")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// A file under `tests/fixtures` (e.g. `lua/noop.lua`), as a command-line argument.
+pub fn fixture_arg(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
 /// Every transcript file in `shared/data/transcripts`, sorted by name.
 pub fn shared_transcripts() -> Vec<PathBuf> {
     let dir = shared_dir().join("data/transcripts");
