@@ -16,7 +16,7 @@ use std::time::Duration;
 use ctxhost::message::Message;
 use ctxhost::reload::{EngineWatcher, ReloadOutcome};
 use ctxhost::replay::{model_steps, split_turns};
-use ctxhost::runtime::{SessionHandle, SessionSpec};
+use ctxhost::runtime::{Host, SessionHandle, SessionSpec};
 use ctxhost::session::TurnInput;
 use ctxhost::transcript::import;
 
@@ -55,6 +55,23 @@ fn engine_file(dir: &Path) -> PathBuf {
     dir.join("counter.lua")
 }
 
+/// A v1 engine file in a fresh directory, a host whose slot names it, and a watcher on it.
+fn watched() -> (tempfile::TempDir, PathBuf, Arc<Host>, EngineWatcher) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = engine_file(dir.path());
+    std::fs::write(&file, engine("v1")).unwrap();
+    let host = common::replay::host(32_000, Some(&file));
+    let w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
+    (dir, file, host, w)
+}
+
+/// A session of `host` whose transcript lives in `dir`.
+async fn session(host: &Host, dir: &Path) -> SessionHandle {
+    host.create_session(SessionSpec::new("s", dir.join("s.jsonl")))
+        .await
+        .unwrap()
+}
+
 async fn next(w: &mut EngineWatcher) -> ReloadOutcome {
     tokio::time::timeout(Duration::from_secs(20), w.next_outcome())
         .await
@@ -79,17 +96,11 @@ async fn turn(s: &SessionHandle) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_save_is_picked_up_at_the_next_turn_with_state_kept() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(engine_file(dir.path()), engine("v1")).unwrap();
-    let host = common::replay::host(32_000, Some(&engine_file(dir.path())));
-    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
-    let s = host
-        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
-        .await
-        .unwrap();
+    let (dir, file, host, mut w) = watched();
+    let s = session(&host, dir.path()).await;
     assert_eq!(turn(&s).await, "version v1/v1 n=1");
 
-    std::fs::write(engine_file(dir.path()), engine("v2")).unwrap();
+    std::fs::write(&file, engine("v2")).unwrap();
     let o = next(&mut w).await;
     assert_eq!(o.result.as_ref().ok(), Some(&1), "{:?}", o.result);
     assert_eq!(host.engine_cell().number(), 1);
@@ -99,15 +110,8 @@ async fn a_save_is_picked_up_at_the_next_turn_with_state_kept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_half_written_save_keeps_the_old_version_until_the_next_save() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = engine_file(dir.path());
-    std::fs::write(&file, engine("v1")).unwrap();
-    let host = common::replay::host(32_000, Some(&file));
-    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
-    let s = host
-        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
-        .await
-        .unwrap();
+    let (dir, file, host, mut w) = watched();
+    let s = session(&host, dir.path()).await;
     assert_eq!(turn(&s).await, "version v1/v1 n=1");
 
     // The first half of v2: cut inside `assemble`, so the parser fails at the end.
@@ -135,15 +139,8 @@ async fn a_half_written_save_keeps_the_old_version_until_the_next_save() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_syntax_error_is_reported_with_its_line_and_the_old_version_serves() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = engine_file(dir.path());
-    std::fs::write(&file, engine("v1")).unwrap();
-    let host = common::replay::host(32_000, Some(&file));
-    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
-    let s = host
-        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
-        .await
-        .unwrap();
+    let (dir, file, host, mut w) = watched();
+    let s = session(&host, dir.path()).await;
 
     std::fs::write(&file, "local M = {\n  info = \n").unwrap();
     let err = next(&mut w).await.result.expect_err("syntax error");
@@ -153,15 +150,8 @@ async fn a_syntax_error_is_reported_with_its_line_and_the_old_version_serves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_then_recreated_file_is_reloaded() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = engine_file(dir.path());
-    std::fs::write(&file, engine("v1")).unwrap();
-    let host = common::replay::host(32_000, Some(&file));
-    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
-    let s = host
-        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
-        .await
-        .unwrap();
+    let (dir, file, host, mut w) = watched();
+    let s = session(&host, dir.path()).await;
 
     std::fs::remove_file(&file).unwrap();
     let err = next(&mut w).await.result.expect_err("the file is gone");
@@ -175,11 +165,7 @@ async fn a_deleted_then_recreated_file_is_reloaded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rename_into_place_is_reloaded() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = engine_file(dir.path());
-    std::fs::write(&file, engine("v1")).unwrap();
-    let host = common::replay::host(32_000, Some(&file));
-    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
+    let (dir, file, host, mut w) = watched();
 
     // What editors do: write a temporary file beside the original, rename it over.
     let tmp = dir.path().join(".counter.lua.swp");
@@ -191,20 +177,13 @@ async fn a_rename_into_place_is_reloaded() {
     std::fs::write(&tmp, engine("v3")).unwrap();
     std::fs::rename(&tmp, &file).unwrap();
     assert_eq!(next(&mut w).await.result.ok(), Some(2));
-    let s = host
-        .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
-        .await
-        .unwrap();
+    let s = session(&host, dir.path()).await;
     assert_eq!(turn(&s).await, "version v3/v3 n=1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_files_in_the_directory_do_not_reload() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = engine_file(dir.path());
-    std::fs::write(&file, engine("v1")).unwrap();
-    let host = common::replay::host(32_000, Some(&file));
-    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
+    let (dir, _file, host, mut w) = watched();
     std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
     std::fs::write(dir.path().join("other.lua"), engine("v9")).unwrap();
     tokio::time::sleep(DEBOUNCE * 10).await;
