@@ -45,15 +45,9 @@ pub struct CheckArgs {
     pub json: bool,
 }
 
-/// `ctxhost replay`.
+/// The host settings `replay` and `watch` take from the command line, over the config's.
 #[derive(Debug, clap::Args)]
-pub struct ReplayArgs {
-    /// The transcript (pi/OpenClaw, Claude Code, Codex rollout, Chat Completions arrays or
-    /// SWE-agent .traj; detected automatically). Default: the bundled demo session.
-    pub transcript: Option<PathBuf>,
-    /// An engine file (.lua, .luau, .rhai) to use instead of the configured one.
-    #[arg(long, value_name = "FILE")]
-    pub engine: Option<PathBuf>,
+pub struct HostArgs {
     /// A JSON5 config file (contract §10 shape).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -63,6 +57,20 @@ pub struct ReplayArgs {
     /// How tokens are counted (default: the config's, else estimate).
     #[arg(long, value_name = "estimate|o200k|cl100k")]
     pub tokenizer: Option<Tokenizer>,
+}
+
+/// `ctxhost replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The transcript (pi/OpenClaw, Claude Code, Codex rollout, Chat Completions arrays or
+    /// SWE-agent .traj; detected automatically). Default: the bundled demo session.
+    pub transcript: Option<PathBuf>,
+    /// An engine file (.lua, .luau, .rhai) to use instead of the configured one.
+    #[arg(long, value_name = "FILE")]
+    pub engine: Option<PathBuf>,
+    /// `--config`, `--window`, `--tokenizer`.
+    #[command(flatten)]
+    pub host: HostArgs,
     /// One JSON object per line per turn, then a summary line.
     #[arg(long)]
     pub json: bool,
@@ -138,15 +146,9 @@ pub struct WatchArgs {
     pub engine: PathBuf,
     /// The transcript to replay (any format `replay` reads). Default: the bundled demo session.
     pub transcript: Option<PathBuf>,
-    /// A JSON5 config file (contract §10 shape).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// The model's context window in tokens (default: the config's, else 32,000).
-    #[arg(long, value_name = "TOKENS")]
-    pub window: Option<u64>,
-    /// How tokens are counted (default: the config's, else estimate).
-    #[arg(long, value_name = "estimate|o200k|cl100k")]
-    pub tokenizer: Option<Tokenizer>,
+    /// `--config`, `--window`, `--tokenizer`.
+    #[command(flatten)]
+    pub host: HostArgs,
     /// Quiet time after the last write before reloading, in ms (default: the config's
     /// `host.watch.debounceMs`, else 200).
     #[arg(long, value_name = "MS")]

@@ -8,8 +8,8 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::Outcome;
-use crate::cli::args::ReplayArgs;
-use crate::config::{Config, Entry};
+use crate::cli::args::{HostArgs, ReplayArgs};
+use crate::config::Config;
 use crate::message::Role;
 use crate::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use crate::report::{self, ReportMeta, group};
@@ -165,14 +165,24 @@ impl Progress {
 }
 
 fn build_config(args: &ReplayArgs) -> anyhow::Result<Config> {
+    let mut config = host_config(&args.host, args.engine.as_deref())?;
+    if args.strict {
+        config.host.failure_policy = FailurePolicy::Strict;
+    }
+    Ok(config)
+}
+
+/// The config `replay` and `watch` run with: the discovered (or `--config`) file, with `engine`
+/// (when given) in the context-engine slot, and `--window` / `--tokenizer` applied.
+pub(crate) fn host_config(args: &HostArgs, engine: Option<&Path>) -> anyhow::Result<Config> {
     let mut config = crate::config::discover(args.config.as_deref())?;
-    if let Some(engine) = &args.engine {
+    if let Some(engine) = engine {
         let id = engine_id_from_path(engine);
         config.plugins.slots.context_engine = Some(id.clone());
         let mut entry = config.plugins.entries.remove(&id).unwrap_or_default();
-        entry.path = Some(std::path::absolute(engine).unwrap_or_else(|_| engine.clone()));
+        entry.path = Some(std::path::absolute(engine).unwrap_or_else(|_| engine.to_path_buf()));
         entry.enabled = true;
-        config.plugins.entries.insert(id, Entry { ..entry });
+        config.plugins.entries.insert(id, entry);
     }
     if let Some(w) = args.window {
         anyhow::ensure!(w > 0, "--window must be a positive number of tokens");
@@ -180,9 +190,6 @@ fn build_config(args: &ReplayArgs) -> anyhow::Result<Config> {
     }
     if let Some(t) = args.tokenizer {
         config.host.tokenizer = t;
-    }
-    if args.strict {
-        config.host.failure_policy = FailurePolicy::Strict;
     }
     Ok(config)
 }

@@ -14,7 +14,6 @@ use anyhow::Context;
 
 use crate::cli::Outcome;
 use crate::cli::args::WatchArgs;
-use crate::config::{Config, Entry};
 use crate::reload::{EngineWatcher, ReloadOutcome};
 use crate::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use crate::runtime::Host;
@@ -27,7 +26,7 @@ pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcom
         args.engine.display()
     );
     anyhow::ensure!(args.max_runs != Some(0), "--max-runs must be at least 1");
-    let config = build_config(&args)?;
+    let config = super::replay::host_config(&args.host, Some(&args.engine))?;
     let (window, tokenizer) = (config.host.window, config.host.tokenizer);
     let transcript = args
         .transcript
@@ -265,35 +264,6 @@ fn ranges(turns: &[u64]) -> String {
         i += 1;
     }
     parts.join(", ")
-}
-
-fn build_config(args: &WatchArgs) -> anyhow::Result<Config> {
-    let mut config = crate::config::discover(args.config.as_deref())?;
-    // The entry id is the file stem with `_` as `-`, as `replay --engine` and `check` derive it.
-    let id = args
-        .engine
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("engine")
-        .replace('_', "-");
-    config.plugins.slots.context_engine = Some(id.clone());
-    let mut entry = config.plugins.entries.remove(&id).unwrap_or_default();
-    entry.path = Some(std::path::absolute(&args.engine).unwrap_or_else(|_| args.engine.clone()));
-    config.plugins.entries.insert(
-        id,
-        Entry {
-            enabled: true,
-            ..entry
-        },
-    );
-    if let Some(w) = args.window {
-        anyhow::ensure!(w > 0, "--window must be a positive number of tokens");
-        config.host.window = w;
-    }
-    if let Some(t) = args.tokenizer {
-        config.host.tokenizer = t;
-    }
-    Ok(config)
 }
 
 #[cfg(test)]
