@@ -10,6 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
 
+mod common;
 mod sessions;
 
 use std::path::PathBuf;
@@ -17,50 +18,19 @@ use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
 
-use ctxhost::compaction::CompactionSettings;
-use ctxhost::contract::{AssembleParams, ResultLimits};
-use ctxhost::engine::{Engine, InstanceContext};
-use ctxhost::host::{HostCall, SessionServices};
+use common::engine::{Lang, instance_of, services};
+use ctxhost::contract::AssembleParams;
+use ctxhost::host::HostCall;
 use ctxhost::message::Message;
 use ctxhost::pairing;
-use ctxhost::summarize::BuiltinSummarizer;
-use ctxhost::tokens::{Estimate, TokenCache, TokenCounter};
-
-/// The script languages with an adapter.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Lang {
-    Lua,
-    Rhai,
-}
+use ctxhost::tokens::{Estimate, TokenCounter};
 
 const LANGS: &[Lang] = &[Lang::Lua, Lang::Rhai];
 
 fn probe_file(lang: Lang) -> PathBuf {
-    let ext = match lang {
-        Lang::Lua => "lua",
-        Lang::Rhai => "rhai",
-    };
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/stdlib/probe.{ext}"))
-}
-
-fn instance(lang: Lang, config: &Json) -> Box<dyn Engine> {
-    let path = probe_file(lang);
-    let opts = ctxhost::engine::lua::LoadOptions {
-        config: Arc::new(config.clone()),
-        ..Default::default()
-    };
-    let factory = match lang {
-        Lang::Lua => ctxhost::engine::lua::load(&path, &opts),
-        Lang::Rhai => ctxhost::engine::rhai::load(&path, &opts),
-    }
-    .unwrap_or_else(|e| panic!("{lang:?} probe: {e}"));
-    let cx = InstanceContext {
-        config: Arc::new(config.clone()),
-        ..Default::default()
-    };
-    factory
-        .instantiate(&cx)
-        .unwrap_or_else(|e| panic!("{lang:?} probe: {e}"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/stdlib")
+        .join(lang.file("probe"))
 }
 
 /// What a probe reported.
@@ -71,17 +41,8 @@ struct Report {
     data: Json,
 }
 
-fn services() -> Arc<SessionServices> {
-    Arc::new(SessionServices {
-        tokens: TokenCache::new(Arc::new(Estimate)),
-        summarizer: Arc::new(BuiltinSummarizer::new()),
-        compaction: CompactionSettings::default(),
-        limits: ResultLimits::default(),
-    })
-}
-
 fn run(lang: Lang, session: &[Arc<Message>], config: &Json) -> Report {
-    let mut engine = instance(lang, config);
+    let mut engine = instance_of(&probe_file(lang), config);
     let call = HostCall::new(
         Arc::from("stdlib-probe"),
         Arc::from("s"),

@@ -14,46 +14,15 @@ use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
 
-use ctxhost::compaction::CompactionSettings;
-use ctxhost::contract::{
-    AssembleParams, CompactParams, CompactionTarget, IngestParams, ResultLimits,
-};
-use ctxhost::engine::{Engine, InstanceContext};
-use ctxhost::host::{HostCall, SessionServices};
+use common::engine::{instance_of, services};
+use ctxhost::contract::{AssembleParams, CompactParams, CompactionTarget, IngestParams};
+use ctxhost::host::HostCall;
 use ctxhost::message::Message;
-use ctxhost::summarize::BuiltinSummarizer;
-use ctxhost::tokens::{Estimate, TokenCache};
 
-fn instance(file: &str, config: &Json) -> Box<dyn Engine> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+fn script(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("scripts")
-        .join(file);
-    let opts = ctxhost::engine::lua::LoadOptions {
-        config: Arc::new(config.clone()),
-        ..Default::default()
-    };
-    let factory = if file.ends_with(".rhai") {
-        ctxhost::engine::rhai::load(&path, &opts)
-    } else {
-        ctxhost::engine::lua::load(&path, &opts)
-    }
-    .unwrap_or_else(|e| panic!("{file}: {e}"));
-    let cx = InstanceContext {
-        config: Arc::new(config.clone()),
-        ..Default::default()
-    };
-    factory
-        .instantiate(&cx)
-        .unwrap_or_else(|e| panic!("{file}: {e}"))
-}
-
-fn services() -> Arc<SessionServices> {
-    Arc::new(SessionServices {
-        tokens: TokenCache::new(Arc::new(Estimate)),
-        summarizer: Arc::new(BuiltinSummarizer::new()),
-        compaction: CompactionSettings::default(),
-        limits: ResultLimits::default(),
-    })
+        .join(file)
 }
 
 /// An empty Lua table and an empty Rhai array are the same state.
@@ -69,8 +38,8 @@ fn norm(j: &Json) -> Json {
 /// Drives both twins of `engine` over `messages` at `budget`; returns the assemblies compared.
 fn drive(engine: &str, config: &Json, messages: &[Arc<Message>], budget: u64) -> usize {
     let services = services();
-    let mut lua = instance(&format!("{engine}.lua"), config);
-    let mut rhai = instance(&format!("{engine}.rhai"), config);
+    let mut lua = instance_of(&script(&format!("{engine}.lua")), config);
+    let mut rhai = instance_of(&script(&format!("{engine}.rhai")), config);
     let mut compared = 0;
     for k in 0..messages.len() {
         let call = HostCall::new(

@@ -43,6 +43,15 @@ impl Lang {
         }
     }
 
+    /// The language of an engine file, by its extension (`.rhai`, else Lua).
+    pub fn of(path: &std::path::Path) -> Lang {
+        if path.extension().is_some_and(|e| e == "rhai") {
+            Lang::Rhai
+        } else {
+            Lang::Lua
+        }
+    }
+
     /// `stem` with this language's extension: `file("hostile")` is `hostile.lua` for Lua.
     pub fn file(self, stem: &str) -> String {
         format!("{stem}.{}", self.ext())
@@ -84,6 +93,26 @@ impl Lang {
             .unwrap_or_else(|e| panic!("{e}"));
         f.instantiate(&cx(config)).unwrap_or_else(|e| panic!("{e}"))
     }
+}
+
+/// A fresh instance of the engine file at `path` with `config` and the host's default limits
+/// (not [`test_limits`]: for long, correct runs); a load failure panics naming the file.
+pub fn instance_of(path: &std::path::Path, config: &Value) -> Box<dyn Engine> {
+    let opts = LoadOptions {
+        config: Arc::new(config.clone()),
+        ..LoadOptions::default()
+    };
+    let name = path.display();
+    let factory = Lang::of(path)
+        .load(path, &opts)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let cx = InstanceContext {
+        config: Arc::new(config.clone()),
+        ..InstanceContext::default()
+    };
+    factory
+        .instantiate(&cx)
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 pub fn test_limits() -> Limits {
