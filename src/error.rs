@@ -7,6 +7,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::contract::{Method, Operation};
+
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -46,6 +48,11 @@ pub enum Error {
     /// The built-in summarizer failed.
     #[error("summarize: {0}")]
     Summarize(String),
+    /// The host itself failed while serving an engine call (a host bug, a dead worker, a host
+    /// service that failed). Never the engine's fault: nothing is quarantined, and the caller
+    /// gets the error.
+    #[error("host fault during {} for engine \"{}\": {}", .0.op, .0.engine, .0.message)]
+    Host(EngineError),
     /// The session is closed or was poisoned by an earlier host fault.
     #[error("session {session}: {message}")]
     Session {
@@ -116,12 +123,80 @@ impl fmt::Display for ScriptLocation {
     }
 }
 
+/// What the host was doing when an engine failed: a lifecycle method, or one of the host's own
+/// steps around it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Op {
+    /// Reading and compiling the engine file.
+    Load,
+    /// Checking the loaded engine against the contract.
+    Validate,
+    /// Running the file's factory function.
+    Factory,
+    /// Starting an engine instance for a session.
+    Instantiate,
+    /// Swapping in a new version of the engine.
+    Reload,
+    /// Saving the per-session state.
+    SaveState,
+    /// Restoring the per-session state.
+    RestoreState,
+    /// Checking `hostRequirements` before an operation.
+    Requirements(Operation),
+    /// A lifecycle method.
+    Method(Method),
+}
+
+impl Op {
+    /// The name users read (`compact`, `load`, `restoreState`, `agent-run`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Load => "load",
+            Op::Validate => "validate",
+            Op::Factory => "factory",
+            Op::Instantiate => "instantiate",
+            Op::Reload => "reload",
+            Op::SaveState => "saveState",
+            Op::RestoreState => "restoreState",
+            Op::Requirements(Operation::AgentRun) => "agent-run",
+            Op::Requirements(Operation::ManualCompact) => "manual-compact",
+            Op::Requirements(Operation::SubagentSpawn) => "subagent-spawn",
+            Op::Method(m) => m.as_str(),
+        }
+    }
+}
+
+impl From<Method> for Op {
+    fn from(m: Method) -> Self {
+        Op::Method(m)
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for Op {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl serde::Serialize for Op {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// A context engine's failure, with everything a user needs to find it.
 #[derive(Clone, Debug, PartialEq, thiserror::Error, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EngineError {
-    /// The operation: a lifecycle method name, or `load` / `validate` / `instantiate`.
-    pub op: String,
+    /// What the host was doing.
+    pub op: Op,
     /// The engine id (the configured id when the engine never loaded).
     pub engine: String,
     /// The script location, when one is known.
@@ -145,7 +220,7 @@ impl fmt::Display for EngineError {
 impl EngineError {
     /// A new error; add the location with [`EngineError::at`].
     pub fn new(
-        op: impl Into<String>,
+        op: impl Into<Op>,
         engine: impl Into<String>,
         kind: EngineErrorKind,
         message: impl Into<String>,
@@ -200,6 +275,9 @@ pub enum EngineErrorKind {
     HostRequirement,
     /// The caller cancelled the call: never a quarantine.
     Cancelled,
+    /// The host failed while serving the call (a host bug, a dead worker, a failing host
+    /// service): returned to the caller, never a quarantine.
+    Host,
 }
 
 impl EngineErrorKind {
@@ -217,6 +295,7 @@ impl EngineErrorKind {
             EngineErrorKind::InvalidResult => "invalid result",
             EngineErrorKind::HostRequirement => "unmet host requirements",
             EngineErrorKind::Cancelled => "cancelled",
+            EngineErrorKind::Host => "host fault",
         }
     }
 
@@ -225,6 +304,7 @@ impl EngineErrorKind {
         match self {
             EngineErrorKind::HostRequirement => Disposition::FailClosed,
             EngineErrorKind::Cancelled => Disposition::Cancelled,
+            EngineErrorKind::Host => Disposition::HostFault,
             EngineErrorKind::MissingFile
             | EngineErrorKind::Syntax
             | EngineErrorKind::Contract
@@ -247,6 +327,8 @@ pub enum Disposition {
     FailClosed,
     /// The caller gave up; report it, nothing else.
     Cancelled,
+    /// The host failed, not the engine: return the error, quarantine nothing.
+    HostFault,
 }
 
 #[cfg(test)]
@@ -256,7 +338,7 @@ mod tests {
     #[test]
     fn engine_error_display_names_op_engine_and_place() {
         let e = EngineError::new(
-            "compact",
+            Method::Compact,
             "recent-turns",
             EngineErrorKind::Runtime,
             "attempt to index nil",
@@ -282,5 +364,6 @@ mod tests {
             EngineErrorKind::Deadline.disposition(),
             Disposition::Quarantine
         );
+        assert_eq!(EngineErrorKind::Host.disposition(), Disposition::HostFault);
     }
 }

@@ -305,7 +305,7 @@ async fn reload_task(
         let result = match tokio::task::spawn_blocking(move || reload()).await {
             Ok(r) => r,
             Err(e) => Err(EngineError::new(
-                "reload",
+                crate::error::Op::Reload,
                 "",
                 EngineErrorKind::Runtime,
                 format!("the reload task failed: {e}"),

@@ -71,7 +71,7 @@ impl From<EngineError> for QuarantineReport {
     fn from(e: EngineError) -> Self {
         QuarantineReport {
             engine: e.engine.clone(),
-            operation: e.op.clone(),
+            operation: e.op.to_string(),
             error: e.to_string(),
         }
     }

@@ -85,7 +85,7 @@ impl Host {
                 let loaded = match &entry.path {
                     Some(p) => crate::engine::load(id, &config.resolve(p), &entry.config, &config),
                     None => Err(EngineError::new(
-                        "load",
+                        crate::error::Op::Load,
                         id,
                         EngineErrorKind::MissingFile,
                         "the entry has no `path`",
@@ -147,7 +147,7 @@ impl Host {
     pub fn reload_engine(&self) -> std::result::Result<u64, EngineError> {
         let Some((id, entry)) = self.config.engine_entry() else {
             return Err(EngineError::new(
-                "reload",
+                crate::error::Op::Reload,
                 crate::engine::legacy::LEGACY_ID,
                 EngineErrorKind::Contract,
                 "no engine is configured in the slot",
@@ -155,7 +155,7 @@ impl Host {
         };
         let path = entry.path.as_ref().ok_or_else(|| {
             EngineError::new(
-                "reload",
+                crate::error::Op::Reload,
                 id,
                 EngineErrorKind::MissingFile,
                 "the entry has no `path`",

@@ -941,7 +941,7 @@ impl Session {
         match contract::unmet_requirements(engine.info(), op) {
             None => Ok(()),
             Some(message) => Err(Error::Engine(EngineError::new(
-                format!("{op:?}"),
+                crate::error::Op::Requirements(op),
                 self.engine_id.clone(),
                 EngineErrorKind::HostRequirement,
                 message,
@@ -989,6 +989,7 @@ impl Session {
     fn on_failure(&mut self, e: EngineError) -> Result<()> {
         match e.disposition() {
             Disposition::FailClosed | Disposition::Cancelled => Err(Error::Engine(e)),
+            Disposition::HostFault => Err(Error::Host(e)),
             Disposition::Quarantine if self.setup.failure_policy == FailurePolicy::Strict => {
                 Err(Error::Engine(e))
             }
@@ -1040,12 +1041,7 @@ fn invalid(info: &EngineInfo, method: Method, message: String) -> EngineError {
 }
 
 fn invalid_for(engine: &str, method: Method, message: String) -> EngineError {
-    EngineError::new(
-        method.as_str(),
-        engine,
-        EngineErrorKind::InvalidResult,
-        message,
-    )
+    EngineError::new(method, engine, EngineErrorKind::InvalidResult, message)
 }
 
 fn check_first_kept(

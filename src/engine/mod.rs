@@ -179,7 +179,7 @@ pub fn load(
 ) -> Result<Arc<dyn EngineFactory>, EngineError> {
     use crate::error::{EngineErrorKind, ScriptLocation};
     let located = |kind, message: String| {
-        EngineError::new("load", id, kind, message)
+        EngineError::new(crate::error::Op::Load, id, kind, message)
             .at(Some(ScriptLocation::new(path.display().to_string(), None)))
     };
     if !path.is_file() {

@@ -25,7 +25,7 @@ use crate::contract::{
     MaintainResult, Method, Severity, SubagentEndedParams, SubagentSpawnParams,
 };
 use crate::engine::{Engine, EngineFactory, InstanceContext, SpawnRollback};
-use crate::error::{EngineError, EngineErrorKind, ScriptLocation};
+use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::host::HostCall;
 use crate::message::Message;
 use crate::sandbox::{Limits, StopReason, StopSignals, WatchGuard, Worker, WorkerError};
@@ -485,7 +485,7 @@ impl Site {
 
     /// Classifies a failed call: a set cancel flag is `Cancelled`, a passed deadline `Deadline`
     /// (both located where the interrupt stopped), anything else the fault's own kind.
-    pub fn fail(&self, op: &str, fault: Fault) -> EngineError {
+    pub fn fail(&self, op: Op, fault: Fault) -> EngineError {
         let line = self.signals.line().or(fault.line);
         match self.signals.check() {
             Some(StopReason::Cancelled) => {
@@ -524,21 +524,17 @@ impl Site {
 
     /// An invalid result of `op` (the function defined at `line`).
     pub fn invalid(&self, op: Method, line: Option<u32>, msg: String) -> EngineError {
-        EngineError::new(
-            op.as_str(),
-            &self.engine,
-            EngineErrorKind::InvalidResult,
-            msg,
-        )
-        .at(located(&self.file, line))
+        EngineError::new(op, &self.engine, EngineErrorKind::InvalidResult, msg)
+            .at(located(&self.file, line))
     }
 
-    /// The host itself could not prepare a call (not the script's fault, but the call fails).
-    pub fn host(&self, op: &str, e: impl std::fmt::Display) -> EngineError {
+    /// The host itself could not prepare a call: a host fault, never the script's, so it is
+    /// returned to the caller and quarantines nothing.
+    pub fn host(&self, op: Op, e: impl std::fmt::Display) -> EngineError {
         EngineError::new(
             op,
             &self.engine,
-            EngineErrorKind::Runtime,
+            EngineErrorKind::Host,
             format!("host could not pass the params: {e}"),
         )
     }
@@ -547,7 +543,7 @@ impl Site {
 /// A worker that gave no answer, as an engine error.
 fn worker_error(
     e: WorkerError,
-    op: &str,
+    op: Op,
     engine: &str,
     file: &str,
     limits: &Limits,
@@ -569,9 +565,10 @@ fn worker_error(
             EngineErrorKind::Deadline,
             "the VM was abandoned after an earlier call overran its deadline".to_string(),
         ),
+        // The worker only dies from a panic in host code: a host fault, not the engine's.
         WorkerError::Gone => (
-            EngineErrorKind::Runtime,
-            "the engine's worker thread stopped".to_string(),
+            EngineErrorKind::Host,
+            "the engine's worker thread stopped (a host panic)".to_string(),
         ),
     };
     EngineError::new(op, engine, kind, msg).at(located(file, None))
@@ -631,7 +628,7 @@ fn validate(
             &loaded.info.id
         };
         return Err(EngineError::new(
-            "validate",
+            crate::error::Op::Validate,
             engine,
             EngineErrorKind::Contract,
             errors.join("; "),
@@ -648,7 +645,7 @@ type VmWorker<V> = Worker<Option<V>>;
 fn spawn_vm<L: Language>(
     program: Arc<L::Program>,
     boot: Boot,
-    op: &str,
+    op: Op,
 ) -> Result<(VmWorker<L::Vm>, Loaded), EngineError> {
     let file = boot.file.clone();
     let label = boot.label.clone();
@@ -697,7 +694,7 @@ pub fn load<L: Language>(
     let file = path.display().to_string();
     let source = std::fs::read_to_string(path).map_err(|e| {
         EngineError::new(
-            "load",
+            crate::error::Op::Load,
             &label,
             EngineErrorKind::MissingFile,
             format!("cannot read {file}: {e}"),
@@ -714,7 +711,7 @@ pub fn load<L: Language>(
         label: label.clone(),
         signals: Arc::new(StopSignals::new(opts.cancel.clone())),
     };
-    let (_worker, loaded) = spawn_vm::<L>(program.clone(), boot, "load")?;
+    let (_worker, loaded) = spawn_vm::<L>(program.clone(), boot, Op::Load)?;
     let warnings = validate(&loaded, &file, &label, opts)?;
     for w in &warnings {
         tracing::warn!(engine = loaded.info.id, "{w}");
@@ -749,7 +746,7 @@ impl<L: Language> ScriptFactory<L> {
             label: label.clone(),
             signals,
         };
-        let (worker, loaded) = spawn_vm::<L>(self.program.clone(), boot, "instantiate")?;
+        let (worker, loaded) = spawn_vm::<L>(self.program.clone(), boot, Op::Instantiate)?;
         validate(&loaded, &self.file, &label, &self.opts)?;
         let defined = Method::ALL
             .into_iter()
@@ -815,18 +812,18 @@ impl<V: ScriptVm> ScriptInstance<V> {
     /// Runs `f` on the VM under the hard timeout.
     fn on_vm<R: Send + 'static>(
         &self,
-        op: &str,
+        op: Op,
         f: impl FnOnce(&mut V) -> Result<R, EngineError> + Send + 'static,
     ) -> Result<R, EngineError> {
         let engine = self.info.id.clone();
-        let op_name = op.to_string();
+
         let out =
             self.worker.call(
                 self.limits.hard_timeout(),
                 move |slot: &mut Option<V>| match slot {
                     Some(vm) => f(vm),
                     None => Err(EngineError::new(
-                        op_name,
+                        op,
                         engine,
                         EngineErrorKind::Runtime,
                         "the engine VM is not loaded",
@@ -862,7 +859,7 @@ impl<V: ScriptVm> ScriptInstance<V> {
         }
         let fields = params_object(params, &self.info).map_err(|e| {
             EngineError::new(
-                method.as_str(),
+                method,
                 &self.info.id,
                 EngineErrorKind::Runtime,
                 format!("host could not pass the params: {e}"),
@@ -871,7 +868,7 @@ impl<V: ScriptVm> ScriptInstance<V> {
         let call = call.clone();
         let limits = self.limits.clone();
         let (engine, file) = (self.info.id.clone(), self.file.clone());
-        self.on_vm(method.as_str(), move |vm| {
+        self.on_vm(method.into(), move |vm| {
             let Some(reply) = vm.invoke(&call, method, fields, feed, expect)? else {
                 return Ok(None);
             };
@@ -880,7 +877,7 @@ impl<V: ScriptVm> ScriptInstance<V> {
                 .and_then(|r| convert(r, &limits))
                 .map(Some)
                 .map_err(|m| {
-                    EngineError::new(method.as_str(), engine, EngineErrorKind::InvalidResult, m)
+                    EngineError::new(method, engine, EngineErrorKind::InvalidResult, m)
                         .at(located(&file, reply.line))
                 })
         })
@@ -1068,7 +1065,7 @@ impl<V: ScriptVm> Engine for ScriptInstance<V> {
         handle: SpawnRollback,
     ) -> Result<(), EngineError> {
         let call = call.clone();
-        self.on_vm(Method::PrepareSubagentSpawn.as_str(), move |vm| {
+        self.on_vm(Method::PrepareSubagentSpawn.into(), move |vm| {
             vm.rollback(&call, handle.0)
         })
     }
@@ -1106,17 +1103,17 @@ impl<V: ScriptVm> Engine for ScriptInstance<V> {
     }
 
     fn save_state(&mut self) -> Result<Json, EngineError> {
-        self.on_vm("saveState", |vm| vm.save_state())
+        self.on_vm(Op::SaveState, |vm| vm.save_state())
     }
 
     fn restore_state(&mut self, state: Json) -> Result<(), EngineError> {
-        self.on_vm("restoreState", move |vm| vm.restore_state(&state))
+        self.on_vm(Op::RestoreState, move |vm| vm.restore_state(&state))
     }
 }
 
 fn not_defined(info: &EngineInfo, method: Method) -> EngineError {
     EngineError::new(
-        method.as_str(),
+        method,
         &info.id,
         EngineErrorKind::Contract,
         format!("{method} is not defined"),
@@ -1241,7 +1238,7 @@ impl Site {
     /// The state could not be saved (it holds something JSON cannot).
     pub fn state_error(&self, e: ConvError) -> EngineError {
         EngineError::new(
-            "saveState",
+            crate::error::Op::SaveState,
             &self.engine,
             EngineErrorKind::InvalidResult,
             e.describe("state"),
@@ -1256,7 +1253,7 @@ impl Site {
             Json::Null => Ok(None),
             Json::Object(_) => Ok(Some(state)),
             other => Err(EngineError::new(
-                "restoreState",
+                crate::error::Op::RestoreState,
                 &self.engine,
                 EngineErrorKind::InvalidResult,
                 format!("saved state must be an object, got {other}"),
@@ -1267,7 +1264,7 @@ impl Site {
     /// The adapter could not turn saved state into a script value.
     pub fn restore_error(&self, e: impl std::fmt::Display) -> EngineError {
         EngineError::new(
-            "restoreState",
+            crate::error::Op::RestoreState,
             &self.engine,
             EngineErrorKind::Runtime,
             e.to_string(),

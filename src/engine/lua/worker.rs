@@ -18,7 +18,7 @@ use crate::contract::{EngineInfo, Method};
 use crate::engine::script::{
     self, Boot, Budget, Expect, Fault, Feed, Loaded, Reply, Returned, Rollbacks, ScriptVm, Site,
 };
-use crate::error::{EngineError, EngineErrorKind};
+use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::host::HostCall;
 use crate::message::Message;
 use crate::sandbox::StopReason;
@@ -165,28 +165,33 @@ impl Vm {
         let file = boot.file.clone();
         let label = boot.label.clone();
         let mut site = Site::of(boot);
-        let err = |op: &str, e: &mlua::Error, kind| site.fail(op, fault(&file, e, kind));
-        let lua = sandboxed_lua(boot).map_err(|e| err("load", &e, EngineErrorKind::Runtime))?;
+        let err = |op: Op, e: &mlua::Error, kind| site.fail(op, fault(&file, e, kind));
+        let lua = sandboxed_lua(boot).map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
         let chunk = lua
             .load(&**source)
             .set_name(format!("@{file}"))
             .set_mode(mlua::chunk::ChunkMode::Text)
             .into_function()
-            .map_err(|e| err("load", &e, EngineErrorKind::Syntax))?;
+            .map_err(|e| err(Op::Load, &e, EngineErrorKind::Syntax))?;
         let guard = site.start_call();
         let top: Value = chunk
             .call(())
-            .map_err(|e| err("load", &e, EngineErrorKind::Runtime))?;
+            .map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
         let contract_err = |m: String, line: Option<u32>| {
-            EngineError::new("validate", &label, EngineErrorKind::Contract, m)
-                .at(script::located(&file, line))
+            EngineError::new(
+                crate::error::Op::Validate,
+                &label,
+                EngineErrorKind::Contract,
+                m,
+            )
+            .at(script::located(&file, line))
         };
         let engine = match top {
             Value::Table(t) => t,
             Value::Function(factory) => {
                 let ctx = lua
                     .create_table()
-                    .map_err(|e| err("factory", &e, EngineErrorKind::Factory))?;
+                    .map_err(|e| err(Op::Factory, &e, EngineErrorKind::Factory))?;
                 let fill = || -> mlua::Result<()> {
                     let config: Value = lua.named_registry_value(api::CONFIG_KEY)?;
                     ctx.raw_set("config", config)?;
@@ -194,19 +199,19 @@ impl Vm {
                     ctx.raw_set("workspaceDir", boot.workspace_dir.as_str())?;
                     Ok(())
                 };
-                fill().map_err(|e| err("factory", &e, EngineErrorKind::Factory))?;
+                fill().map_err(|e| err(Op::Factory, &e, EngineErrorKind::Factory))?;
                 let line = factory
                     .info()
                     .line_defined
                     .and_then(|l| u32::try_from(l).ok());
                 match factory
                     .call::<Value>(ctx)
-                    .map_err(|e| err("factory", &e, EngineErrorKind::Factory))?
+                    .map_err(|e| err(Op::Factory, &e, EngineErrorKind::Factory))?
                 {
                     Value::Table(t) => t,
                     other => {
                         return Err(EngineError::new(
-                            "factory",
+                            crate::error::Op::Factory,
                             &label,
                             EngineErrorKind::Factory,
                             format!(
@@ -220,7 +225,7 @@ impl Vm {
             }
             other => {
                 return Err(EngineError::new(
-                    "load",
+                    crate::error::Op::Load,
                     &label,
                     EngineErrorKind::Contract,
                     format!(
@@ -233,7 +238,7 @@ impl Vm {
         };
         if boot.signals.check().is_some() {
             return Err(err(
-                "load",
+                Op::Load,
                 &mlua::Error::runtime("stopped"),
                 EngineErrorKind::Runtime,
             ));
@@ -285,7 +290,7 @@ impl Vm {
         }
         let state = lua
             .create_table()
-            .map_err(|e| err("load", &e, EngineErrorKind::Runtime))?;
+            .map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
         if !info.id.is_empty() {
             site.engine = info.id.clone();
         }
@@ -331,7 +336,7 @@ impl Vm {
         fields: Map<String, Json>,
         feed: Feed,
     ) -> Result<Value, EngineError> {
-        let op = method.as_str();
+        let op = Op::from(method);
         let site = &self.site;
         let host_err = |e: mlua::Error| site.host(op, e);
         // The host's own input does not count against the engine's memory cap.

@@ -34,7 +34,7 @@ use crate::engine::script::{
     ScriptFactory, ScriptInstance, ScriptVm, Site,
 };
 use crate::engine::{EngineFactory, InstanceContext};
-use crate::error::{EngineError, EngineErrorKind};
+use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::host::HostCall;
 use crate::sandbox::{Limits, StopSignals};
 use api::Bridge;
@@ -73,7 +73,7 @@ impl Language for Rhai {
             let pos = e.1;
             let message = e.0.to_string();
             site_for(file, label, limits).fail(
-                "load",
+                Op::Load,
                 Fault {
                     kind: EngineErrorKind::Syntax,
                     message,
@@ -367,10 +367,17 @@ impl Vm {
         let mut site = Site::of(boot);
         let bridge = Arc::new(Bridge::new(&label, boot.limits.results.clone()));
         let contract_err = |m: String, line: Option<u32>| {
-            EngineError::new("validate", &label, EngineErrorKind::Contract, m)
-                .at(script::located(&file, line))
+            EngineError::new(
+                crate::error::Op::Validate,
+                &label,
+                EngineErrorKind::Contract,
+                m,
+            )
+            .at(script::located(&file, line))
         };
-        let setup = |m: String| EngineError::new("load", &label, EngineErrorKind::Runtime, m);
+        let setup = |m: String| {
+            EngineError::new(crate::error::Op::Load, &label, EngineErrorKind::Runtime, m)
+        };
         let host = api::host_module(&bridge, &boot.config).map_err(setup)?;
         let engine = instance_engine(&boot.limits, &boot.signals, host, &bridge).map_err(setup)?;
 
@@ -404,8 +411,8 @@ impl Vm {
         let guard = site.start_call();
         engine
             .run_ast_with_scope(&mut Scope::new(), &program.ast)
-            .map_err(|e| site.fail("load", fault(&e, &boot.limits, EngineErrorKind::Runtime)))?;
-        let call = |name: &str, args: Vec<Dynamic>, kind: EngineErrorKind, op: &str| {
+            .map_err(|e| site.fail(Op::Load, fault(&e, &boot.limits, EngineErrorKind::Runtime)))?;
+        let call = |name: &str, args: Vec<Dynamic>, kind: EngineErrorKind, op: Op| {
             engine
                 .call_fn_with_options::<Dynamic>(
                     CallFnOptions::new().eval_ast(false),
@@ -429,12 +436,12 @@ impl Vm {
                 "create",
                 vec![Dynamic::from_map(ctx)],
                 EngineErrorKind::Factory,
-                "factory",
+                Op::Factory,
             )?;
             (v, "create(ctx)")
         } else if program.functions.get("info").is_some_and(|f| f.0 == 0) {
             (
-                call("info", Vec::new(), EngineErrorKind::Runtime, "load")?,
+                call("info", Vec::new(), EngineErrorKind::Runtime, Op::Load)?,
                 "info()",
             )
         } else {
@@ -454,7 +461,7 @@ impl Vm {
                 EngineErrorKind::Factory
             };
             return Err(EngineError::new(
-                "load",
+                crate::error::Op::Load,
                 &label,
                 kind,
                 format!(
@@ -495,7 +502,7 @@ impl Vm {
     fn call_script(
         &mut self,
         call: &HostCall,
-        op: &str,
+        op: Op,
         name: &str,
         args: Vec<Dynamic>,
     ) -> Result<Dynamic, EngineError> {
@@ -630,7 +637,7 @@ impl ScriptVm for Vm {
         if arity != 1 {
             return Ok(None);
         }
-        let op = method.as_str();
+        let op = Op::from(method);
         let p = self
             .params(call, fields, feed)
             .map_err(|e| self.site.host(op, e));
@@ -646,12 +653,7 @@ impl ScriptVm for Vm {
             return Ok(());
         };
         let args: Vec<Dynamic> = f.curry().to_vec();
-        let out = self.call_script(
-            call,
-            Method::PrepareSubagentSpawn.as_str(),
-            f.fn_name(),
-            args,
-        );
+        let out = self.call_script(call, Method::PrepareSubagentSpawn.into(), f.fn_name(), args);
         self.bridge.resident.lock().end_call();
         out.map(|_| ())
     }
