@@ -8,11 +8,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::config::FailurePolicy;
 use crate::config::{Config, Entry};
 use crate::contract::{ContextMode, Method, SubagentEndReason};
+use crate::engine::legacy::LEGACY_ID;
 use crate::message::Message;
 use crate::runtime::{Host, SessionSpec};
-use crate::session::{FailurePolicy, Session, TurnInput};
+use crate::session::{Session, TurnInput};
 
 /// The window the synthetic session runs in: small, so compaction is exercised.
 pub const CHECK_WINDOW: u64 = 4_000;
@@ -62,9 +64,18 @@ pub fn check_engine(path: &Path, base: &Config) -> CheckReport {
         steps: Vec::new(),
         sound: false,
     };
+    if id == LEGACY_ID {
+        return report.fail(
+            "load and validate",
+            format!(
+                "the id \"{LEGACY_ID}\" is reserved for the built-in engine; rename the file and give the engine its own info.id"
+            ),
+        );
+    }
+    // The engine loads under the user's policy (an info.id that differs from the file name is
+    // a warning unless the config is strict); the session below runs strict.
     let mut config = base.clone();
     config.host.window = CHECK_WINDOW;
-    config.host.failure_policy = FailurePolicy::Strict;
     config.plugins.slots.context_engine = Some(id.clone());
     let mut entry = config.plugins.entries.remove(&id).unwrap_or_default();
     entry.path = Some(std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()));
@@ -97,7 +108,9 @@ pub fn check_engine(path: &Path, base: &Config) -> CheckReport {
         Err(e) => return report.fail("create a scratch directory", e),
     };
     let spec = SessionSpec::new("check", dir.join("check.jsonl"));
-    let mut session = match Session::create(host.session_setup(&spec), &spec.file, "") {
+    let mut setup = host.session_setup(&spec);
+    setup.failure_policy = FailurePolicy::Strict;
+    let mut session = match Session::create(setup, &spec.file, "") {
         Ok(s) => s,
         Err(e) => return report.fail("instantiate", e.to_string()),
     };

@@ -19,7 +19,6 @@ use serde_json::Value;
 use crate::compaction::CompactionSettings;
 use crate::engine::legacy::LEGACY_ID;
 use crate::error::{Error, Result};
-use crate::session::FailurePolicy;
 use crate::tokens::Tokenizer;
 
 /// The environment variable that names the config file (overridden by `--config`).
@@ -155,6 +154,17 @@ impl Default for Entry {
     }
 }
 
+/// What the host does when an engine fails.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FailurePolicy {
+    /// Quarantine the engine and answer from `legacy` (default).
+    #[default]
+    Fallback,
+    /// Return the error to the caller.
+    Strict,
+}
+
 /// `host`: ctxhost's settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -221,7 +231,7 @@ impl Config {
     /// Parses JSON5 text; `place` names the source in errors, which read
     /// `place:LINE:COL: message` and suggest the closest key for a misspelt one.
     pub fn parse(text: &str, place: &str) -> Result<Config> {
-        json5::from_str(text).map_err(|e| {
+        let config: Config = json5::from_str(text).map_err(|e| {
             let place = match e.position() {
                 Some(p) => format!("{place}:{}:{}", p.line + 1, p.column + 1),
                 None => place.to_owned(),
@@ -231,7 +241,28 @@ impl Config {
                 None => explain_serde_message(&e.to_string()),
             };
             Error::Config { place, message }
-        })
+        })?;
+        config.validate(place)?;
+        Ok(config)
+    }
+
+    /// Refuses values that parse but cannot work, naming the key.
+    fn validate(&self, place: &str) -> Result<()> {
+        if self.plugins.entries.contains_key(LEGACY_ID) {
+            return Err(Error::Config {
+                place: format!("{place}: plugins.entries.{LEGACY_ID}"),
+                message: format!(
+                    "\"{LEGACY_ID}\" is the built-in engine's id; give the entry another id (and name that id in plugins.slots.contextEngine)"
+                ),
+            });
+        }
+        if self.host.window == 0 {
+            return Err(Error::Config {
+                place: format!("{place}: host.window"),
+                message: "the window must be at least 1 token".into(),
+            });
+        }
+        Ok(())
     }
 
     /// The directory engines are installed into.

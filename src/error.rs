@@ -53,12 +53,21 @@ pub enum Error {
     /// gets the error.
     #[error("host fault during {} for engine \"{}\": {}", .0.op, .0.engine, .0.message)]
     Host(EngineError),
-    /// The session is closed or was poisoned by an earlier host fault.
-    #[error("session {session}: {message}")]
-    Session {
-        /// The session id.
-        session: String,
-        /// What happened.
+    /// A task the host ran on tokio's blocking pool panicked or was cancelled (a host bug,
+    /// reported instead of taking the process down).
+    #[error("{task} did not finish: {message}")]
+    Task {
+        /// What the task was doing (`session call`, `replay`, `engine reload`).
+        task: &'static str,
+        /// The panic or cancellation.
+        message: String,
+    },
+    /// Something that must run inside a tokio runtime was called outside one.
+    #[error("{what} needs a tokio runtime: {message}")]
+    NoRuntime {
+        /// What was called.
+        what: &'static str,
+        /// tokio's explanation.
         message: String,
     },
     /// A file operation failed.

@@ -1,5 +1,8 @@
 //! The process-wide record of quarantined engines (contract §8): once an engine fails, every
 //! session of this host process answers from `legacy` until the engine is reloaded.
+//!
+//! Quarantines are keyed by the configured entry id (the slot's name for the engine), never by
+//! the `info.id` a script declares: a reload of that entry lifts exactly what its failures set.
 
 use std::collections::BTreeMap;
 
@@ -14,33 +17,33 @@ pub struct Quarantine {
 }
 
 impl Quarantine {
-    /// Quarantines the failing engine; returns true when this is its first failure (the one
-    /// kept for `doctor` and the replay summary).
-    pub fn record(&self, failure: &EngineError) -> bool {
+    /// Quarantines the configured `entry` for this failure; returns true when this is its first
+    /// failure (the one kept for `doctor` and the replay summary).
+    pub fn record(&self, entry: &str, failure: &EngineError) -> bool {
         let mut map = self.first_failures.lock();
-        if map.contains_key(&failure.engine) {
+        if map.contains_key(entry) {
             return false;
         }
-        map.insert(failure.engine.clone(), failure.clone());
+        map.insert(entry.to_owned(), failure.clone());
         true
     }
 
     /// Whether an engine is quarantined.
-    pub fn contains(&self, engine: &str) -> bool {
-        self.first_failures.lock().contains_key(engine)
+    pub fn contains(&self, entry: &str) -> bool {
+        self.first_failures.lock().contains_key(entry)
     }
 
     /// The first failure of a quarantined engine.
-    pub fn first_failure(&self, engine: &str) -> Option<EngineError> {
-        self.first_failures.lock().get(engine).cloned()
+    pub fn first_failure(&self, entry: &str) -> Option<EngineError> {
+        self.first_failures.lock().get(entry).cloned()
     }
 
     /// Lifts the quarantine (after a reload that loaded and validated).
-    pub fn lift(&self, engine: &str) -> Option<EngineError> {
-        self.first_failures.lock().remove(engine)
+    pub fn lift(&self, entry: &str) -> Option<EngineError> {
+        self.first_failures.lock().remove(entry)
     }
 
-    /// Every quarantined engine's first failure, by engine id.
+    /// Every quarantined engine's first failure, by entry id.
     pub fn all(&self) -> Vec<EngineError> {
         self.first_failures.lock().values().cloned().collect()
     }

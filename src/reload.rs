@@ -19,65 +19,10 @@ use notify::{EventKind, RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{
     DebounceEventResult, DebouncedEvent, Debouncer, RecommendedCache, new_debouncer,
 };
-use parking_lot::RwLock;
-use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::engine::EngineFactory;
-use crate::error::{EngineError, EngineErrorKind, Error, Result};
+use crate::error::{Error, Result};
 use crate::runtime::Host;
-
-/// What a host currently serves: `None` is `legacy`; `Err` an engine that failed to load.
-pub type LoadedEngine = Option<Result<Arc<dyn EngineFactory>, EngineError>>;
-
-/// One generation of the configured engine.
-#[derive(Clone, Debug)]
-pub struct Generation {
-    /// Bumped by every successful reload.
-    pub number: u64,
-    /// The engine.
-    pub engine: LoadedEngine,
-    /// Its entry config.
-    pub config: Arc<Value>,
-}
-
-/// The host's current engine, shared with every session.
-#[derive(Debug)]
-pub struct EngineCell {
-    current: RwLock<Generation>,
-}
-
-impl EngineCell {
-    /// A cell serving `engine` as generation 0.
-    pub fn new(engine: LoadedEngine, config: Arc<Value>) -> Self {
-        EngineCell {
-            current: RwLock::new(Generation {
-                number: 0,
-                engine,
-                config,
-            }),
-        }
-    }
-
-    /// The current generation (cheap: `Arc` clones).
-    pub fn current(&self) -> Generation {
-        self.current.read().clone()
-    }
-
-    /// The current generation number.
-    pub fn number(&self) -> u64 {
-        self.current.read().number
-    }
-
-    /// Swaps in a loaded and validated engine; returns the new generation number.
-    pub fn swap(&self, engine: Arc<dyn EngineFactory>, config: Arc<Value>) -> u64 {
-        let mut g = self.current.write();
-        g.number += 1;
-        g.engine = Some(Ok(engine));
-        g.config = config;
-        g.number
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The watcher: file change -> debounce -> one reload task -> outcome channel.
@@ -98,7 +43,7 @@ pub struct ReloadOutcome {
     pub path: PathBuf,
     /// The new generation number, or why the new version was refused (with file:line when the
     /// script is at fault); on an error the previous generation keeps serving.
-    pub result: Result<u64, EngineError>,
+    pub result: Result<u64, Arc<Error>>,
     /// When the watcher first saw a change of this batch.
     pub changed_at: Instant,
     /// When the debounce released the batch (quiet for the debounce time).
@@ -186,11 +131,11 @@ impl EngineWatcher {
     /// each debounced batch of changes. Must be called inside a tokio runtime.
     pub fn new<F>(path: &Path, debounce: Duration, reload: F) -> Result<EngineWatcher>
     where
-        F: Fn() -> std::result::Result<u64, EngineError> + Send + Sync + 'static,
+        F: Fn() -> Result<u64> + Send + Sync + 'static,
     {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|e| Error::Session {
-            session: String::new(),
-            message: format!("the engine watcher needs a tokio runtime: {e}"),
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| Error::NoRuntime {
+            what: "the engine watcher",
+            message: e.to_string(),
         })?;
         let path = std::path::absolute(path).map_err(|e| Error::io("watch engine", path, e))?;
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
@@ -292,7 +237,7 @@ fn touches(event: &DebouncedEvent, target: &Path, literal: &Path) -> bool {
 /// The one task that reloads: batches that arrived while a reload ran are merged into one.
 async fn reload_task(
     path: PathBuf,
-    reload: Arc<dyn Fn() -> std::result::Result<u64, EngineError> + Send + Sync>,
+    reload: Arc<dyn Fn() -> Result<u64> + Send + Sync>,
     mut triggers: mpsc::UnboundedReceiver<Trigger>,
     outcomes: mpsc::UnboundedSender<ReloadOutcome>,
 ) {
@@ -303,13 +248,11 @@ async fn reload_task(
         }
         let reload = Arc::clone(&reload);
         let result = match tokio::task::spawn_blocking(move || reload()).await {
-            Ok(r) => r,
-            Err(e) => Err(EngineError::new(
-                crate::error::Op::Reload,
-                "",
-                EngineErrorKind::Runtime,
-                format!("the reload task failed: {e}"),
-            )),
+            Ok(r) => r.map_err(Arc::new),
+            Err(e) => Err(Arc::new(Error::Task {
+                task: "engine reload",
+                message: e.to_string(),
+            })),
         };
         // Logged at info: the outcome goes to the caller, who decides how loudly to report it.
         match &result {

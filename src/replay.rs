@@ -185,9 +185,9 @@ pub async fn replay(
         }
     }
     for task in tasks {
-        task.await.map_err(|e| Error::Session {
-            session: String::new(),
-            message: format!("replay task failed: {e}"),
+        task.await.map_err(|e| Error::Task {
+            task: "replay",
+            message: e.to_string(),
         })??;
     }
     let engine = host.engine_id();

@@ -21,12 +21,13 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::config::Config;
+use crate::config::{Config, Entry, FailurePolicy};
 use crate::contract::CompactResult;
-use crate::error::{EngineError, EngineErrorKind, Error, Result};
+use crate::engine::legacy::LEGACY_ID;
+use crate::engine::{EngineCell, EngineFactory, LoadOptions};
+use crate::error::{EngineError, EngineErrorKind, Error, Op, Result};
 use crate::message::Message;
 use crate::quarantine::Quarantine;
-use crate::reload::EngineCell;
 use crate::session::{Assembly, Session, SessionSetup, TurnInput, TurnStats};
 use crate::summarize::{BuiltinSummarizer, Summarizer};
 use crate::tokens::{self, TokenCounter};
@@ -75,40 +76,33 @@ impl Host {
     pub fn new(config: Config) -> Result<Host> {
         let tokens = tokens::counter(config.host.tokenizer)?;
         let quarantine = Arc::new(Quarantine::default());
-        let (engine, engine_config) = match config.engine_entry() {
-            None => (None, Value::Null),
+        let (entry, engine, engine_config) = match config.engine_entry() {
+            None => (LEGACY_ID, None, Value::Null),
             Some((id, entry)) if !entry.enabled => {
                 tracing::warn!(engine = id, "the slot names a disabled entry; using legacy");
-                (None, Value::Null)
+                (LEGACY_ID, None, Value::Null)
             }
             Some((id, entry)) => {
-                let loaded = match &entry.path {
-                    Some(p) => crate::engine::load(id, &config.resolve(p), &entry.config, &config),
-                    None => Err(EngineError::new(
-                        crate::error::Op::Load,
-                        id,
-                        EngineErrorKind::MissingFile,
-                        "the entry has no `path`",
-                    )),
-                };
+                let loaded = load_entry(&config, id, entry);
                 if let Err(e) = &loaded {
-                    quarantine.record(e);
+                    quarantine.record(id, e);
                 }
-                (Some(loaded), entry.config.clone())
+                (id, Some(loaded), entry.config.clone())
             }
         };
         if let Some(id) = config.plugins.slots.context_engine.as_deref()
-            && id != crate::engine::legacy::LEGACY_ID
+            && id != LEGACY_ID
             && !config.plugins.entries.contains_key(id)
         {
             tracing::warn!(engine = id, "the slot names a missing entry; using legacy");
         }
+        let engine = Arc::new(EngineCell::new(entry, engine, Arc::new(engine_config)));
         Ok(Host {
             config,
             tokens,
             summarizer: Arc::new(BuiltinSummarizer),
             quarantine,
-            engine: Arc::new(EngineCell::new(engine, Arc::new(engine_config))),
+            engine,
         })
     }
 
@@ -125,14 +119,14 @@ impl Host {
     /// The configured engine's id (`legacy` when none).
     pub fn engine_id(&self) -> String {
         match &self.engine.current().engine {
-            None => crate::engine::legacy::LEGACY_ID.to_owned(),
+            None => LEGACY_ID.to_owned(),
             Some(Ok(f)) => f.info().id.clone(),
             Some(Err(e)) => e.engine.clone(),
         }
     }
 
     /// The current engine, if one is configured.
-    pub fn engine(&self) -> crate::reload::LoadedEngine {
+    pub fn engine(&self) -> crate::engine::LoadedEngine {
         self.engine.current().engine
     }
 
@@ -144,25 +138,15 @@ impl Host {
     /// Loads the configured engine file again and, when it loads and validates, swaps it in
     /// for every session's next turn and lifts its quarantine. On failure the running version
     /// stays and the error (with file:line) is returned.
-    pub fn reload_engine(&self) -> std::result::Result<u64, EngineError> {
+    pub fn reload_engine(&self) -> Result<u64> {
         let Some((id, entry)) = self.config.engine_entry() else {
-            return Err(EngineError::new(
-                crate::error::Op::Reload,
-                crate::engine::legacy::LEGACY_ID,
-                EngineErrorKind::Contract,
-                "no engine is configured in the slot",
-            ));
+            return Err(Error::Config {
+                place: "plugins.slots.contextEngine".into(),
+                message: "no engine is configured in the slot, so there is nothing to reload"
+                    .into(),
+            });
         };
-        let path = entry.path.as_ref().ok_or_else(|| {
-            EngineError::new(
-                crate::error::Op::Reload,
-                id,
-                EngineErrorKind::MissingFile,
-                "the entry has no `path`",
-            )
-        })?;
-        let factory =
-            crate::engine::load(id, &self.config.resolve(path), &entry.config, &self.config)?;
+        let factory = load_entry(&self.config, id, entry)?;
         let generation = self.engine.swap(factory, Arc::new(entry.config.clone()));
         if let Some(lifted) = self.quarantine.lift(id) {
             tracing::info!(engine = id, "reload lifted the quarantine ({lifted})");
@@ -264,10 +248,34 @@ impl SessionHandle {
 async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> Result<R> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| Error::Session {
-            session: String::new(),
-            message: format!("session task failed: {e}"),
+        .map_err(|e| Error::Task {
+            task: "session call",
+            message: e.to_string(),
         })
+}
+
+/// Loads the configured entry `id` with the options its config gives (limits, strictness).
+fn load_entry(
+    config: &Config,
+    id: &str,
+    entry: &Entry,
+) -> std::result::Result<Arc<dyn EngineFactory>, EngineError> {
+    let Some(path) = &entry.path else {
+        return Err(EngineError::new(
+            Op::Load,
+            id,
+            EngineErrorKind::MissingFile,
+            "the entry has no `path`",
+        ));
+    };
+    let opts = LoadOptions {
+        configured_id: Some(id.to_owned()),
+        strict: config.host.failure_policy == FailurePolicy::Strict,
+        config: Arc::new(entry.config.clone()),
+        limits: config.host.limits.clone(),
+        ..Default::default()
+    };
+    crate::engine::load(&config.resolve(path), &opts)
 }
 
 /// Whether a path names a file the host can load as an engine.

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::compaction::{self, CompactionSettings};
+use crate::config::FailurePolicy;
 use crate::contract::{
     self, AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, CommitTurnParams,
     CompactParams, CompactResult, CompactionTarget, ContextMode, EngineInfo, EngineSelection,
@@ -24,27 +25,15 @@ use crate::contract::{
     RuntimeSettings, SubagentEndReason, SubagentEndedParams, SubagentSpawnParams,
 };
 use crate::engine::legacy::{LEGACY_ID, Legacy};
-use crate::engine::{Engine, InstanceContext, SpawnRollback};
-use crate::error::{Disposition, EngineError, EngineErrorKind, Error, Result};
+use crate::engine::{Engine, EngineCell, InstanceContext, SpawnRollback};
+use crate::error::{Disposition, EngineError, EngineErrorKind, Error, Op, Result};
 use crate::host::{HostCall, SessionServices};
 use crate::message::{Message, Role};
 use crate::pairing;
 use crate::quarantine::Quarantine;
-use crate::reload::EngineCell;
 use crate::summarize::Summarizer;
 use crate::tokens::TokenCache;
-use crate::transcript::TranscriptStore;
-
-/// What the host does when an engine fails.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum FailurePolicy {
-    /// Quarantine the engine and answer from `legacy` (default).
-    #[default]
-    Fallback,
-    /// Return the error to the caller.
-    Strict,
-}
+use crate::transcript::{Store, TranscriptStore};
 
 /// Everything a session needs that the host shares across sessions.
 #[derive(Clone, Debug)]
@@ -121,13 +110,18 @@ pub struct TurnStats {
 pub struct Session {
     id: Arc<str>,
     setup: SessionSetup,
-    store: TranscriptStore,
+    store: Box<dyn Store>,
     context: Arc<Vec<Arc<Message>>>,
     services: Arc<SessionServices>,
     /// The configured engine's instance, while it is healthy.
     engine: Option<Box<dyn Engine>>,
-    /// The configured engine's id (`legacy` when none is configured).
+    /// The configured entry this session serves (`legacy` when none): the quarantine key.
+    entry: Arc<str>,
+    /// The configured engine's `info.id` (the entry id when it never loaded; `legacy` when
+    /// none is configured).
     engine_id: String,
+    /// A host fault discarded the instance: make a new one at the next turn boundary.
+    reinstantiate: bool,
     engine_info: Option<EngineInfo>,
     legacy: Legacy,
     /// The engine generation this session's instance belongs to.
@@ -165,7 +159,7 @@ impl Session {
     /// Starts a new session in a new transcript file.
     pub fn create(setup: SessionSetup, file: &Path, cwd: &str) -> Result<Session> {
         let store = TranscriptStore::create(file, &setup.id, cwd)?;
-        Session::start(setup, store, Vec::new())
+        Session::with_store(setup, Box::new(store), Vec::new())
     }
 
     /// Reopens a session from its transcript file, restoring the engine's saved state.
@@ -174,12 +168,14 @@ impl Session {
         for p in &problems {
             tracing::warn!(file = %file.display(), line = p.line, "skipped transcript line: {}", p.message);
         }
-        Session::start(setup, store, messages)
+        Session::with_store(setup, Box::new(store), messages)
     }
 
-    fn start(
+    /// Starts a session over any [`Store`] holding `messages` (what the store already has, in
+    /// order): the seam for other storage backends.
+    pub fn with_store(
         setup: SessionSetup,
-        store: TranscriptStore,
+        store: Box<dyn Store>,
         messages: Vec<Arc<Message>>,
     ) -> Result<Session> {
         let services = Arc::new(SessionServices {
@@ -192,7 +188,9 @@ impl Session {
         let mut session = Session {
             id: Arc::from(setup.id.as_str()),
             engine: None,
+            entry: setup.engine.entry(),
             engine_id: LEGACY_ID.to_owned(),
+            reinstantiate: false,
             engine_info: None,
             legacy: Legacy::default(),
             generation: setup.engine.number(),
@@ -219,6 +217,8 @@ impl Session {
         let current = self.setup.engine.current();
         self.generation = current.number;
         self.engine_config = current.config;
+        self.entry = current.entry;
+        self.reinstantiate = false;
         let Some(choice) = current.engine else {
             self.engine_id = LEGACY_ID.to_owned();
             self.engine_info = None;
@@ -233,7 +233,7 @@ impl Session {
         };
         self.engine_id = factory.info().id.clone();
         self.engine_info = Some(factory.info().clone());
-        if self.setup.quarantine.contains(&self.engine_id) {
+        if self.setup.quarantine.contains(&self.entry) {
             return Ok(());
         }
         let cx = InstanceContext {
@@ -254,6 +254,10 @@ impl Session {
     /// At a turn boundary: if the host reloaded the engine, retire this session's instance
     /// (state saved, `dispose` run) and continue on a new one with the state restored.
     fn sync_engine(&mut self) -> Result<()> {
+        if self.reinstantiate && self.setup.engine.number() == self.generation {
+            self.instantiate_engine()?;
+            return self.restore_state();
+        }
         if self.setup.engine.number() == self.generation {
             return Ok(());
         }
@@ -327,7 +331,7 @@ impl Session {
 
     /// The configured engine's first failure, when it is quarantined.
     pub fn quarantine(&self) -> Option<EngineError> {
-        self.setup.quarantine.first_failure(&self.engine_id)
+        self.setup.quarantine.first_failure(&self.entry)
     }
 
     /// The token budget for `assemble`: window − output reserve − system prompt tokens.
@@ -697,11 +701,9 @@ impl Session {
             &s.compaction,
             &params,
         );
-        self.apply_compaction(&result).map_err(|m| Error::Session {
-            session: self.id.to_string(),
-            message: format!("built-in compaction produced an invalid result: {m}"),
-        })?;
-        Ok(())
+        // The built-in compaction is the host's own: a result it cannot apply is a host fault.
+        self.apply_compaction(&result)
+            .map_err(|e| e.into_host_error(LEGACY_ID, "built-in compaction"))
     }
 
     /// Runs the engine's `compact` (falling back like any call) and applies its result.
@@ -715,7 +717,8 @@ impl Session {
         let params = self.compact_params(budget, target, instructions, degraded);
         let limits = self.setup.limits.clone();
         let before = self.context_tokens();
-        loop {
+        // The configured engine, and after its failure `legacy`, once: never a loop.
+        for _ in 0..2 {
             let (result, engine, _) = self.run_tagged(Method::Compact, budget, |e, call| {
                 let r = e.compact(call, &params)?;
                 contract::check_compact(&r, &limits)
@@ -741,14 +744,23 @@ impl Session {
                     }
                     return Ok(result);
                 }
-                Err(m) => self.on_failure(invalid_for(&engine, Method::Compact, m))?,
+                Err(ApplyError::Invalid(m)) if engine != LEGACY_ID => {
+                    self.on_failure(invalid_for(&engine, Method::Compact, m))?;
+                }
+                Err(e) => return Err(e.into_host_error(&engine, "compact")),
             }
         }
+        Err(Error::Host(EngineError::new(
+            Method::Compact,
+            LEGACY_ID,
+            EngineErrorKind::Host,
+            "compaction could not be applied after falling back to legacy",
+        )))
     }
 
     /// Appends a compaction's summary and re-derives the context. Returns what is wrong with
     /// the result when it cannot be applied.
-    fn apply_compaction(&mut self, result: &CompactResult) -> std::result::Result<(), String> {
+    fn apply_compaction(&mut self, result: &CompactResult) -> std::result::Result<(), ApplyError> {
         if !result.compacted {
             self.stats.failed_compactions += 1;
             return Ok(());
@@ -765,7 +777,11 @@ impl Session {
         let kept_from =
             match &outcome.first_kept_entry_id {
                 Some(id) => Some(self.context.iter().position(|m| &m.id == id).ok_or_else(
-                    || format!("firstKeptEntryId \"{id}\" is not in the session context"),
+                    || {
+                        ApplyError::Invalid(format!(
+                            "firstKeptEntryId \"{id}\" is not in the session context"
+                        ))
+                    },
                 )?),
                 None => None,
             };
@@ -789,10 +805,7 @@ impl Session {
         {
             s.extra.insert("details".into(), details.clone());
         }
-        let stored = self
-            .store
-            .append(vec![message])
-            .map_err(|e| e.to_string())?;
+        let stored = self.store.append(vec![message]).map_err(ApplyError::Host)?;
         let mut context = stored;
         context.extend(kept);
         self.turn_start = self.turn_start.min(context.len());
@@ -839,9 +852,13 @@ impl Session {
             engine: self.engine_id.clone(),
             state,
         };
-        let text = serde_json::to_vec_pretty(&saved).map_err(|e| Error::Session {
-            session: self.id.to_string(),
-            message: format!("serialize engine state: {e}"),
+        let text = serde_json::to_vec_pretty(&saved).map_err(|e| {
+            Error::Host(EngineError::new(
+                Op::SaveState,
+                self.engine_id.clone(),
+                EngineErrorKind::Host,
+                format!("serialize engine state: {e}"),
+            ))
         })?;
         write_atomic(&path, &text)
     }
@@ -976,9 +993,10 @@ impl Session {
             }
         }
         let call = self.host_call(LEGACY_ID, budget);
+        // legacy is the host's own engine: its failure is a host fault, never a quarantine.
         let v = f(&mut self.legacy, &call).map_err(|e| {
             tracing::error!(op = %method, "legacy failed: {e}");
-            Error::Engine(e)
+            Error::Host(e)
         })?;
         let fallback = self.engine_id != LEGACY_ID;
         self.stats.fallback |= fallback;
@@ -989,12 +1007,20 @@ impl Session {
     fn on_failure(&mut self, e: EngineError) -> Result<()> {
         match e.disposition() {
             Disposition::FailClosed | Disposition::Cancelled => Err(Error::Engine(e)),
-            Disposition::HostFault => Err(Error::Host(e)),
+            Disposition::HostFault => {
+                // Not the engine's fault, so no quarantine; but the instance may be broken (a
+                // dead worker): drop it and make a new one, state restored, at the next turn.
+                tracing::error!(engine = %e.engine, session = &*self.id, "host fault: {e}");
+                if self.engine.take().is_some() {
+                    self.reinstantiate = true;
+                }
+                Err(Error::Host(e))
+            }
             Disposition::Quarantine if self.setup.failure_policy == FailurePolicy::Strict => {
                 Err(Error::Engine(e))
             }
             Disposition::Quarantine => {
-                if self.setup.quarantine.record(&e) {
+                if self.setup.quarantine.record(&self.entry, &e) {
                     tracing::warn!(engine = %e.engine, session = &*self.id, "engine quarantined, falling back to legacy: {e}");
                 }
                 self.stats.fallback = true;
@@ -1013,9 +1039,10 @@ impl Session {
     fn retire_engine(&mut self) {
         if let Some(mut engine) = self.engine.take() {
             let call = self.host_call(&self.engine_id.clone(), self.token_budget());
+            // The instance is leaving either way; a failing dispose is reported, and does not
+            // quarantine the entry (after a reload that would punish the new version).
             if let Err(e) = engine.dispose(&call) {
-                tracing::warn!(engine = %self.engine_id, "dispose failed: {e}");
-                self.setup.quarantine.record(&e);
+                tracing::warn!(engine = %self.engine_id, session = &*self.id, "dispose failed: {e}");
             }
         }
     }
@@ -1034,6 +1061,29 @@ impl Drop for Session {
 struct SavedState {
     engine: String,
     state: Value,
+}
+
+/// Why a compaction result could not be applied.
+enum ApplyError {
+    /// The result contradicts the session (the engine's fault).
+    Invalid(String),
+    /// Storing the summary failed (the host's fault).
+    Host(Error),
+}
+
+impl ApplyError {
+    /// The error the caller gets when this cannot be blamed on a (non-legacy) engine.
+    fn into_host_error(self, engine: &str, what: &str) -> Error {
+        match self {
+            ApplyError::Host(e) => e,
+            ApplyError::Invalid(m) => Error::Host(EngineError::new(
+                Method::Compact,
+                engine,
+                EngineErrorKind::Host,
+                format!("{what} produced a result the host cannot apply: {m}"),
+            )),
+        }
+    }
 }
 
 fn invalid(info: &EngineInfo, method: Method, message: String) -> EngineError {

@@ -12,12 +12,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ctxhost::EngineErrorKind;
+use ctxhost::config::FailurePolicy;
 use ctxhost::config::{Config, Entry};
 use ctxhost::contract::ContextMode;
 use ctxhost::message::Message;
 use ctxhost::replay::{ReplayOptions, replay};
 use ctxhost::runtime::{Host, SessionSpec};
-use ctxhost::session::{FailurePolicy, TurnInput};
+use ctxhost::session::TurnInput;
 use ctxhost::transcript::import;
 use serde_json::{Value, json};
 

@@ -10,11 +10,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::cli::Outcome;
 use crate::cli::args::{HostArgs, ReplayArgs};
 use crate::config::Config;
+use crate::config::FailurePolicy;
 use crate::message::Role;
 use crate::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use crate::report::{self, ReportMeta, group};
 use crate::runtime::Host;
-use crate::session::FailurePolicy;
 use crate::transcript::{Import, import};
 
 /// The demo session shipped with ctxhost.

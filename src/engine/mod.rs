@@ -20,6 +20,10 @@ use crate::contract::{
 use crate::error::EngineError;
 use crate::host::HostCall;
 
+pub use cell::{EngineCell, Generation, LoadedEngine};
+pub use script::LoadOptions;
+
+mod cell;
 pub mod legacy;
 pub mod lua;
 pub mod rhai;
@@ -169,17 +173,13 @@ pub trait Engine: Send {
     }
 }
 
-/// Loads an engine file by its extension, for the configured entry `id`. A failure is an
-/// [`EngineError`] the host quarantines (the sessions then answer from `legacy`).
-pub fn load(
-    id: &str,
-    path: &Path,
-    config: &Value,
-    host: &crate::config::Config,
-) -> Result<Arc<dyn EngineFactory>, EngineError> {
-    use crate::error::{EngineErrorKind, ScriptLocation};
+/// Loads an engine file by its extension, for the entry `opts.configured_id` names. A failure is
+/// an [`EngineError`] the host quarantines (the sessions then answer from `legacy`).
+pub fn load(path: &Path, opts: &LoadOptions) -> Result<Arc<dyn EngineFactory>, EngineError> {
+    use crate::error::{EngineErrorKind, Op, ScriptLocation};
+    let id = opts.configured_id.as_deref().unwrap_or_default();
     let located = |kind, message: String| {
-        EngineError::new(crate::error::Op::Load, id, kind, message)
+        EngineError::new(Op::Load, id, kind, message)
             .at(Some(ScriptLocation::new(path.display().to_string(), None)))
     };
     if !path.is_file() {
@@ -188,23 +188,33 @@ pub fn load(
             format!("no engine file at {}", path.display()),
         ));
     }
-    let opts = script::LoadOptions {
-        configured_id: Some(id.to_owned()),
-        strict: host.host.failure_policy == crate::session::FailurePolicy::Strict,
-        config: Arc::new(config.clone()),
-        limits: host.host.limits.clone(),
-        ..Default::default()
+    let factory = match path.extension().and_then(|e| e.to_str()) {
+        Some("lua" | "luau") => lua::load(path, opts)?,
+        Some("rhai") => rhai::load(path, opts)?,
+        Some(ext) => {
+            return Err(located(
+                EngineErrorKind::Contract,
+                format!("engines written in .{ext} files cannot be loaded by this build"),
+            ));
+        }
+        None => {
+            return Err(located(
+                EngineErrorKind::Contract,
+                "an engine file needs a .lua, .luau or .rhai extension".into(),
+            ));
+        }
     };
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("lua" | "luau") => lua::load(path, &opts),
-        Some("rhai") => rhai::load(path, &opts),
-        Some(ext) => Err(located(
+    if factory.info().id == legacy::LEGACY_ID {
+        return Err(EngineError::new(
+            Op::Validate,
+            id,
             EngineErrorKind::Contract,
-            format!("engines written in .{ext} files cannot be loaded by this build"),
-        )),
-        None => Err(located(
-            EngineErrorKind::Contract,
-            "an engine file needs a .lua, .luau or .rhai extension".into(),
-        )),
+            format!(
+                "info.id \"{}\" is reserved for the built-in engine; give the engine its own id",
+                legacy::LEGACY_ID
+            ),
+        )
+        .at(Some(ScriptLocation::new(path.display().to_string(), None))));
     }
+    Ok(factory)
 }

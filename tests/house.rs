@@ -1,0 +1,278 @@
+//! Host faults are kept apart from engine faults: a failing store is the host's error, never a
+//! quarantine; a reload lifts the quarantine of the configured entry whatever `info.id` the
+//! script declares; the id `legacy` belongs to the built-in engine.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use ctxhost::config::{Config, Entry};
+use ctxhost::message::{Message, Role};
+use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::session::{Session, TurnInput};
+use ctxhost::transcript::{Store, TranscriptStore};
+
+/// A JSONL store whose appends of compaction summaries fail with "No space left on device"
+/// while `full` is set, as a full disk would fail the one write a compaction makes.
+#[derive(Debug)]
+struct FullDisk {
+    inner: TranscriptStore,
+    full: Arc<AtomicBool>,
+    refused: Arc<AtomicUsize>,
+}
+
+impl Store for FullDisk {
+    fn append(&mut self, messages: Vec<Message>) -> ctxhost::Result<Vec<Arc<Message>>> {
+        if self.full.load(Ordering::SeqCst)
+            && messages.iter().any(|m| m.role() == Role::CompactionSummary)
+        {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(ctxhost::Error::io(
+                "append to transcript",
+                self.inner.path(),
+                std::io::Error::from_raw_os_error(28),
+            ));
+        }
+        self.inner.append(messages)
+    }
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+}
+
+fn repo_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn config_with(id: &str, path: &Path, window: u64) -> Config {
+    let mut config = Config::default();
+    config.host.window = window;
+    config.plugins.slots.context_engine = Some(id.into());
+    config.plugins.entries.insert(
+        id.into(),
+        Entry {
+            path: Some(path.to_path_buf()),
+            ..Entry::default()
+        },
+    );
+    config
+}
+
+struct Disk {
+    full: Arc<AtomicBool>,
+    refused: Arc<AtomicUsize>,
+}
+
+fn session_on_full_disk(host: &Host, file: &Path) -> (Session, Disk) {
+    let spec = SessionSpec::new("s", file);
+    let full = Arc::new(AtomicBool::new(false));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let store = FullDisk {
+        inner: TranscriptStore::create(file, "s", "").unwrap(),
+        full: Arc::clone(&full),
+        refused: Arc::clone(&refused),
+    };
+    let session = Session::with_store(host.session_setup(&spec), Box::new(store), Vec::new())
+        .expect("session");
+    (session, Disk { full, refused })
+}
+
+fn big_turn(session: &mut Session, n: usize) -> ctxhost::Result<()> {
+    session.begin_turn(TurnInput {
+        user: Message::user(format!("step {n}: please go on with the refactor")),
+        is_heartbeat: false,
+    })?;
+    session.end_turn(vec![Message::assistant(format!(
+        "done with step {n}. {}",
+        "Lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(40)
+    ))])?;
+    Ok(())
+}
+
+fn stored_messages(file: &Path) -> usize {
+    let (_, messages, problems) = TranscriptStore::open(file).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    messages.len()
+}
+
+#[test]
+fn a_full_disk_during_auto_compaction_is_the_hosts_error_not_the_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::new(config_with(
+        "delegating",
+        &repo_file("scripts/delegating.lua"),
+        3_000,
+    ))
+    .unwrap();
+    let file = dir.path().join("s.jsonl");
+    let (mut session, disk) = session_on_full_disk(&host, &file);
+    // Fill the window without compacting.
+    let mut n = 0;
+    while session.context_tokens() < session.token_budget() {
+        n += 1;
+        big_turn(&mut session, n).unwrap();
+    }
+    let before = stored_messages(&file);
+    disk.full.store(true, Ordering::SeqCst);
+
+    let err = big_turn(&mut session, n + 1).expect_err("the summary cannot be stored");
+    assert!(
+        matches!(err, ctxhost::Error::Io { .. }),
+        "a store failure reaches the caller as itself: {err}"
+    );
+    assert!(err.to_string().contains("No space left"), "{err}");
+    assert_eq!(
+        disk.refused.load(Ordering::SeqCst),
+        1,
+        "one attempt, no loop"
+    );
+    assert!(host.quarantine().all().is_empty(), "nothing quarantined");
+    assert_eq!(session.quarantine(), None);
+    // The user message of the failed turn was stored before the compaction; nothing is lost.
+    assert_eq!(stored_messages(&file), before + 1);
+
+    // The disk has room again: the session goes on with the same engine.
+    disk.full.store(false, Ordering::SeqCst);
+    big_turn(&mut session, n + 2).unwrap();
+    assert!(!session.stats().fallback);
+    assert_eq!(session.engine_id(), "delegating");
+}
+
+#[test]
+fn a_full_disk_during_an_engines_compact_quarantines_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::new(config_with(
+        "delegating",
+        &repo_file("scripts/delegating.lua"),
+        3_000,
+    ))
+    .unwrap();
+    let file = dir.path().join("s.jsonl");
+    let (mut session, disk) = session_on_full_disk(&host, &file);
+    for n in 1..=3 {
+        big_turn(&mut session, n).unwrap();
+    }
+    let before = stored_messages(&file);
+    disk.full.store(true, Ordering::SeqCst);
+
+    // `/compact`: the engine's compact delegates to the built-in compaction, whose summary
+    // cannot be stored. Before, that was the engine's "invalid result" and a quarantine.
+    let err = session
+        .compact_now(None)
+        .expect_err("the summary cannot be stored");
+    assert!(matches!(err, ctxhost::Error::Io { .. }), "{err}");
+    assert_eq!(
+        disk.refused.load(Ordering::SeqCst),
+        1,
+        "one attempt, no loop"
+    );
+    assert!(host.quarantine().all().is_empty(), "nothing quarantined");
+    assert_eq!(stored_messages(&file), before);
+
+    disk.full.store(false, Ordering::SeqCst);
+    let r = session.compact_now(None).unwrap();
+    assert!(r.compacted);
+    assert_eq!(stored_messages(&file), before + 1);
+}
+
+/// An engine whose `info.id` differs from the entry it is configured under.
+fn renamed_engine(broken: bool) -> String {
+    let fail = if broken { "error(\"broken\")" } else { "" };
+    format!(
+        r#"local M = {{ info = {{ id = "declared-id", name = "Renamed" }} }}
+function M.ingest(p) return {{ ingested = true }} end
+function M.assemble(p)
+  {fail}
+  return {{ messages = p.messages, estimatedTokens = host.tokens(p.messages) }}
+end
+function M.compact(p) return host.delegateCompaction(p) end
+return M
+"#
+    )
+}
+
+#[test]
+fn a_reload_lifts_the_quarantine_of_the_configured_entry_whatever_info_id_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mine.lua");
+    std::fs::write(&path, renamed_engine(true)).unwrap();
+    let host = Host::new(config_with("mine", &path, 32_000)).unwrap();
+    let spec = SessionSpec::new("s", dir.path().join("s.jsonl"));
+    let mut session = Session::create(host.session_setup(&spec), &spec.file, "").unwrap();
+    let turn = |s: &mut Session| {
+        let a = s
+            .begin_turn(TurnInput {
+                user: Message::user("go"),
+                is_heartbeat: false,
+            })
+            .unwrap();
+        s.end_turn(vec![Message::assistant("ok")]).unwrap();
+        a.fallback
+    };
+    assert!(turn(&mut session), "the broken engine fell back to legacy");
+    assert!(host.quarantine().contains("mine"), "keyed by the entry");
+    assert!(!host.quarantine().contains("declared-id"));
+
+    std::fs::write(&path, renamed_engine(false)).unwrap();
+    host.reload_engine().expect("reload");
+    assert!(host.quarantine().all().is_empty(), "the reload lifted it");
+    assert!(!turn(&mut session), "the fixed engine serves the next turn");
+}
+
+#[test]
+fn a_script_cannot_take_the_id_legacy() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("impostor.lua");
+    std::fs::write(
+        &path,
+        renamed_engine(false).replace("declared-id", "legacy"),
+    )
+    .unwrap();
+    let host = Host::new(config_with("impostor", &path, 32_000)).unwrap();
+    let failure = host
+        .quarantine()
+        .first_failure("impostor")
+        .expect("refused at load");
+    assert!(
+        failure
+            .to_string()
+            .contains("reserved for the built-in engine"),
+        "{failure}"
+    );
+    // The refusal is loud: the turns say they fell back.
+    let spec = SessionSpec::new("s", dir.path().join("s.jsonl"));
+    let mut session = Session::create(host.session_setup(&spec), &spec.file, "").unwrap();
+    let a = session
+        .begin_turn(TurnInput {
+            user: Message::user("go"),
+            is_heartbeat: false,
+        })
+        .unwrap();
+    assert!(a.fallback);
+}
+
+#[test]
+fn a_config_entry_cannot_be_named_legacy() {
+    let err = Config::parse(
+        r#"{ plugins: { slots: { contextEngine: "legacy" },
+                       entries: { legacy: { enabled: true, path: "x.lua" } } } }"#,
+        "cfg.json5",
+    )
+    .expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("plugins.entries.legacy"), "{text}");
+    assert!(text.contains("built-in engine"), "{text}");
+}
+
+#[test]
+fn a_window_of_zero_in_a_config_is_refused() {
+    let err = Config::parse("{ host: { window: 0 } }", "cfg.json5").expect_err("refused");
+    assert!(err.to_string().contains("host.window"), "{err}");
+}
