@@ -1499,5 +1499,5 @@ fn longest_fitting_prefix(text: &str, fits: &impl Fn(&str) -> bool) -> String {
 }
 
 #[cfg(test)]
-#[path = "summarize_tests.rs"]
+#[path = "mod_tests.rs"]
 mod tests;
