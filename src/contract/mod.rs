@@ -895,5 +895,5 @@ pub fn check_compact(r: &CompactResult, limits: &ResultLimits) -> Result<(), Str
 }
 
 #[cfg(test)]
-#[path = "contract_tests.rs"]
+#[path = "mod_tests.rs"]
 mod tests;
