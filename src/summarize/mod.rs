@@ -1,0 +1,132 @@
+//! The built-in summarizer (contract §9): offline, deterministic, sectioned, and strict about
+//! identifiers. An LLM-backed summarizer can implement the same trait later.
+//!
+//! This module holds the public API (the [`Summarizer`] trait, its request and result, and
+//! [`BuiltinSummarizer`]); the built-in summarizer's parts live in one private submodule each:
+//! `sections` (the summary's sections), `text` (text helpers), `identifiers` (finding opaque
+//! identifiers), `tools` (what tool calls read, modify and plan), `previous` (folding in a
+//! previous summary), `extract` (the heuristics over a span) and `render` (rendering within
+//! the token budget).
+
+mod extract;
+mod identifiers;
+mod previous;
+mod render;
+mod sections;
+mod text;
+mod tools;
+
+#[cfg(test)]
+mod test_support;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::message::Message;
+use crate::tokens::TokenCounter;
+
+use extract::Extraction;
+use render::Doc;
+
+pub use sections::SECTION_HEADINGS;
+
+/// Whether opaque identifiers of the summarized span must survive verbatim.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum IdentifierPolicy {
+    /// Keep every UUID, hash, URL, path, host, IP and host:port as long as the budget allows.
+    #[default]
+    Strict,
+    /// Identifiers get no special treatment.
+    Off,
+}
+
+/// What to summarize and within what budget.
+#[derive(Clone, Copy, Debug)]
+pub struct SummaryRequest<'a> {
+    /// The span to summarize, oldest first.
+    pub messages: &'a [Arc<Message>],
+    /// The summary this one replaces; its content is folded in, not lost.
+    pub previous_summary: Option<&'a str>,
+    /// The summary never exceeds this many tokens (by the given counter).
+    pub max_tokens: u64,
+    /// Extra focus from the user (`/compact <instructions>`).
+    pub instructions: Option<&'a str>,
+    /// Identifier handling.
+    pub identifier_policy: IdentifierPolicy,
+}
+
+/// A summary and what it kept.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// The summary text (Markdown sections).
+    pub text: String,
+    /// Its tokens by the counter it was built with.
+    pub tokens: u64,
+    /// Distinct identifiers found in the span (and the previous summary).
+    pub identifiers_found: usize,
+    /// How many of them appear verbatim in `text`.
+    pub identifiers_kept: usize,
+    /// Files the span read.
+    pub read_files: Vec<String>,
+    /// Files the span modified.
+    pub modified_files: Vec<String>,
+}
+
+/// Turns a span of messages into a summary within a token budget.
+pub trait Summarizer: Send + Sync + std::fmt::Debug {
+    /// Summarizes; the result's `tokens` (by `counter`) never exceed `request.max_tokens`.
+    fn summarize(
+        &self,
+        request: &SummaryRequest<'_>,
+        counter: &dyn TokenCounter,
+    ) -> Result<Summary>;
+}
+
+/// The offline, deterministic summarizer used when no LLM summarizer is configured (§9).
+///
+/// It extracts sections from the messages with plain heuristics (no model), folds the previous
+/// summary in, and fits the result to the budget by trimming items, then dropping the least
+/// important items, then dropping identifiers (with a note saying how many were left out).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BuiltinSummarizer;
+
+impl BuiltinSummarizer {
+    /// A built-in summarizer; it has no settings, so every instance behaves the same.
+    pub fn new() -> Self {
+        BuiltinSummarizer
+    }
+}
+
+impl Summarizer for BuiltinSummarizer {
+    fn summarize(
+        &self,
+        request: &SummaryRequest<'_>,
+        counter: &dyn TokenCounter,
+    ) -> Result<Summary> {
+        let ex = Extraction::run(request);
+        let doc = Doc::new(&ex, request);
+        let text = doc.fit(request.max_tokens, counter);
+        let tokens = counter.count_text(&text);
+        let identifiers = &ex.identifiers.items;
+        let identifiers_kept = identifiers
+            .iter()
+            .filter(|id| text.contains(id.as_str()))
+            .count();
+        Ok(Summary {
+            tokens,
+            identifiers_found: identifiers.len(),
+            identifiers_kept,
+            read_files: ex.read_only(),
+            modified_files: ex.modified.items.clone(),
+            text,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "mod_tests.rs"]
+mod tests;

@@ -1,0 +1,169 @@
+//! Rendering within the budget: section order, the budget for any counter, what is given up
+//! first, the focus line, clipping, and tiny budgets.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::message::Message;
+use crate::summarize::test_support::{call, request, result, rich_span, run, say, section, user};
+use crate::summarize::{BuiltinSummarizer, SECTION_HEADINGS, Summarizer};
+use crate::tokens::{Estimate, TokenCounter};
+
+#[test]
+fn sections_appear_in_contract_order() {
+    let s = run(&rich_span(), None, 100_000);
+    let mut at = 0;
+    for heading in SECTION_HEADINGS {
+        let needle = format!("## {heading}\n");
+        let pos = s.text[at..]
+            .find(&needle)
+            .or_else(|| {
+                s.text[at..]
+                    .strip_suffix(needle.trim_end())
+                    .map(|p| p.len())
+            })
+            .unwrap_or_else(|| panic!("{heading} missing or out of order in:\n{}", s.text));
+        at += pos + needle.len() - 1;
+    }
+}
+
+/// A span with many identifiers and much prose, for budget tests.
+fn heavy_span() -> Vec<Arc<Message>> {
+    let mut span = vec![user(
+        "Goal: rebuild the ingest pipeline so that every shard reports to the coordinator.",
+    )];
+    for i in 0..40 {
+        span.push(say(&format!(
+            "I'll move shard {i} behind the coordinator instead of the old fan-out, which we decided after the outage review because the old path dropped messages under load."
+        )));
+        span.push(call(
+            &format!("c{i}"),
+            "read",
+            json!({"path": format!("/data/shards/shard-{i:03}/manifest.json")}),
+        ));
+        span.push(result(
+            &format!("c{i}"),
+            "read",
+            &format!(
+                "owner node-{i}.cluster.internal, build {:08x}9a",
+                0x1a2b_0000 + i
+            ),
+            false,
+        ));
+    }
+    span
+}
+
+#[test]
+fn never_exceeds_the_budget_and_says_how_many_identifiers_were_left_out() {
+    let span = heavy_span();
+    let full = run(&span, None, 1_000_000);
+    assert!(full.identifiers_found >= 120, "{}", full.identifiers_found);
+    let mut saw_note = false;
+    for max in (0..=600).step_by(7) {
+        let s = run(&span, None, max);
+        assert!(s.tokens <= max, "{} > {max}", s.tokens);
+        assert_eq!(s.tokens, Estimate.count_text(&s.text));
+        let listed = section(&s.text, "Exact identifiers").len();
+        if listed > 0 && listed < s.identifiers_found {
+            let note = format!(
+                "(+{} more identifiers omitted to fit the budget)",
+                s.identifiers_found - listed
+            );
+            assert!(s.text.contains(&note), "budget {max}:\n{}", s.text);
+            saw_note = true;
+        }
+        assert!(s.identifiers_kept <= s.identifiers_found);
+    }
+    assert!(saw_note);
+    assert_eq!(run(&span, None, 0).text, "");
+}
+
+/// Counts one token per whitespace-separated word (a counter unlike the estimate).
+#[derive(Debug)]
+struct Words;
+
+impl TokenCounter for Words {
+    fn name(&self) -> &'static str {
+        "words"
+    }
+    fn count_text(&self, text: &str) -> u64 {
+        text.split_whitespace().count() as u64
+    }
+}
+
+#[test]
+fn the_budget_holds_for_any_counter() {
+    let span = heavy_span();
+    for max in (0..=400).step_by(13) {
+        let s = BuiltinSummarizer
+            .summarize(&request(&span, None, max), &Words)
+            .expect("summarize");
+        assert!(s.tokens <= max && Words.count_text(&s.text) <= max);
+    }
+}
+
+#[test]
+fn other_sections_are_shortened_before_identifiers() {
+    let span = heavy_span();
+    let full = run(&span, None, 1_000_000);
+    let full_decisions = section(&full.text, "Decisions").len();
+    assert!(full_decisions >= 10);
+    // Enough for the identifiers and headings, not for the decisions as well.
+    let ids_tokens = Estimate.count_text(&section(&full.text, "Exact identifiers").join("\n- "));
+    let budget = ids_tokens + 150;
+    assert!(budget < full.tokens);
+    let s = run(&span, None, budget);
+    assert!(s.tokens <= budget);
+    assert_eq!(s.identifiers_kept, s.identifiers_found, "{}", s.text);
+    assert!(!s.text.contains("identifiers omitted"));
+    assert!(
+        section(&s.text, "Decisions").len() < full_decisions,
+        "{}",
+        s.text
+    );
+    // The goal outlives the decisions.
+    assert_eq!(section(&s.text, "Goal").len(), 1);
+}
+
+#[test]
+fn focus_instructions_lead_the_summary() {
+    let span = rich_span();
+    let mut req = request(&span, None, 100_000);
+    req.instructions = Some("keep the queue details");
+    let s = BuiltinSummarizer
+        .summarize(&req, &Estimate)
+        .expect("summarize");
+    assert!(
+        s.text
+            .starts_with("Focus: keep the queue details\n\n## Goal\n"),
+        "{}",
+        s.text
+    );
+}
+
+#[test]
+fn long_items_are_clipped_with_an_ellipsis() {
+    let long = format!("I'll {}", "refactor the module carefully ".repeat(20));
+    let s = run(&[say(&long)], None, 100_000);
+    let d = section(&s.text, "Decisions");
+    assert_eq!(d.len(), 1);
+    assert!(
+        d[0].ends_with('…') && d[0].chars().count() <= 180,
+        "{}",
+        d[0]
+    );
+}
+
+#[test]
+fn tiny_budgets_give_a_prefix_of_the_skeleton() {
+    let span = rich_span();
+    let s = run(&span, None, 3);
+    assert!(s.tokens <= 3);
+    assert!(
+        "## Goal".starts_with(&s.text) || s.text.starts_with("## Goal"),
+        "{}",
+        s.text
+    );
+}
