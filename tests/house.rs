@@ -276,3 +276,39 @@ fn a_window_of_zero_in_a_config_is_refused() {
     let err = Config::parse("{ host: { window: 0 } }", "cfg.json5").expect_err("refused");
     assert!(err.to_string().contains("host.window"), "{err}");
 }
+
+#[test]
+fn check_without_a_config_warns_when_info_id_differs_from_the_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("my_policy.lua");
+    std::fs::write(&path, renamed_engine(false)).unwrap();
+    let report = ctxhost::check::check_engine(&path, &Config::default());
+    assert!(report.sound, "{:#?}", report.steps);
+    assert_eq!(report.engine, "declared-id");
+    assert!(
+        report.warnings.iter().any(
+            |w| w.contains("differs from the configured id \"my-policy\"")
+                && w.contains("change info.id")
+        ),
+        "{:?}",
+        report.warnings
+    );
+}
+
+#[test]
+fn check_refuses_an_engine_that_calls_itself_legacy() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("impostor.lua");
+    std::fs::write(
+        &path,
+        renamed_engine(false).replace("declared-id", "legacy"),
+    )
+    .unwrap();
+    let report = ctxhost::check::check_engine(&path, &Config::default());
+    assert!(!report.sound);
+    let failed = report.steps.iter().find(|s| !s.ok).expect("a failed step");
+    assert!(
+        failed.detail.contains("reserved for the built-in engine"),
+        "{failed:?}"
+    );
+}

@@ -100,8 +100,8 @@ pub fn check_engine_shape(
         && cfg != info.id
     {
         let m = format!(
-            "info.id \"{}\" differs from the configured id \"{cfg}\"",
-            info.id
+            "info.id \"{}\" differs from the configured id \"{cfg}\"; change info.id to \"{cfg}\", or name the file (or the config entry) \"{}\"",
+            info.id, info.id
         );
         out.push(if strict { error(m) } else { warning(m) });
     }
