@@ -7,7 +7,7 @@
 //! use ctxhost::runtime::{Host, SessionSpec};
 //! use ctxhost::session::TurnInput;
 //! use ctxhost::message::Message;
-//! let host = Host::new(ctxhost::config::Config::default())?;
+//! let host = Host::start(ctxhost::config::Config::default()).await?;
 //! let session = host.create_session(SessionSpec::new("s1", "/tmp/s1.jsonl")).await?;
 //! let ctx = session.begin_turn(TurnInput { user: Message::user("hi"), is_heartbeat: false }).await?;
 //! // ... send ctx.messages to the model ...
@@ -71,7 +71,8 @@ impl SessionSpec {
 }
 
 impl Host {
-    /// Builds a host: picks the counter, loads the configured engine once. An engine that fails
+    /// Builds a host: picks the counter, loads the configured engine once. This blocks (BPE
+    /// tables, VM boot): inside an async runtime use [`Host::start`]. An engine that fails
     /// to load is quarantined, and its sessions answer from `legacy` (or fail, when strict).
     pub fn new(config: Config) -> Result<Host> {
         let tokens = tokens::counter(config.host.tokenizer)?;
@@ -104,6 +105,12 @@ impl Host {
             quarantine,
             engine,
         })
+    }
+
+    /// [`Host::new`] on tokio's blocking pool: building a host reads BPE tables and boots the
+    /// engine's VM, which must not stall an async worker thread.
+    pub async fn start(config: Config) -> Result<Host> {
+        blocking(move || Host::new(config)).await?
     }
 
     /// The configuration the host was built from.
@@ -188,15 +195,40 @@ impl Host {
 }
 
 /// A shared handle on a running session; calls run on the blocking pool, one at a time.
+/// Dropping the last handle retires the engine instance (`dispose`) on the blocking pool too,
+/// so it never blocks an async thread.
 #[derive(Clone, Debug)]
 pub struct SessionHandle {
-    inner: Arc<Mutex<Session>>,
+    inner: Arc<Shared>,
+    file: Arc<Path>,
+}
+
+/// The session behind every clone of one handle.
+#[derive(Debug)]
+struct Shared {
+    session: Mutex<Option<Session>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let Some(session) = self.session.get_mut().take() else {
+            return;
+        };
+        // Retiring runs the engine's `dispose` on its VM: keep it off the async threads.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || drop(session))),
+            Err(_) => drop(session),
+        }
+    }
 }
 
 impl SessionHandle {
     fn new(session: Session) -> Self {
         SessionHandle {
-            inner: Arc::new(Mutex::new(session)),
+            file: Arc::from(session.file()),
+            inner: Arc::new(Shared {
+                session: Mutex::new(Some(session)),
+            }),
         }
     }
 
@@ -206,7 +238,12 @@ impl SessionHandle {
         f: impl FnOnce(&mut Session) -> R + Send + 'static,
     ) -> Result<R> {
         let inner = Arc::clone(&self.inner);
-        blocking(move || f(&mut inner.lock())).await
+        blocking(move || inner.session.lock().as_mut().map(f))
+            .await?
+            .ok_or(Error::Task {
+                task: "session call",
+                message: "the session was dropped".into(),
+            })
     }
 
     /// Starts a turn and returns what the model sees.
@@ -241,7 +278,7 @@ impl SessionHandle {
 
     /// The transcript file.
     pub fn file(&self) -> PathBuf {
-        self.inner.lock().file().to_path_buf()
+        self.file.to_path_buf()
     }
 }
 

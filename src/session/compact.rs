@@ -1,0 +1,214 @@
+//! Compaction as the session applies it: the built-in auto-compaction, an engine's `compact`
+//! (falling back to `legacy` at most once), and appending the summary a result asks for. A
+//! result that contradicts the session is the engine's fault; a summary the store cannot take
+//! is the host's.
+
+use std::sync::Arc;
+
+use crate::compaction::{self};
+use crate::contract::{
+    self, CompactParams, CompactResult, CompactionTarget, EngineInfo, HostParam, Method,
+};
+use crate::engine::legacy::LEGACY_ID;
+use crate::error::{EngineError, EngineErrorKind, Error, Result};
+use crate::message::Message;
+
+use super::Session;
+
+impl Session {
+    /// Built-in auto-compaction for engines that do not own compaction.
+    pub(super) fn auto_compact(&mut self, budget: u64) -> Result<()> {
+        let params = self.compact_params(budget, CompactionTarget::Budget, None, None);
+        let s = &self.services;
+        let result = compaction::compact(
+            &self.context,
+            &s.tokens,
+            s.summarizer.as_ref(),
+            &s.compaction,
+            &params,
+        );
+        // The built-in compaction is the host's own: a result it cannot apply is a host fault.
+        self.apply_compaction(&result)
+            .map_err(|e| e.into_host_error(LEGACY_ID, "built-in compaction"))
+    }
+
+    /// Runs the engine's `compact` (falling back like any call) and applies its result.
+    pub(super) fn engine_compact(
+        &mut self,
+        budget: u64,
+        target: CompactionTarget,
+        instructions: Option<String>,
+        degraded: Option<&'static str>,
+    ) -> Result<CompactResult> {
+        let params = self.compact_params(budget, target, instructions, degraded);
+        let limits = self.setup.limits.clone();
+        let before = self.context_tokens();
+        // The configured engine, and after its failure `legacy`, once: never a loop.
+        for _ in 0..2 {
+            let (result, engine, _) = self.run_tagged(Method::Compact, budget, |e, call| {
+                let r = e.compact(call, &params)?;
+                contract::check_compact(&r, &limits)
+                    .map_err(|m| invalid(e.info(), Method::Compact, m))?;
+                check_first_kept(&r, call.context())
+                    .map_err(|m| invalid(e.info(), Method::Compact, m))?;
+                Ok(r)
+            })?;
+            match self.apply_compaction(&result) {
+                Ok(()) => {
+                    if !result.compacted
+                        && before > budget
+                        && engine != LEGACY_ID
+                        && !self.active_owns_compaction()
+                        && !self.warned_noop_compact
+                    {
+                        self.warned_noop_compact = true;
+                        tracing::warn!(
+                            engine = %engine,
+                            session = &*self.id,
+                            "compact did nothing on an over-budget session ({before} > {budget} tokens); a non-owning engine should return host.delegateCompaction(p)"
+                        );
+                    }
+                    return Ok(result);
+                }
+                Err(ApplyError::Invalid(m)) if engine != LEGACY_ID => {
+                    self.on_failure(invalid_for(&engine, Method::Compact, m))?;
+                }
+                Err(e) => return Err(e.into_host_error(&engine, "compact")),
+            }
+        }
+        Err(Error::Host(EngineError::new(
+            Method::Compact,
+            LEGACY_ID,
+            EngineErrorKind::Host,
+            "compaction could not be applied after falling back to legacy",
+        )))
+    }
+
+    /// Appends a compaction's summary and re-derives the context. Returns what is wrong with
+    /// the result when it cannot be applied.
+    pub(super) fn apply_compaction(
+        &mut self,
+        result: &CompactResult,
+    ) -> std::result::Result<(), ApplyError> {
+        if !result.compacted {
+            self.stats.failed_compactions += 1;
+            return Ok(());
+        }
+        let Some(outcome) = &result.result else {
+            // The engine compacted its own storage; the transcript is unchanged.
+            self.stats.compactions += 1;
+            return Ok(());
+        };
+        let Some(summary) = &outcome.summary else {
+            self.stats.compactions += 1;
+            return Ok(());
+        };
+        let kept_from =
+            match &outcome.first_kept_entry_id {
+                Some(id) => Some(self.context.iter().position(|m| &m.id == id).ok_or_else(
+                    || {
+                        ApplyError::Invalid(format!(
+                            "firstKeptEntryId \"{id}\" is not in the session context"
+                        ))
+                    },
+                )?),
+                None => None,
+            };
+        let before = self.context_tokens();
+        let kept: Vec<Arc<Message>> = match kept_from {
+            Some(i) => self.context[i..].to_vec(),
+            None => Vec::new(),
+        };
+        let first_kept = outcome.first_kept_entry_id.clone().unwrap_or_default();
+        let draft = compaction::summary_message(summary, before, None, &first_kept);
+        let after = self.services.tokens.counter().count_message(&draft)
+            + self.services.tokens.messages(&kept);
+        let mut message = compaction::summary_message(summary, before, Some(after), &first_kept);
+        if first_kept.is_empty()
+            && let crate::message::MessageBody::CompactionSummary(s) = &mut message.body
+        {
+            s.first_kept_entry_id = None;
+        }
+        if let Some(details) = &outcome.details
+            && let crate::message::MessageBody::CompactionSummary(s) = &mut message.body
+        {
+            s.extra.insert("details".into(), details.clone());
+        }
+        let stored = self.store.append(vec![message]).map_err(ApplyError::Host)?;
+        let mut context = stored;
+        context.extend(kept);
+        self.turn_start = self.turn_start.min(context.len());
+        self.context = Arc::new(context);
+        if after < before {
+            self.stats.compactions += 1;
+        } else {
+            self.stats.failed_compactions += 1;
+        }
+        Ok(())
+    }
+
+    pub(super) fn compact_params(
+        &self,
+        budget: u64,
+        target: CompactionTarget,
+        instructions: Option<String>,
+        degraded: Option<&'static str>,
+    ) -> CompactParams {
+        CompactParams {
+            session_id: self.id.to_string(),
+            session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
+            token_budget: budget,
+            force: true,
+            current_token_count: self.context_tokens(),
+            compaction_target: target,
+            custom_instructions: instructions,
+            runtime_settings: self.runtime_settings_param(budget, degraded),
+        }
+    }
+}
+
+/// Why a compaction result could not be applied.
+pub(super) enum ApplyError {
+    /// The result contradicts the session (the engine's fault).
+    Invalid(String),
+    /// Storing the summary failed (the host's fault).
+    Host(Error),
+}
+
+impl ApplyError {
+    /// The error the caller gets when this cannot be blamed on a (non-legacy) engine.
+    fn into_host_error(self, engine: &str, what: &str) -> Error {
+        match self {
+            ApplyError::Host(e) => e,
+            ApplyError::Invalid(m) => Error::Host(EngineError::new(
+                Method::Compact,
+                engine,
+                EngineErrorKind::Host,
+                format!("{what} produced a result the host cannot apply: {m}"),
+            )),
+        }
+    }
+}
+
+pub(super) fn invalid(info: &EngineInfo, method: Method, message: String) -> EngineError {
+    invalid_for(&info.id, method, message)
+}
+
+pub(super) fn invalid_for(engine: &str, method: Method, message: String) -> EngineError {
+    EngineError::new(method, engine, EngineErrorKind::InvalidResult, message)
+}
+
+pub(super) fn check_first_kept(
+    r: &CompactResult,
+    context: &[Arc<Message>],
+) -> std::result::Result<(), String> {
+    if let Some(out) = &r.result
+        && let Some(id) = &out.first_kept_entry_id
+        && !context.iter().any(|m| &m.id == id)
+    {
+        return Err(format!(
+            "firstKeptEntryId \"{id}\" is not in the session context"
+        ));
+    }
+    Ok(())
+}

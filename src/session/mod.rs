@@ -1,0 +1,278 @@
+//! A session: one conversation's transcript, its current context, its engine instance, and the
+//! turn driver that calls the engine at the contract's moments (§4, §7, §8).
+//!
+//! Data flows one way: the transcript store holds every entry; the session derives the context
+//! (the last compaction summary plus what it kept and what came after); the turn driver calls
+//! the engine; every result is validated and pairing-repaired before the model sees it. Engines
+//! never write: the session appends whatever a result asks for.
+//!
+//! A failing engine is quarantined (for the whole host process) and the failed call is re-run
+//! on `legacy`, so every turn completes; with `failurePolicy: "strict"` the error is returned.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::compaction::CompactionSettings;
+use crate::config::FailurePolicy;
+use crate::contract::{EngineInfo, ResultLimits};
+use crate::engine::legacy::{LEGACY_ID, Legacy};
+use crate::engine::{Engine, EngineCell, SpawnRollback};
+use crate::error::{EngineError, Result};
+use crate::host::SessionServices;
+use crate::message::Message;
+use crate::quarantine::Quarantine;
+use crate::summarize::Summarizer;
+use crate::tokens::TokenCache;
+use crate::transcript::{Store, TranscriptStore};
+
+mod compact;
+mod context;
+mod dispatch;
+mod state;
+mod turn;
+
+pub use context::derive_context;
+pub use state::state_path;
+
+/// Everything a session needs that the host shares across sessions.
+#[derive(Clone, Debug)]
+pub struct SessionSetup {
+    /// The session id.
+    pub id: String,
+    /// The model's context window in tokens.
+    pub window: u64,
+    /// The system prompt (counted against the window).
+    pub system_prompt: Option<String>,
+    /// The model id, for `runtimeSettings` and `assemble`'s `model`.
+    pub model: Option<String>,
+    /// What to do when the engine fails.
+    pub failure_policy: FailurePolicy,
+    /// Built-in compaction knobs.
+    pub compaction: CompactionSettings,
+    /// Caps on engine results.
+    pub limits: ResultLimits,
+    /// Counts tokens.
+    pub tokens: Arc<dyn crate::tokens::TokenCounter>,
+    /// Summarizes for compaction and `host.summarize`.
+    pub summarizer: Arc<dyn Summarizer>,
+    /// The configured engine (hot-reloadable), with its entry config.
+    pub engine: Arc<EngineCell>,
+    /// Where this host's engines are quarantined.
+    pub quarantine: Arc<Quarantine>,
+}
+
+/// One user turn's input.
+#[derive(Clone, Debug)]
+pub struct TurnInput {
+    /// The user's message.
+    pub user: Message,
+    /// Whether this is a heartbeat turn.
+    pub is_heartbeat: bool,
+}
+
+/// What the model sees for a turn, with the host's measurements.
+#[derive(Clone, Debug)]
+pub struct Assembly {
+    /// The context, pairing-repaired.
+    pub messages: Vec<Arc<Message>>,
+    /// Text for the system prompt.
+    pub system_prompt_addition: Option<String>,
+    /// The budget the engine was given.
+    pub token_budget: u64,
+    /// Tokens of `messages` plus `system_prompt_addition`, measured by the host.
+    pub assembled_tokens: u64,
+    /// What the engine said it would be.
+    pub estimated_tokens: f64,
+    /// The engine that produced it.
+    pub engine: String,
+    /// Whether `legacy` answered in place of the configured engine.
+    pub fallback: bool,
+    /// Pairing repairs the host made.
+    pub pairing_repairs: usize,
+}
+
+/// What happened during one turn, for reports.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStats {
+    /// Compactions that happened this turn (auto, overflow recovery, manual).
+    pub compactions: u32,
+    /// Compactions that were attempted and freed nothing.
+    pub failed_compactions: u32,
+    /// Pairing repairs across all assemblies of the turn.
+    pub pairing_repairs: usize,
+    /// Whether any call this turn fell back to `legacy`.
+    pub fallback: bool,
+}
+
+/// A running session.
+pub struct Session {
+    id: Arc<str>,
+    setup: SessionSetup,
+    store: Box<dyn Store>,
+    context: Arc<Vec<Arc<Message>>>,
+    services: Arc<SessionServices>,
+    /// The configured engine's instance, while it is healthy.
+    engine: Option<Box<dyn Engine>>,
+    /// The configured entry this session serves (`legacy` when none): the quarantine key.
+    entry: Arc<str>,
+    /// The configured engine's `info.id` (the entry id when it never loaded; `legacy` when
+    /// none is configured).
+    engine_id: String,
+    /// A host fault discarded the instance: make a new one at the next turn boundary.
+    reinstantiate: bool,
+    engine_info: Option<EngineInfo>,
+    legacy: Legacy,
+    /// The engine generation this session's instance belongs to.
+    generation: u64,
+    /// The entry config of that generation.
+    engine_config: Arc<Value>,
+    bootstrapped: bool,
+    turn_index: u64,
+    pre_prompt_count: usize,
+    turn_start: usize,
+    stats: TurnStats,
+    rollbacks: Vec<SpawnRollback>,
+    warned_noop_compact: bool,
+    disposed: bool,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("engine", &self.engine_id)
+            .field("messages", &self.context.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Starts a new session in a new transcript file.
+    pub fn create(setup: SessionSetup, file: &Path, cwd: &str) -> Result<Session> {
+        let store = TranscriptStore::create(file, &setup.id, cwd)?;
+        Session::with_store(setup, Box::new(store), Vec::new())
+    }
+
+    /// Reopens a session from its transcript file, restoring the engine's saved state.
+    pub fn open(setup: SessionSetup, file: &Path) -> Result<Session> {
+        let (store, messages, problems) = TranscriptStore::open(file)?;
+        for p in &problems {
+            tracing::warn!(file = %file.display(), line = p.line, "skipped transcript line: {}", p.message);
+        }
+        Session::with_store(setup, Box::new(store), messages)
+    }
+
+    /// Starts a session over any [`Store`] holding `messages` (what the store already has, in
+    /// order): the seam for other storage backends.
+    pub fn with_store(
+        setup: SessionSetup,
+        store: Box<dyn Store>,
+        messages: Vec<Arc<Message>>,
+    ) -> Result<Session> {
+        let services = Arc::new(SessionServices {
+            tokens: TokenCache::new(Arc::clone(&setup.tokens)),
+            summarizer: Arc::clone(&setup.summarizer),
+            compaction: setup.compaction.clone(),
+            limits: setup.limits.clone(),
+        });
+        let context = Arc::new(derive_context(&messages));
+        let mut session = Session {
+            id: Arc::from(setup.id.as_str()),
+            engine: None,
+            entry: setup.engine.entry(),
+            engine_id: LEGACY_ID.to_owned(),
+            reinstantiate: false,
+            engine_info: None,
+            legacy: Legacy::default(),
+            generation: setup.engine.number(),
+            engine_config: Arc::clone(&setup.engine.current().config),
+            bootstrapped: false,
+            turn_index: 0,
+            pre_prompt_count: 0,
+            turn_start: 0,
+            stats: TurnStats::default(),
+            rollbacks: Vec::new(),
+            warned_noop_compact: false,
+            disposed: false,
+            services,
+            context,
+            store,
+            setup,
+        };
+        session.instantiate_engine()?;
+        session.restore_state()?;
+        Ok(session)
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The transcript file.
+    pub fn file(&self) -> &Path {
+        self.store.path()
+    }
+
+    /// Messages stored in the transcript (summaries included).
+    pub fn transcript_len(&self) -> usize {
+        self.store.len()
+    }
+
+    /// The configured engine's id.
+    pub fn engine_id(&self) -> &str {
+        &self.engine_id
+    }
+
+    /// The current context (what `assemble` receives).
+    pub fn context(&self) -> &[Arc<Message>] {
+        &self.context
+    }
+
+    /// The context's tokens as the host counts them.
+    pub fn context_tokens(&self) -> u64 {
+        self.services.tokens.messages(&self.context)
+    }
+
+    /// The configured engine's first failure, when it is quarantined.
+    pub fn quarantine(&self) -> Option<EngineError> {
+        self.setup.quarantine.first_failure(&self.entry)
+    }
+
+    /// The token budget for `assemble`: window − output reserve − system prompt tokens.
+    pub fn token_budget(&self) -> u64 {
+        let window = self.setup.window;
+        let reserve = self.setup.compaction.reserve_tokens(window);
+        let prompt = self
+            .setup
+            .system_prompt
+            .as_deref()
+            .map(|p| self.services.tokens.text(p))
+            .unwrap_or(0);
+        window.saturating_sub(reserve).saturating_sub(prompt).max(1)
+    }
+
+    /// Appends messages outside a turn (history imported before the first prompt) and
+    /// ingests them.
+    pub fn record(&mut self, messages: Vec<Message>) -> Result<()> {
+        self.sync_engine()?;
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let stored = self.append(messages)?;
+        self.ingest_new(&stored, false)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if !self.disposed {
+            self.disposed = true;
+            self.retire_engine();
+        }
+    }
+}
