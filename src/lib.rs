@@ -9,7 +9,6 @@
 //! validation ([`contract`]) and [`pairing`] repair → the context the model sees.
 
 pub mod check;
-pub mod cli;
 pub mod compaction;
 pub mod config;
 pub mod contract;
@@ -17,13 +16,11 @@ pub mod engine;
 pub mod error;
 pub mod fit;
 pub mod host;
-pub mod install;
 pub mod message;
 pub mod pairing;
 pub mod quarantine;
 pub mod reload;
 pub mod replay;
-pub mod report;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;

@@ -6,11 +6,22 @@ pub mod replay;
 
 use std::path::PathBuf;
 
+/// The repository root, whichever package of the workspace (the library, or `cli/`) the test
+/// binary belongs to.
+pub fn repo_root() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if dir.join("stdlib").is_dir() {
+        dir
+    } else {
+        dir.join("..")
+    }
+}
+
 /// `../shared` beside the checkout (CI lays a copy there), or `$CTXHOST_SHARED`.
 pub fn shared_dir() -> PathBuf {
     match std::env::var_os("CTXHOST_SHARED") {
         Some(p) => PathBuf::from(p),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+        None => repo_root().join("../shared"),
     }
 }
 
@@ -25,7 +36,7 @@ pub fn transcript_arg(name: &str) -> String {
 
 /// A file under `tests/fixtures` (e.g. `lua/noop.lua`), as a command-line argument.
 pub fn fixture_arg(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    repo_root()
         .join("tests/fixtures")
         .join(name)
         .display()

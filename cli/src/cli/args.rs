@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::tokens::Tokenizer;
+use ctxhost::tokens::Tokenizer;
 
 /// ctxhost: host scriptable context engines and replay conversations through them.
 #[derive(Debug, Parser)]

@@ -4,8 +4,8 @@ use std::io::Write;
 
 use crate::cli::Outcome;
 use crate::cli::args::{EnginesArgs, EnginesCommand};
-use crate::config::{Config, ConfigSource, discover, locate};
 use crate::install::{self, InstallOutcome};
+use ctxhost::config::{Config, ConfigSource, discover, locate};
 
 pub(crate) fn run(args: EnginesArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let config = editable_config(args.config.as_deref())?;
@@ -56,7 +56,7 @@ pub(crate) fn run(args: EnginesArgs, out: &mut dyn Write) -> anyhow::Result<Outc
 }
 
 fn toggle(
-    config: &crate::config::Config,
+    config: &ctxhost::config::Config,
     id: &str,
     enabled: bool,
     out: &mut dyn Write,

@@ -9,17 +9,20 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::Outcome;
 use crate::cli::args::{HostArgs, ReplayArgs};
-use crate::config::Config;
-use crate::config::FailurePolicy;
-use crate::message::Role;
-use crate::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use crate::report::{self, ReportMeta, group};
-use crate::runtime::Host;
-use crate::transcript::{Import, import};
+use ctxhost::config::Config;
+use ctxhost::config::FailurePolicy;
+use ctxhost::message::Role;
+use ctxhost::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
+use ctxhost::runtime::Host;
+use ctxhost::transcript::{Import, import};
 
-/// The demo session shipped with ctxhost.
+/// The demo session shipped with ctxhost (in the repository's `examples/`, beside `cli/`).
 pub fn demo_transcript() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/demo-session.jsonl")
+    let cli = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    cli.parent()
+        .unwrap_or(cli)
+        .join("examples/demo-session.jsonl")
 }
 
 pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
@@ -175,7 +178,7 @@ fn build_config(args: &ReplayArgs) -> anyhow::Result<Config> {
 /// The config `replay` and `watch` run with: the discovered (or `--config`) file, with `engine`
 /// (when given) in the context-engine slot, and `--window` / `--tokenizer` applied.
 pub(crate) fn host_config(args: &HostArgs, engine: Option<&Path>) -> anyhow::Result<Config> {
-    let mut config = crate::config::discover(args.config.as_deref())?;
+    let mut config = ctxhost::config::discover(args.config.as_deref())?;
     if let Some(engine) = engine {
         let id = engine_id_from_path(engine);
         config.plugins.slots.context_engine = Some(id.clone());

@@ -2,12 +2,12 @@
 
 use std::io::Write;
 
-use crate::check::check_engine;
 use crate::cli::Outcome;
 use crate::cli::args::CheckArgs;
+use ctxhost::check::check_engine;
 
 pub(crate) fn run(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
-    let config = crate::config::discover(args.config.as_deref())?;
+    let config = ctxhost::config::discover(args.config.as_deref())?;
     let report = check_engine(&args.file, &config);
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;

@@ -2,11 +2,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
-mod common;
+use crate::common;
 
 use common::{fixture_arg as fixture, transcript_arg as transcript};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -247,7 +247,7 @@ fn install_list_disable_uninstall_round_trip() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("config.json5");
     let cfg_s = cfg.display().to_string();
-    let engine = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/delegating.lua");
+    let engine = common::repo_root().join("scripts/delegating.lua");
 
     let o = ctxhost(&[
         "engines",
@@ -325,7 +325,7 @@ fn uninstalling_the_engine_in_the_slot_resets_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("config.json5");
     let cfg_s = cfg.display().to_string();
-    let engine = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/recent_turns.lua");
+    let engine = common::repo_root().join("scripts/recent_turns.lua");
     ctxhost(&[
         "engines",
         "install",

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::replay::QuarantineReport;
+use ctxhost::replay::QuarantineReport;
 
 fn turn(session: &str, n: u64, tokens: u64) -> TurnReport {
     TurnReport {

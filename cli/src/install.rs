@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::check::{CheckReport, check_engine};
-use crate::config::{Config, ConfigSource};
-use crate::engine::legacy::LEGACY_ID;
-use crate::error::{Error, Result};
+use ctxhost::check::{CheckReport, check_engine};
+use ctxhost::config::{Config, ConfigSource};
+use ctxhost::engine::legacy::LEGACY_ID;
+use ctxhost::error::{Error, Result};
 
 /// An editable config file.
 #[derive(Debug)]
@@ -48,8 +48,6 @@ pub enum InstallOutcome {
         id: String,
         /// Where the file was copied.
         file: PathBuf,
-        /// The check that passed.
-        report: Box<CheckReport>,
     },
     /// `check` found the engine unsound; nothing was changed.
     Refused(Box<CheckReport>),
@@ -85,11 +83,6 @@ impl ConfigDocument {
             path: path.to_path_buf(),
             root,
         })
-    }
-
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn plugins(&mut self) -> &mut Map<String, Value> {
@@ -194,7 +187,7 @@ fn object(v: &mut Value) -> &mut Map<String, Value> {
 /// The config file that `engines` commands edit: the one in use, or the default location.
 pub fn config_file(config: &Config) -> Result<PathBuf> {
     match &config.source {
-        ConfigSource::Defaults => crate::config::default_path().ok_or_else(|| Error::Config {
+        ConfigSource::Defaults => ctxhost::config::default_path().ok_or_else(|| Error::Config {
             place: "config".into(),
             message: "no config file given and no home directory for the default one".into(),
         }),
@@ -239,7 +232,6 @@ pub fn install(config: &Config, file: &Path, activate: bool) -> Result<InstallOu
     Ok(InstallOutcome::Installed {
         id: report.engine.clone(),
         file: target,
-        report: Box::new(report),
     })
 }
 

@@ -5,11 +5,11 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::check::check_engine;
 use crate::cli::Outcome;
 use crate::cli::args::DoctorArgs;
-use crate::config::discover;
-use crate::engine::legacy::LEGACY_ID;
+use ctxhost::check::check_engine;
+use ctxhost::config::discover;
+use ctxhost::engine::legacy::LEGACY_ID;
 
 /// The doctor's findings.
 #[derive(Debug, Serialize)]

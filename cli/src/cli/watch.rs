@@ -14,10 +14,10 @@ use anyhow::Context;
 
 use crate::cli::Outcome;
 use crate::cli::args::WatchArgs;
-use crate::reload::{EngineWatcher, ReloadOutcome};
-use crate::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
-use crate::runtime::Host;
-use crate::transcript::{Import, import};
+use ctxhost::reload::{EngineWatcher, ReloadOutcome};
+use ctxhost::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
+use ctxhost::runtime::Host;
+use ctxhost::transcript::{Import, import};
 
 pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     anyhow::ensure!(

@@ -6,6 +6,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod cli;
+mod install;
+mod report;
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -14,14 +18,14 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = ctxhost::cli::Args::parse();
+    let args = crate::cli::Args::parse();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let result = ctxhost::cli::run(args, &mut out);
+    let result = crate::cli::run(args, &mut out);
     let _ = out.flush();
     match result {
-        Ok(ctxhost::cli::Outcome::Ok) => ExitCode::SUCCESS,
-        Ok(ctxhost::cli::Outcome::Problems) => ExitCode::from(1),
+        Ok(crate::cli::Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(crate::cli::Outcome::Problems) => ExitCode::from(1),
         Err(e) => {
             if e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>()

@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::replay::{ReplaySummary, TurnReport};
+use ctxhost::replay::{ReplaySummary, TurnReport};
 
 /// What the header says about the run beyond the summary (the summary does not carry these).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,11 @@
+//! The `ctxhost` command from the outside: one integration-test binary, so the library, mlua
+//! and rhai link once. Each module is one command's (or one concern's) tests.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+mod cli;
+mod new_engine;
+mod progress;
+mod report;
+mod watch;
