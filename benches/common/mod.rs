@@ -1,8 +1,11 @@
 //! What the benches share: one `assemble` through the host path (a [`HostCall`] over the
-//! session's resident messages, the engines loaded by their adapters' own loaders).
+//! session's resident messages, the engines loaded by their adapters' own loaders), and the
+//! keep-recent workloads of `shared/data/workloads` ([`workloads`]).
 //!
 //! Each bench uses a part of it, hence `dead_code` is allowed here.
 #![allow(dead_code)]
+
+pub mod workloads;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
