@@ -92,13 +92,12 @@ fn time(s: f64) -> String {
 
 /// A ratio with two significant digits.
 fn ratio(r: f64) -> String {
-    match r {
-        r if r >= 10.0 => format!("{r:.0}×"),
-        r if r >= 1.0 => format!("{r:.1}×"),
-        r if r >= 0.1 => format!("{r:.2}×"),
-        r if r >= 0.01 => format!("{r:.3}×"),
-        r => format!("{r:.4}×"),
-    }
+    let decimals = if r > 0.0 {
+        (1 - r.log10().floor() as i32).max(0) as usize
+    } else {
+        0
+    };
+    format!("{r:.decimals$}×")
 }
 
 fn table(root: &Path, ids: &[(String, &'static str, Spec)], since: SystemTime) {
