@@ -23,21 +23,20 @@
 //! `cargo bench --bench lua_assemble`
 
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ctxhost::compaction::CompactionSettings;
-use ctxhost::contract::{AssembleParams, ResultLimits};
-use ctxhost::engine::lua::{LoadOptions, load};
-use ctxhost::engine::{Engine, EngineFactory, InstanceContext, legacy::LegacyFactory};
-use ctxhost::host::{HostCall, SessionServices};
+use ctxhost::engine::{EngineFactory, InstanceContext, legacy::LegacyFactory};
+use ctxhost::host::HostCall;
 use ctxhost::message::Message;
-use ctxhost::summarize::BuiltinSummarizer;
-use ctxhost::tokens::{Estimate, TokenCache};
 use mlua::LuaSerdeExt;
 use serde_json::json;
+
+mod common;
+
+use common::{EngineFn, lua_engine, rhai_engine, services};
 
 const MESSAGES: usize = 10_000;
 const BUDGET: u64 = 32_000;
@@ -89,60 +88,9 @@ fn message(i: usize) -> Message {
     serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn services() -> Arc<SessionServices> {
-    Arc::new(SessionServices {
-        tokens: TokenCache::new(Arc::new(Estimate)),
-        summarizer: Arc::new(BuiltinSummarizer::new()),
-        compaction: CompactionSettings::default(),
-        limits: ResultLimits::default(),
-    })
+fn call(ctx: Arc<Vec<Arc<Message>>>, services: &Arc<ctxhost::host::SessionServices>) -> HostCall {
+    common::call(ctx, services, BUDGET)
 }
-
-fn call(ctx: Arc<Vec<Arc<Message>>>, services: &Arc<SessionServices>) -> HostCall {
-    HostCall::new(
-        "bench".into(),
-        "s1".into(),
-        ctx,
-        services.clone(),
-        Arc::new(json!({})),
-        BUDGET,
-    )
-}
-
-fn params() -> AssembleParams {
-    AssembleParams {
-        session_id: "s1".into(),
-        session_key: None,
-        token_budget: BUDGET,
-        prompt: None,
-        model: None,
-        available_tools: None,
-        runtime_settings: None,
-    }
-}
-
-fn lua_engine(path: &Path) -> Box<dyn Engine> {
-    let opts = LoadOptions {
-        config: Arc::new(json!({})),
-        ..LoadOptions::default()
-    };
-    let f = load(path, &opts).unwrap_or_else(|e| panic!("{e}"));
-    f.instantiate(&InstanceContext::default())
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn rhai_engine(path: &Path) -> Box<dyn Engine> {
-    let opts = ctxhost::engine::rhai::LoadOptions {
-        config: Arc::new(json!({})),
-        ..Default::default()
-    };
-    let f = ctxhost::engine::rhai::load(path, &opts).unwrap_or_else(|e| panic!("{e}"));
-    f.instantiate(&InstanceContext::default())
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Loads an engine file and makes one instance.
-type EngineFn = fn(&Path) -> Box<dyn Engine>;
 
 fn bench_assemble(c: &mut Criterion) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -150,7 +98,7 @@ fn bench_assemble(c: &mut Criterion) {
         Arc::new((0..MESSAGES).map(|i| Arc::new(message(i))).collect());
     let svc = services();
     let hc = call(ctx.clone(), &svc);
-    let p = params();
+    let p = common::params(BUDGET);
 
     let mut g = c.benchmark_group("assemble_10k_32k");
     g.sample_size(30).measurement_time(Duration::from_secs(8));
