@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
 
-mod sessions;
+use crate::sessions;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

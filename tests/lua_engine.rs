@@ -5,7 +5,7 @@
 // Test helpers outside `#[test]` functions may unwrap: a failure is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::engine::{
     self, Lang, assemble_params, assert_kind, attack, attack_with, host_call, line, session,

@@ -7,7 +7,7 @@
 // Test helpers outside `#[test]` functions may unwrap: a failure is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::Arc;

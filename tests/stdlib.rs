@@ -10,8 +10,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failure
 
-mod common;
-mod sessions;
+use crate::common;
+use crate::sessions;
 
 use std::path::PathBuf;
 use std::sync::Arc;

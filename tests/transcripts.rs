@@ -1,7 +1,7 @@
 //! Imports every shared transcript and checks it against the counts in `SOURCES.md`; checks that
 //! an import appended to a new store reads back identically.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;

@@ -70,7 +70,9 @@ fn replay_json_has_one_line_per_turn_then_a_summary() {
         }
         assert_eq!(t["turn"], i as u64 + 1);
         assert_eq!(t["engine"], "legacy");
-        assert!(t["assembledTokens"].as_u64() <= t["tokenBudget"].as_u64());
+        let assembled = t["assembledTokens"].as_u64().expect("assembledTokens");
+        let budget = t["tokenBudget"].as_u64().expect("tokenBudget");
+        assert!(assembled <= budget, "turn {i}: {assembled} > {budget}");
     }
     let s = &summary["summary"];
     assert_eq!(s["turns"], 88);
