@@ -8,4 +8,5 @@ mod cli;
 mod new_engine;
 mod progress;
 mod report;
+mod snapshots;
 mod watch;

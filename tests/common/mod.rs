@@ -13,7 +13,7 @@ pub fn repo_root() -> PathBuf {
     if dir.join("stdlib").is_dir() {
         dir
     } else {
-        dir.join("..")
+        dir.parent().map(PathBuf::from).unwrap_or(dir)
     }
 }
 
