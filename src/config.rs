@@ -175,6 +175,8 @@ pub struct HostSettings {
     pub tokenizer: Tokenizer,
     /// The model's context window in tokens. Default 32,000.
     pub window: u64,
+    /// When transcript appends are forced to disk: `entry` (default), `turn` or `none`.
+    pub durability: crate::transcript::Durability,
     /// Built-in compaction.
     pub compaction: CompactionSettings,
     /// Script limits: per-call deadline and grace, memory, operations, result caps.
@@ -211,6 +213,7 @@ impl Default for HostSettings {
             failure_policy: FailurePolicy::Fallback,
             tokenizer: Tokenizer::Estimate,
             window: 32_000,
+            durability: crate::transcript::Durability::default(),
             compaction: CompactionSettings::default(),
             limits: crate::sandbox::Limits::default(),
             watch: WatchSettings::default(),
@@ -222,7 +225,7 @@ impl Default for HostSettings {
 impl Config {
     /// Reads and parses a config file; relative engine paths resolve against its directory.
     pub fn load(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io("read config", path, e))?;
+        let text = read_config_text(path)?;
         let mut cfg = Config::parse(&text, &path.display().to_string())?;
         cfg.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(cfg)
@@ -231,6 +234,7 @@ impl Config {
     /// Parses JSON5 text; `place` names the source in errors, which read
     /// `place:LINE:COL: message` and suggest the closest key for a misspelt one.
     pub fn parse(text: &str, place: &str) -> Result<Config> {
+        check_nesting(text, place)?;
         let config: Config = json5::from_str(text).map_err(|e| {
             let place = match e.position() {
                 Some(p) => format!("{place}:{}:{}", p.line + 1, p.column + 1),
@@ -293,6 +297,107 @@ impl Config {
             self.base_dir.join(path)
         }
     }
+}
+
+/// The largest config file read (4 MiB): configs are small, and a wrong path (a device, a log)
+/// must not be read whole.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// The deepest nesting of `{` and `[` a config may have. The JSON5 parser recurses per level,
+/// so a deeper file would overflow the stack and abort the process instead of failing cleanly.
+pub const MAX_CONFIG_DEPTH: usize = 64;
+
+fn read_config_text(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let too_big = || Error::Config {
+        place: path.display().to_string(),
+        message: format!("larger than {MAX_CONFIG_BYTES} bytes; is this the config file?"),
+    };
+    let file = std::fs::File::open(path).map_err(|e| Error::io("read config", path, e))?;
+    if file.metadata().is_ok_and(|m| m.len() > MAX_CONFIG_BYTES) {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("read config", path, e))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(too_big());
+    }
+    String::from_utf8(bytes).map_err(|e| Error::Config {
+        place: path.display().to_string(),
+        message: format!("not UTF-8 text: {e}"),
+    })
+}
+
+/// Refuses JSON5 nested deeper than [`MAX_CONFIG_DEPTH`], naming where it gets too deep.
+/// Strings and comments are skipped, so brackets inside them do not count.
+fn check_nesting(text: &str, place: &str) -> Result<()> {
+    let (mut depth, mut line, mut col) = (0usize, 1usize, 0usize);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        col += 1;
+        match c {
+            '\n' => {
+                line += 1;
+                col = 0;
+            }
+            '"' | '\'' => {
+                while let Some(d) = chars.next() {
+                    col += 1;
+                    match d {
+                        '\\' => {
+                            chars.next();
+                            col += 1;
+                        }
+                        '\n' => {
+                            line += 1;
+                            col = 0;
+                        }
+                        d if d == c => break,
+                        _ => {}
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                for d in chars.by_ref() {
+                    if d == '\n' {
+                        line += 1;
+                        col = 0;
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut star = false;
+                for d in chars.by_ref() {
+                    if d == '\n' {
+                        line += 1;
+                        col = 0;
+                    }
+                    if star && d == '/' {
+                        break;
+                    }
+                    star = d == '*';
+                }
+            }
+            '{' | '[' => {
+                depth += 1;
+                if depth > MAX_CONFIG_DEPTH {
+                    return Err(Error::Config {
+                        place: format!("{place}:{line}:{col}"),
+                        message: format!(
+                            "nested deeper than {MAX_CONFIG_DEPTH} levels; a config is never this deep"
+                        ),
+                    });
+                }
+            }
+            '}' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Turns serde's "unknown field `x`, expected one of `a`, `b`" into "unknown key `x` (did you

@@ -170,6 +170,7 @@ impl Host {
             system_prompt: spec.system_prompt.clone(),
             model: spec.model.clone(),
             failure_policy: h.failure_policy,
+            durability: h.durability,
             compaction: h.compaction.clone(),
             limits: h.limits.results.clone(),
             tokens: Arc::clone(&self.tokens),

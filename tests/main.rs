@@ -5,6 +5,7 @@
 mod common;
 mod sessions;
 
+mod bad_input;
 mod conformance;
 mod engines;
 mod guide;

@@ -26,7 +26,7 @@ use crate::message::Message;
 use crate::quarantine::Quarantine;
 use crate::summarize::Summarizer;
 use crate::tokens::TokenCache;
-use crate::transcript::{Store, TranscriptStore};
+use crate::transcript::{Durability, Store, TranscriptStore};
 
 mod compact;
 mod context;
@@ -50,6 +50,8 @@ pub struct SessionSetup {
     pub model: Option<String>,
     /// What to do when the engine fails.
     pub failure_policy: FailurePolicy,
+    /// When transcript appends and the engine's state are forced to disk.
+    pub durability: Durability,
     /// Built-in compaction knobs.
     pub compaction: CompactionSettings,
     /// Caps on engine results.
@@ -153,13 +155,15 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// Starts a new session in a new transcript file.
     pub fn create(setup: SessionSetup, file: &Path, cwd: &str) -> Result<Session> {
-        let store = TranscriptStore::create(file, &setup.id, cwd)?;
+        let mut store = TranscriptStore::create(file, &setup.id, cwd)?;
+        store.set_durability(setup.durability);
         Session::with_store(setup, Box::new(store), Vec::new())
     }
 
     /// Reopens a session from its transcript file, restoring the engine's saved state.
     pub fn open(setup: SessionSetup, file: &Path) -> Result<Session> {
-        let (store, messages, problems) = TranscriptStore::open(file)?;
+        let (mut store, messages, problems) = TranscriptStore::open(file)?;
+        store.set_durability(setup.durability);
         for p in &problems {
             tracing::warn!(file = %file.display(), line = p.line, "skipped transcript line: {}", p.message);
         }

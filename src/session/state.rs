@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::error::{EngineError, EngineErrorKind, Error, Op, Result};
 
 use super::Session;
+use crate::transcript::Durability;
 
 /// The file beside a transcript that holds the engine's per-session state.
 pub fn state_path(transcript: &Path) -> PathBuf {
@@ -71,7 +72,7 @@ impl Session {
                 format!("serialize engine state: {e}"),
             ))
         })?;
-        write_atomic(&path, &text)
+        write_atomic(&path, &text, self.setup.durability != Durability::None)
     }
 }
 
@@ -81,10 +82,32 @@ struct SavedState {
     state: Value,
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Replaces `path` with `bytes` so that a reader sees the old state or the new, never a mix:
+/// written to a temporary file, synced, renamed over, and the directory synced (the rename is
+/// durable only then). With `durable` false the two syncs are skipped (replays into a scratch
+/// directory).
+fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
+    use std::io::Write;
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io("write engine state", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io("replace engine state", path, e))
+    let mut file =
+        std::fs::File::create(&tmp).map_err(|e| Error::io("write engine state", &tmp, e))?;
+    file.write_all(bytes)
+        .and_then(|()| if durable { file.sync_all() } else { Ok(()) })
+        .map_err(|e| Error::io("write engine state", &tmp, e))?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(|e| Error::io("replace engine state", path, e))?;
+    if durable
+        && let Some(dir) = path.parent()
+        && let Ok(dir) = std::fs::File::open(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        })
+    {
+        dir.sync_all()
+            .map_err(|e| Error::io("sync engine state directory", path, e))?;
+    }
+    Ok(())
 }

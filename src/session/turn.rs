@@ -15,6 +15,7 @@ use crate::engine::legacy::LEGACY_ID;
 use crate::error::Result;
 use crate::message::Message;
 use crate::pairing;
+use crate::transcript::Durability;
 
 use super::compact::{invalid, invalid_for};
 use super::{Assembly, Session, TurnInput, TurnStats};
@@ -95,6 +96,9 @@ impl Session {
             })?;
         }
         self.maintain(MaintainReason::Turn)?;
+        if self.setup.durability == Durability::Turn {
+            self.store.sync()?;
+        }
         self.save_state()?;
         Ok(std::mem::take(&mut self.stats))
     }

@@ -10,14 +10,14 @@ pub mod import;
 pub mod store;
 
 pub use import::{Format, Import, ImportedSession, import};
-pub use store::TranscriptStore;
+pub use store::{Durability, TranscriptStore};
 
 use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::message::Message;
 
 /// Where a session's entries are kept. The JSONL [`TranscriptStore`] is the one ctxhost ships;
@@ -34,6 +34,10 @@ pub trait Store: Send + std::fmt::Debug {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Forces what was appended to durable storage; called at the end of every turn.
+    fn sync(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 impl Store for TranscriptStore {
@@ -46,6 +50,58 @@ impl Store for TranscriptStore {
     fn len(&self) -> usize {
         TranscriptStore::len(self)
     }
+    fn sync(&mut self) -> Result<()> {
+        TranscriptStore::sync(self)
+    }
+}
+
+/// The largest transcript file the host reads (1 GiB). A larger one is refused before it is
+/// read, so a wrong path cannot fill memory.
+pub const MAX_TRANSCRIPT_BYTES: u64 = 1 << 30;
+
+/// The longest transcript line the host parses (64 MiB); a longer one is reported and skipped.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// Reads a whole transcript file within [`MAX_TRANSCRIPT_BYTES`]. Devices and directories are
+/// refused by name (`/dev/zero` would never end); pipes are read up to the cap.
+pub(crate) fn read_capped(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let refuse = |message: String| Error::Transcript {
+        path: path.to_path_buf(),
+        line: 0,
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|e| Error::io("read transcript", path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io("read transcript", path, e))?;
+    let kind = meta.file_type();
+    if kind.is_dir() {
+        return Err(refuse("is a directory, not a transcript file".into()));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_char_device() || kind.is_block_device() || kind.is_socket() {
+            return Err(refuse("is a device, not a transcript file".into()));
+        }
+    }
+    if meta.len() > MAX_TRANSCRIPT_BYTES {
+        return Err(refuse(format!(
+            "is {} bytes; transcripts over {MAX_TRANSCRIPT_BYTES} bytes are not read",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_TRANSCRIPT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("read transcript", path, e))?;
+    if bytes.len() as u64 > MAX_TRANSCRIPT_BYTES {
+        return Err(refuse(format!(
+            "holds more than {MAX_TRANSCRIPT_BYTES} bytes; larger transcripts are not read"
+        )));
+    }
+    Ok(bytes)
 }
 
 /// A line that could not be read; it was skipped and every other line was kept.
@@ -90,6 +146,16 @@ pub(crate) fn read_json_lines(bytes: &[u8]) -> JsonLines {
     for (i, raw) in segments.into_iter().enumerate() {
         let line = i + 1;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if raw.len() > MAX_LINE_BYTES {
+            problems.push(LineProblem {
+                line,
+                message: format!(
+                    "line of {} bytes is over the {MAX_LINE_BYTES}-byte limit",
+                    raw.len()
+                ),
+            });
+            continue;
+        }
         if raw.iter().all(u8::is_ascii_whitespace) {
             continue;
         }

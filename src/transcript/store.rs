@@ -45,6 +45,22 @@ pub struct TranscriptStore {
     len: usize,
     /// The file ends without a newline (a torn line); the next append writes one first.
     needs_newline: bool,
+    /// When appended entries are forced to disk.
+    durability: Durability,
+}
+
+/// When appended entries are forced to disk (`fsync`). Every mode writes each append through
+/// to the OS at once, so a killed process loses nothing; they differ on power loss.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Durability {
+    /// Every append is synced before it returns (default: nothing acknowledged is lost).
+    #[default]
+    Entry,
+    /// Synced once per turn, at its end: a power loss may lose the turn in progress.
+    Turn,
+    /// Never synced: for replays into a temporary directory.
+    None,
 }
 
 impl TranscriptStore {
@@ -83,6 +99,7 @@ impl TranscriptStore {
             last_id: None,
             len: 0,
             needs_newline: false,
+            durability: Durability::default(),
         })
     }
 
@@ -90,7 +107,7 @@ impl TranscriptStore {
     /// lines that could not be read. v3 files open for appending; older files read-only.
     pub fn open(path: impl AsRef<Path>) -> Result<(Self, Vec<Arc<Message>>, Vec<LineProblem>)> {
         let path = path.as_ref().to_path_buf();
-        let bytes = std::fs::read(&path).map_err(|e| Error::io("read transcript", &path, e))?;
+        let bytes = super::read_capped(&path)?;
         let parsed = read_json_lines(&bytes);
         let mut problems = parsed.problems;
         let mut lines = parsed.lines.into_iter();
@@ -163,12 +180,14 @@ impl TranscriptStore {
             last_id,
             len: messages.len(),
             needs_newline: parsed.missing_final_newline,
+            durability: Durability::default(),
         };
         Ok((store, messages, problems))
     }
 
     /// Appends messages as new entries, each with a fresh id chained to the previous entry, and
-    /// makes them durable (`flush` + `sync_data` once per call). Returns the stored messages.
+    /// writes them through to the OS (and with [`Durability::Entry`], to disk) before it returns.
+    /// Returns the stored messages.
     pub fn append(&mut self, messages: Vec<Message>) -> Result<Vec<Arc<Message>>> {
         if messages.is_empty() {
             return Ok(Vec::new());
@@ -214,7 +233,10 @@ impl TranscriptStore {
         let written = file
             .write_all(buf.as_bytes())
             .and_then(|()| file.flush())
-            .and_then(|()| file.sync_data());
+            .and_then(|()| match self.durability {
+                Durability::Entry => file.sync_data(),
+                Durability::Turn | Durability::None => Ok(()),
+            });
         if let Err(e) = written {
             // The file may now end in a partial line: separate whatever comes next from it.
             self.needs_newline = true;
@@ -224,6 +246,21 @@ impl TranscriptStore {
         self.last_id = parent;
         self.len += stored.len();
         Ok(stored)
+    }
+
+    /// Sets when appends are forced to disk.
+    pub fn set_durability(&mut self, durability: Durability) {
+        self.durability = durability;
+    }
+
+    /// Forces what was appended to disk, unless durability is `none`.
+    pub fn sync(&mut self) -> Result<()> {
+        match (&self.file, self.durability) {
+            (Some(file), Durability::Entry | Durability::Turn) => file
+                .sync_data()
+                .map_err(|e| Error::io("sync transcript", &self.path, e)),
+            _ => Ok(()),
+        }
     }
 
     /// The session file.

@@ -15,7 +15,7 @@ use ctxhost::config::FailurePolicy;
 use ctxhost::message::Role;
 use ctxhost::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use ctxhost::runtime::Host;
-use ctxhost::transcript::{Import, import};
+use ctxhost::transcript::{Durability, Import, import};
 
 /// The demo session shipped with ctxhost (in the repository's `examples/`, beside `cli/`).
 pub fn demo_transcript() -> PathBuf {
@@ -26,7 +26,11 @@ pub fn demo_transcript() -> PathBuf {
 }
 
 pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
-    let config = build_config(&args)?;
+    let mut config = build_config(&args)?;
+    if args.out.is_none() {
+        // A replay into a temporary directory: syncing each append to disk buys nothing.
+        config.host.durability = Durability::None;
+    }
     let transcript = args.transcript.clone().unwrap_or_else(demo_transcript);
     let imported = import(&transcript)?;
     for p in &imported.problems {

@@ -17,6 +17,7 @@ use crate::cli::args::WatchArgs;
 use ctxhost::reload::{EngineWatcher, ReloadOutcome};
 use ctxhost::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use ctxhost::runtime::Host;
+use ctxhost::transcript::Durability;
 use ctxhost::transcript::{Import, import};
 
 pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
@@ -26,7 +27,9 @@ pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcom
         args.engine.display()
     );
     anyhow::ensure!(args.max_runs != Some(0), "--max-runs must be at least 1");
-    let config = super::replay::host_config(&args.host, Some(&args.engine))?;
+    let mut config = super::replay::host_config(&args.host, Some(&args.engine))?;
+    // Every run replays into a scratch directory that is removed: nothing there needs fsync.
+    config.host.durability = Durability::None;
     let (window, tokenizer) = (config.host.window, config.host.tokenizer);
     let transcript = args
         .transcript

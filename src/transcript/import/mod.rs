@@ -95,7 +95,7 @@ pub struct Import {
 
 /// Reads a transcript file, detecting its format from its content.
 pub fn import(path: &Path) -> Result<Import> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io("read transcript", path, e))?;
+    let bytes = crate::transcript::read_capped(path)?;
     let Some(format) = detect_format(&bytes) else {
         let tried: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
         return Err(Error::Transcript {
@@ -112,7 +112,7 @@ pub fn import(path: &Path) -> Result<Import> {
 
 /// Reads a transcript file as the given format, skipping detection.
 pub fn import_as(path: &Path, format: Format) -> Result<Import> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io("read transcript", path, e))?;
+    let bytes = crate::transcript::read_capped(path)?;
     import_bytes(path, &bytes, format)
 }
 

@@ -19,10 +19,16 @@ pub(super) fn import(name: String, lines: Vec<JsonLine>, out: &mut Import) -> Im
         .into_iter()
         .filter(|l| str_field(&l.value, "type") != Some("session"))
         .collect();
-    let on_path = active_path(&entries);
+    let on_path = active_path(&entries, &mut out.problems);
     let mut messages = Vec::new();
+    let mut off_path = 0usize;
     for JsonLine { line, value } in entries {
-        if on_path.as_ref().is_some_and(|set| !set.contains(&line)) {
+        if on_path
+            .path
+            .as_ref()
+            .is_some_and(|set| !set.contains(&line))
+        {
+            off_path += 1;
             continue;
         }
         let kind = str_field(&value, "type").unwrap_or_default();
@@ -42,6 +48,14 @@ pub(super) fn import(name: String, lines: Vec<JsonLine>, out: &mut Import) -> Im
             Err(message) => out.problems.push(LineProblem { line, message }),
         }
     }
+    if on_path.damaged && off_path > 0 {
+        out.problems.push(LineProblem {
+            line: 0,
+            message: format!(
+                "{off_path} entries are not on the active branch and were skipped (the entry ids or parentIds above are damaged)"
+            ),
+        });
+    }
     ImportedSession {
         name,
         system_prompt: None,
@@ -49,11 +63,21 @@ pub(super) fn import(name: String, lines: Vec<JsonLine>, out: &mut Import) -> Im
     }
 }
 
+/// The active branch of a v3 file, and whether damaged ids shaped it.
+struct ActivePath {
+    /// The lines on the active branch; `None` when every entry is imported.
+    path: Option<HashSet<usize>>,
+    /// Duplicate ids or a `parentId` cycle were found (reported as problems).
+    damaged: bool,
+}
+
 /// The lines on the active branch, or `None` when the entries do not branch (v1, or a linear
-/// v3 file), in which case every entry is imported.
-fn active_path(entries: &[JsonLine]) -> Option<HashSet<usize>> {
+/// v3 file), in which case every entry is imported. Duplicate ids and `parentId` cycles are
+/// reported in `problems`: they decide which entries the branch skips.
+fn active_path(entries: &[JsonLine], problems: &mut Vec<LineProblem>) -> ActivePath {
     let mut by_id: HashMap<&str, (usize, Option<&str>)> = HashMap::new();
     let mut branches = false;
+    let mut damaged = false;
     let mut prev: Option<&str> = None;
     let mut last = None;
     for e in entries {
@@ -64,12 +88,23 @@ fn active_path(entries: &[JsonLine]) -> Option<HashSet<usize>> {
         if parent != prev {
             branches = true;
         }
-        by_id.insert(id, (e.line, parent));
+        if let Some((earlier, _)) = by_id.insert(id, (e.line, parent)) {
+            damaged = true;
+            problems.push(LineProblem {
+                line: e.line,
+                message: format!(
+                    "duplicate entry id \"{id}\" (first on line {earlier}); the later entry wins"
+                ),
+            });
+        }
         prev = Some(id);
         last = Some(id);
     }
     if !branches {
-        return None;
+        return ActivePath {
+            path: None,
+            damaged,
+        };
     }
     let mut path = HashSet::new();
     let mut cursor = last;
@@ -78,7 +113,14 @@ fn active_path(entries: &[JsonLine]) -> Option<HashSet<usize>> {
             break;
         };
         if !path.insert(line) {
-            break; // a cycle: stop rather than loop
+            damaged = true;
+            problems.push(LineProblem {
+                line,
+                message: format!(
+                    "parentId cycle through entry \"{id}\"; the active branch stops here"
+                ),
+            });
+            break;
         }
         cursor = parent;
     }
@@ -88,5 +130,8 @@ fn active_path(entries: &[JsonLine]) -> Option<HashSet<usize>> {
             path.insert(e.line);
         }
     }
-    Some(path)
+    ActivePath {
+        path: Some(path),
+        damaged,
+    }
 }
