@@ -393,3 +393,46 @@ fn the_config_environment_variable_is_honoured() {
     assert!(text.contains("($CTXHOST_CONFIG)"), "{text}");
     assert!(text.contains("window:     12345 tokens"), "{text}");
 }
+
+/// `replay` without `--out` leaves nothing behind; `--keep` keeps the folder and names it.
+#[test]
+fn replay_removes_its_temporary_folder_unless_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["replay"];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_ctxhost"))
+            .args(&args)
+            .env("CTXHOST_LOG", "off")
+            .env_remove("CTXHOST_CONFIG")
+            .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
+            .env("TMPDIR", tmp.path())
+            .output()
+            .expect("run ctxhost")
+    };
+    let litter = || std::fs::read_dir(tmp.path()).unwrap().count();
+
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(
+        !stdout(&o).contains("session transcripts:"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(litter(), 0, "nothing left in TMPDIR");
+
+    let o = run(&["--keep"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(litter(), 1, "--keep keeps the folder");
+    let kept = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(
+        stdout(&o).contains(&format!("session transcripts: {}", kept.display())),
+        "{}",
+        stdout(&o)
+    );
+}

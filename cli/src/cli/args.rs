@@ -74,9 +74,13 @@ pub struct ReplayArgs {
     /// One JSON object per line per turn, then a summary line.
     #[arg(long)]
     pub json: bool,
-    /// Where the replayed sessions' transcripts go (default: a fresh temporary directory).
+    /// Where the replayed sessions' transcripts go (default: a temporary directory, removed at
+    /// exit unless `--keep`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Keep the temporary directory of the replayed sessions' transcripts (and print its path).
+    #[arg(long, conflicts_with = "out")]
+    pub keep: bool,
     /// Return the engine's first error instead of falling back to legacy.
     #[arg(long)]
     pub strict: bool,

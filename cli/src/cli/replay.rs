@@ -41,9 +41,29 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             p.message
         );
     }
-    let out_dir = match &args.out {
-        Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("ctxhost-replay-{}", std::process::id())),
+    // Without --out the sessions go to a temporary directory, removed when this returns
+    // (whatever way it returns) unless --keep.
+    let scratch = match &args.out {
+        Some(_) => None,
+        None => Some(
+            tempfile::Builder::new()
+                .prefix("ctxhost-replay-")
+                .tempdir()
+                .context("create a temporary directory for the replayed sessions")?,
+        ),
+    };
+    let out_dir = match (&args.out, &scratch) {
+        (Some(d), _) => d.clone(),
+        (None, Some(t)) => t.path().to_path_buf(),
+        (None, None) => std::env::temp_dir(),
+    };
+    let keep_files = args.out.is_some() || args.keep;
+    let _scratch = match scratch {
+        Some(t) if args.keep => {
+            let _ = t.keep();
+            None
+        }
+        other => other,
     };
     let (window, tokenizer) = (config.host.window, config.host.tokenizer);
     let host = Arc::new(Host::new(config)?);
@@ -55,7 +75,7 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         out_dir,
         concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
-    let mut table = Table::new(args.json, imported.sessions.len() > 1);
+    let mut table = Table::new(args.json, imported.sessions.len() > 1, keep_files);
     let mut write_error = None;
     let mut progress = Progress::new(&imported, args.json);
     let mut reported: Vec<TurnReport> = Vec::new();
@@ -214,14 +234,17 @@ struct Table {
     json: bool,
     multi: bool,
     header_done: bool,
+    /// Whether the sessions' transcripts outlive the command (so their folder is worth naming).
+    kept_files: bool,
 }
 
 impl Table {
-    fn new(json: bool, multi: bool) -> Self {
+    fn new(json: bool, multi: bool, kept_files: bool) -> Self {
         Table {
             json,
             multi,
             header_done: false,
+            kept_files,
         }
     }
 
@@ -292,7 +315,9 @@ impl Table {
         if s.skipped_lines > 0 {
             writeln!(out, "skipped {} unreadable source lines", s.skipped_lines)?;
         }
-        if let Some(dir) = s.session_files.first().and_then(|f| f.parent()) {
+        if let Some(dir) = s.session_files.first().and_then(|f| f.parent())
+            && self.kept_files
+        {
             writeln!(out, "session transcripts: {}", dir.display())?;
         }
         Ok(())

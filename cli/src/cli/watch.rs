@@ -37,7 +37,12 @@ pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcom
         .unwrap_or_else(super::replay::demo_transcript);
     let imported = import(&transcript)?;
     let debounce = Duration::from_millis(args.debounce_ms.unwrap_or(config.host.watch.debounce_ms));
-    let out_dir = std::env::temp_dir().join(format!("ctxhost-watch-{}", std::process::id()));
+    // Removed when the command ends, by any path: a normal end, an error, or Ctrl-C below.
+    let scratch = tempfile::Builder::new()
+        .prefix("ctxhost-watch-")
+        .tempdir()
+        .context("create a temporary directory for the replayed sessions")?;
+    let out_dir = scratch.path().to_path_buf();
     let opts = ReplayOptions {
         out_dir: out_dir.clone(),
         concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -67,7 +72,12 @@ pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcom
             }
             writeln!(out, "waiting for changes to {}", watcher.path().display())?;
             out.flush()?;
-            let Some(first) = watcher.next_outcome().await else {
+            let first = tokio::select! {
+                outcome = watcher.next_outcome() => outcome,
+                // Ctrl-C ends the watch like the end of the stream: the scratch folder goes.
+                _ = tokio::signal::ctrl_c() => None,
+            };
+            let Some(first) = first else {
                 break;
             };
             // Saves that landed while we replayed: report each, replay once.
@@ -89,7 +99,7 @@ pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcom
         }
         anyhow::Ok(last)
     });
-    let _ = std::fs::remove_dir_all(&out_dir);
+    drop(scratch);
     Ok(match result? {
         Some((_, s)) if s.quarantine.is_none() && s.over_budget_turns == 0 => Outcome::Ok,
         _ => Outcome::Problems,
