@@ -1,26 +1,28 @@
 //! Sharing engines as single files: install an engine file into the engines directory and the
 //! config (after `check` passes), list, enable, disable and uninstall entries.
 //!
-//! The config file is edited as a document: the user's keys and values are kept; comments are
-//! not (the file is rewritten as JSON, which is valid JSON5), so the previous version is kept
-//! beside it as `<file>.bak`. Uninstalling or disabling the engine in the slot resets the slot
+//! The config file is edited in place as a JSON5 document: only the keys an edit touches change;
+//! comments, layout and key order stay as the user wrote them (the previous version is kept
+//! beside it as `<file>.bak`). Uninstalling or disabling the engine in the slot resets the slot
 //! to `legacy`.
 
 use std::path::{Path, PathBuf};
 
+use jsonc_parser::ParseOptions;
+use jsonc_parser::cst::{CstInputValue, CstObject, CstRootNode};
 use serde::Serialize;
-use serde_json::{Map, Value, json};
 
 use ctxhost::check::{CheckReport, check_engine};
 use ctxhost::config::{Config, ConfigSource};
 use ctxhost::engine::legacy::LEGACY_ID;
 use ctxhost::error::{Error, Result};
 
-/// An editable config file.
+/// An editable config file: a concrete syntax tree of the user's JSON5, so an edit changes
+/// only the keys it touches and every comment, blank line and key order stays as written.
 #[derive(Debug)]
 pub struct ConfigDocument {
     path: PathBuf,
-    root: Map<String, Value>,
+    root: CstRootNode,
 }
 
 /// One installed engine, for `engines list`.
@@ -48,6 +50,8 @@ pub enum InstallOutcome {
         id: String,
         /// Where the file was copied.
         file: PathBuf,
+        /// The path of the entry this one replaced, when the id was installed already.
+        replaced: Option<PathBuf>,
     },
     /// `check` found the engine unsound; nothing was changed.
     Refused(Box<CheckReport>),
@@ -56,77 +60,96 @@ pub enum InstallOutcome {
 impl ConfigDocument {
     /// Opens the config file at `path`, or starts an empty one when it does not exist yet.
     pub fn open(path: &Path) -> Result<ConfigDocument> {
-        let root = if path.exists() {
+        let text = if path.exists() {
             let text =
                 std::fs::read_to_string(path).map_err(|e| Error::io("read config", path, e))?;
             // Validate with the typed parser first, for its precise error messages.
             Config::parse(&text, &path.display().to_string())?;
-            match json5::from_str::<Value>(&text) {
-                Ok(Value::Object(m)) => m,
-                Ok(_) => {
-                    return Err(Error::Config {
-                        place: path.display().to_string(),
-                        message: "the config must be an object".into(),
-                    });
-                }
-                Err(e) => {
-                    return Err(Error::Config {
-                        place: path.display().to_string(),
-                        message: e.to_string(),
-                    });
-                }
-            }
+            text
         } else {
-            Map::new()
+            "{}\n".to_owned()
         };
+        let root =
+            CstRootNode::parse(&text, &ParseOptions::default()).map_err(|e| Error::Config {
+                place: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        if root.value().is_some_and(|v| v.as_object().is_none()) {
+            return Err(Error::Config {
+                place: path.display().to_string(),
+                message: "the config must be an object".into(),
+            });
+        }
         Ok(ConfigDocument {
             path: path.to_path_buf(),
             root,
         })
     }
 
-    fn plugins(&mut self) -> &mut Map<String, Value> {
-        object(self.root.entry("plugins").or_insert_with(|| json!({})))
+    fn plugins(&self) -> CstObject {
+        self.root
+            .object_value_or_set()
+            .object_value_or_set("plugins")
     }
 
-    fn entries(&mut self) -> &mut Map<String, Value> {
-        object(self.plugins().entry("entries").or_insert_with(|| json!({})))
+    fn entries(&self) -> CstObject {
+        self.plugins().object_value_or_set("entries")
     }
 
     /// The engine id in the slot, if any.
     pub fn slot(&self) -> Option<String> {
         self.root
-            .get("plugins")?
-            .get("slots")?
+            .object_value()?
+            .object_value("plugins")?
+            .object_value("slots")?
             .get("contextEngine")?
-            .as_str()
-            .map(str::to_owned)
+            .value()?
+            .as_string_lit()?
+            .decoded_value()
+            .ok()
+    }
+
+    /// The configured path of an entry, when the entry exists (and names one).
+    pub fn entry_path(&self, id: &str) -> Option<Option<PathBuf>> {
+        let entry = self
+            .root
+            .object_value()?
+            .object_value("plugins")?
+            .object_value("entries")?
+            .get(id)?;
+        Some(
+            entry
+                .value()
+                .and_then(|v| v.as_object())
+                .and_then(|o| o.get("path"))
+                .and_then(|p| p.value())
+                .and_then(|v| v.as_string_lit())
+                .and_then(|s| s.decoded_value().ok())
+                .map(PathBuf::from),
+        )
     }
 
     /// Puts `id` in the context-engine slot (`None`: back to `legacy`).
     pub fn set_slot(&mut self, id: Option<&str>) {
-        let slots = object(self.plugins().entry("slots").or_insert_with(|| json!({})));
-        slots.insert(
-            "contextEngine".into(),
-            Value::String(id.unwrap_or(LEGACY_ID).to_owned()),
-        );
+        let slots = self.plugins().object_value_or_set("slots");
+        set(&slots, "contextEngine", string(id.unwrap_or(LEGACY_ID)));
     }
 
-    /// Adds or replaces an entry.
+    /// Adds or replaces an entry, keeping any other keys (its `config`) it already has.
     pub fn set_entry(&mut self, id: &str, path: &Path, enabled: bool) {
-        let entries = self.entries();
-        let entry = object(entries.entry(id).or_insert_with(|| json!({})));
-        entry.insert("enabled".into(), Value::Bool(enabled));
-        entry.insert("path".into(), Value::String(path.display().to_string()));
+        let entry = self.entries().object_value_or_set(id);
+        set(&entry, "enabled", CstInputValue::Bool(enabled));
+        set(&entry, "path", string(&path.display().to_string()));
     }
 
     /// Enables or disables an entry; false when there is no such entry. Disabling the engine in
     /// the slot resets the slot to `legacy`.
     pub fn set_enabled(&mut self, id: &str, enabled: bool) -> bool {
-        let Some(entry) = self.entries().get_mut(id) else {
+        if self.entry_path(id).is_none() {
             return false;
-        };
-        object(entry).insert("enabled".into(), Value::Bool(enabled));
+        }
+        let entry = self.entries().object_value_or_set(id);
+        set(&entry, "enabled", CstInputValue::Bool(enabled));
         if !enabled && self.slot().as_deref() == Some(id) {
             self.set_slot(None);
         }
@@ -135,25 +158,23 @@ impl ConfigDocument {
 
     /// Removes an entry; returns its path. Removing the engine in the slot resets the slot.
     pub fn remove_entry(&mut self, id: &str) -> Option<Option<PathBuf>> {
-        let removed = self.entries().remove(id)?;
+        let path = self.entry_path(id)?;
+        if let Some(prop) = self.entries().get(id) {
+            prop.remove();
+        }
         if self.slot().as_deref() == Some(id) {
             self.set_slot(None);
         }
-        Some(
-            removed
-                .get("path")
-                .and_then(Value::as_str)
-                .map(PathBuf::from),
-        )
+        Some(path)
     }
 
     /// Writes the document back (the previous file kept as `<file>.bak`), after checking that
     /// it still parses as a valid config.
     pub fn save(&self) -> Result<()> {
-        let text = serde_json::to_string_pretty(&self.root).map_err(|e| Error::Config {
-            place: self.path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let mut text = self.root.to_string();
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
         Config::parse(&text, &self.path.display().to_string())?;
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)
@@ -168,20 +189,23 @@ impl ConfigDocument {
         let mut tmp = self.path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
-        std::fs::write(&tmp, text + "\n").map_err(|e| Error::io("write config", &tmp, e))?;
+        std::fs::write(&tmp, text).map_err(|e| Error::io("write config", &tmp, e))?;
         std::fs::rename(&tmp, &self.path).map_err(|e| Error::io("replace config", &self.path, e))
     }
 }
 
-/// The value as an object, replacing anything else (a hand-edited `entries: null`) by `{}`.
-fn object(v: &mut Value) -> &mut Map<String, Value> {
-    if !v.is_object() {
-        *v = json!({});
+/// Sets `key` of `object` to `value`, in place when the key exists (its comments stay).
+fn set(object: &CstObject, key: &str, value: CstInputValue) {
+    match object.get(key) {
+        Some(prop) => prop.set_value(value),
+        None => {
+            object.append(key, value);
+        }
     }
-    match v {
-        Value::Object(m) => m,
-        _ => unreachable!("the value was just made an object"),
-    }
+}
+
+fn string(s: &str) -> CstInputValue {
+    CstInputValue::String(s.to_owned())
 }
 
 /// The config file that `engines` commands edit: the one in use, or the default location.
@@ -224,6 +248,9 @@ pub fn install(config: &Config, file: &Path, activate: bool) -> Result<InstallOu
         .map(Path::to_path_buf)
         .unwrap_or_else(|_| target.clone());
     let mut doc = ConfigDocument::open(&config_path)?;
+    let replaced = doc
+        .entry_path(&report.engine)
+        .map(Option::unwrap_or_default);
     doc.set_entry(&report.engine, &relative, true);
     if activate {
         doc.set_slot(Some(&report.engine));
@@ -232,6 +259,7 @@ pub fn install(config: &Config, file: &Path, activate: bool) -> Result<InstallOu
     Ok(InstallOutcome::Installed {
         id: report.engine.clone(),
         file: target,
+        replaced,
     })
 }
 
@@ -270,12 +298,16 @@ pub fn uninstall(config: &Config, id: &str) -> Result<bool> {
     Ok(true)
 }
 
-/// Enables or disables an entry; false when there is no such entry.
+/// Enables an entry and puts it in the slot, or disables it (resetting the slot when it held
+/// the entry); false when there is no such entry.
 pub fn set_enabled(config: &Config, id: &str, enabled: bool) -> Result<bool> {
     let path = config_file(config)?;
     let mut doc = ConfigDocument::open(&path)?;
     if !doc.set_enabled(id, enabled) {
         return Ok(false);
+    }
+    if enabled {
+        doc.set_slot(Some(id));
     }
     doc.save()?;
     Ok(true)

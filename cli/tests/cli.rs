@@ -436,3 +436,64 @@ fn replay_removes_its_temporary_folder_unless_kept() {
         stdout(&o)
     );
 }
+
+/// `engines` commands edit the user's JSON5 in place: comments, layout and unrelated keys stay;
+/// `use` fills the slot; installing over an entry says what it replaces.
+#[test]
+fn engine_commands_keep_the_users_comments_and_layout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("config.json5");
+    let cfg_s = cfg.display().to_string();
+    let original = r#"// my ctxhost config
+{
+  // which engine runs
+  plugins: {
+    slots: { contextEngine: 'legacy' }, // for now
+  },
+  host: {
+    window: 16000, /* my model's window */
+    tokenizer: "estimate",
+  },
+}
+"#;
+    std::fs::write(&cfg, original).unwrap();
+    let engine = common::repo_root().join("scripts/delegating.lua");
+    let engine = engine.display().to_string();
+    let o = ctxhost(&[
+        "engines",
+        "install",
+        &engine,
+        "--no-activate",
+        "--config",
+        &cfg_s,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    for kept in [
+        "// my ctxhost config",
+        "// which engine runs",
+        "// for now",
+        "window: 16000, /* my model's window */",
+        "tokenizer: \"estimate\",",
+    ] {
+        assert!(text.contains(kept), "lost {kept:?}:\n{text}");
+    }
+    assert!(text.contains("delegating"), "{text}");
+
+    let o = ctxhost(&["engines", "use", "delegating", "--config", &cfg_s]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let doctor = stdout(&ctxhost(&["doctor", "--config", &cfg_s]));
+    assert!(
+        doctor.contains("engine:     delegating (configured"),
+        "{doctor}"
+    );
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("// for now"), "{text}");
+
+    let o = ctxhost(&["engines", "install", &engine, "--config", &cfg_s]);
+    assert!(
+        stdout(&o).contains("replacing the installed delegating"),
+        "{}",
+        stdout(&o)
+    );
+}

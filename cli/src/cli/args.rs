@@ -131,7 +131,8 @@ pub enum EnginesCommand {
         /// The entry id.
         id: String,
     },
-    /// Enable an entry.
+    /// Enable an entry and make it the context engine (`use` is the same).
+    #[command(alias = "use")]
     Enable {
         /// The entry id.
         id: String,

@@ -12,7 +12,14 @@ pub(crate) fn run(args: EnginesArgs, out: &mut dyn Write) -> anyhow::Result<Outc
     match args.command {
         EnginesCommand::Install { file, no_activate } => {
             match install::install(&config, &file, !no_activate)? {
-                InstallOutcome::Installed { id, file, .. } => {
+                InstallOutcome::Installed { id, file, replaced } => {
+                    if let Some(previous) = replaced {
+                        writeln!(
+                            out,
+                            "replacing the installed {id} (was {})",
+                            previous.display()
+                        )?;
+                    }
                     writeln!(out, "installed {id} as {}", file.display())?;
                     if !no_activate {
                         writeln!(out, "{id} is now the context engine")?;
@@ -64,8 +71,11 @@ fn toggle(
     if !install::set_enabled(config, id, enabled)? {
         anyhow::bail!("no engine \"{id}\" is installed");
     }
-    let word = if enabled { "enabled" } else { "disabled" };
-    writeln!(out, "{word} {id}")?;
+    if enabled {
+        writeln!(out, "enabled {id}; it is now the context engine")?;
+    } else {
+        writeln!(out, "disabled {id}")?;
+    }
     Ok(Outcome::Ok)
 }
 
