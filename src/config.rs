@@ -260,10 +260,13 @@ impl Config {
                 ),
             });
         }
-        if self.host.window == 0 {
+        if self.host.window < MIN_WINDOW {
             return Err(Error::Config {
                 place: format!("{place}: host.window"),
-                message: "the window must be at least 1 token".into(),
+                message: format!(
+                    "a window of {} tokens cannot hold the output reserve and one message; the smallest window is {MIN_WINDOW}",
+                    self.host.window
+                ),
             });
         }
         Ok(())
@@ -298,6 +301,10 @@ impl Config {
         }
     }
 }
+
+/// The smallest context window the host accepts, in tokens: a quarter goes to the output
+/// reserve, and the rest must hold at least one real message.
+pub const MIN_WINDOW: u64 = 256;
 
 /// The largest config file read (4 MiB): configs are small, and a wrong path (a device, a log)
 /// must not be read whole.

@@ -105,3 +105,29 @@ fn durability_is_a_config_setting() {
     }
     assert!(Config::parse("{ host: { durability: \"sometimes\" } }", "c").is_err());
 }
+
+#[test]
+fn invalid_utf8_is_replaced_and_the_message_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let mut bytes =
+        json!({"type": "session", "version": 3, "id": "s", "timestamp": "t", "cwd": ""})
+            .to_string()
+            .into_bytes();
+    bytes.push(b'\n');
+    bytes.extend_from_slice(br#"{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":"caf"#);
+    bytes.push(0xE9); // Latin-1 'é', invalid in UTF-8
+    bytes.extend_from_slice(b"\",\"timestamp\":0}}\n");
+    std::fs::write(&path, bytes).unwrap();
+    let imported = import(&path).unwrap();
+    assert!(imported.problems.is_empty(), "{:?}", imported.problems);
+    assert_eq!(imported.sessions[0].messages.len(), 1);
+    assert!(
+        imported.sessions[0].messages[0]
+            .text()
+            .contains("caf\u{FFFD}")
+    );
+    let w = &imported.warnings[0];
+    assert_eq!(w.line, 2);
+    assert!(w.message.contains("invalid UTF-8 at byte"), "{w}");
+}

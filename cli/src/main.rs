@@ -1,7 +1,7 @@
 //! The `ctxhost` command-line tool: parse, run, map the outcome to an exit code
 //! (0 ok, 1 problems found, 2 error).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -11,14 +11,20 @@ mod install;
 mod report;
 
 fn main() -> ExitCode {
+    let args = cli::Args::parse();
+    // `check` reports the engine's load warnings itself: the log would print them a second time.
+    let default_filter = match args.command {
+        cli::args::Command::Check(_) => "warn,ctxhost::engine::script=error",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("CTXHOST_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    let args = crate::cli::Args::parse();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let result = crate::cli::run(args, &mut out);

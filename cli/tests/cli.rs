@@ -497,3 +497,59 @@ fn engine_commands_keep_the_users_comments_and_layout() {
         stdout(&o)
     );
 }
+
+/// The edges a user hits: a negative or tiny window, an empty file, a nested `new` path, logs
+/// in a pipe, and `check`'s warnings.
+#[test]
+fn edges_get_plain_answers() {
+    let o = ctxhost(&["replay", "--window", "-5"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("must be a positive number of tokens"), "{err}");
+    assert!(!err.contains("-- -5"), "{err}");
+
+    let o = ctxhost(&["replay", "--window", "100"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("the smallest window is 256"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let o = ctxhost(&["replay", &empty.display().to_string()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("the file is empty"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    let nested = dir.path().join("sub/dir/policy");
+    let o = ctxhost(&["new", &nested.display().to_string(), "--lang", "lua"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(dir.path().join("sub/dir/policy.lua").is_file());
+
+    // Each warning once, and no colour codes in a pipe.
+    let o = Command::new(env!("CARGO_BIN_EXE_ctxhost"))
+        .args(["check", &fixture("lua/typo_afterturn.lua")])
+        .env_remove("CTXHOST_LOG")
+        .env_remove("CTXHOST_CONFIG")
+        .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        all.matches("unknown member `afterturn`").count(),
+        1,
+        "{all}"
+    );
+    assert!(!all.contains('\u{1b}'), "no ANSI escapes in a pipe: {all}");
+}

@@ -131,16 +131,20 @@ pub(crate) struct JsonLine {
 pub(crate) struct JsonLines {
     pub(crate) lines: Vec<JsonLine>,
     pub(crate) problems: Vec<LineProblem>,
+    /// Lines that were kept but repaired (invalid UTF-8 replaced).
+    pub(crate) warnings: Vec<LineProblem>,
     pub(crate) missing_final_newline: bool,
 }
 
 /// Splits `bytes` into JSON-object lines. Blank lines are ignored; a line that is not valid
-/// UTF-8, not valid JSON, or not an object becomes a [`LineProblem`].
+/// JSON, or not an object, becomes a [`LineProblem`]; invalid UTF-8 is replaced (U+FFFD) and
+/// the line kept, with a warning naming the byte offset.
 pub(crate) fn read_json_lines(bytes: &[u8]) -> JsonLines {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let missing_final_newline = !bytes.is_empty() && !bytes.ends_with(b"\n");
     let mut lines = Vec::new();
     let mut problems = Vec::new();
+    let mut warnings = Vec::new();
     let segments: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
     let count = segments.len();
     for (i, raw) in segments.into_iter().enumerate() {
@@ -160,6 +164,21 @@ pub(crate) fn read_json_lines(bytes: &[u8]) -> JsonLines {
             continue;
         }
         let torn = missing_final_newline && i + 1 == count;
+        let repaired;
+        let raw = match std::str::from_utf8(raw) {
+            Ok(_) => raw,
+            Err(e) => {
+                warnings.push(LineProblem {
+                    line,
+                    message: format!(
+                        "invalid UTF-8 at byte {} of the line; replaced with U+FFFD",
+                        e.valid_up_to()
+                    ),
+                });
+                repaired = String::from_utf8_lossy(raw).into_owned();
+                repaired.as_bytes()
+            }
+        };
         match serde_json::from_slice::<Value>(raw) {
             Ok(Value::Object(value)) => lines.push(JsonLine { line, value }),
             Ok(other) => problems.push(LineProblem {
@@ -179,6 +198,7 @@ pub(crate) fn read_json_lines(bytes: &[u8]) -> JsonLines {
     JsonLines {
         lines,
         problems,
+        warnings,
         missing_final_newline,
     }
 }

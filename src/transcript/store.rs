@@ -109,6 +109,9 @@ impl TranscriptStore {
         let path = path.as_ref().to_path_buf();
         let bytes = super::read_capped(&path)?;
         let parsed = read_json_lines(&bytes);
+        for w in &parsed.warnings {
+            tracing::warn!(file = %path.display(), line = w.line, "{}", w.message);
+        }
         let mut problems = parsed.problems;
         let mut lines = parsed.lines.into_iter();
 

@@ -52,7 +52,7 @@ pub struct HostArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The model's context window in tokens (default: the config's, else 32,000).
-    #[arg(long, value_name = "TOKENS")]
+    #[arg(long, value_name = "TOKENS", allow_negative_numbers = true, value_parser = window_tokens)]
     pub window: Option<u64>,
     /// How tokens are counted (default: the config's, else estimate).
     #[arg(long, value_name = "estimate|o200k|cl100k")]
@@ -181,4 +181,24 @@ pub enum Lang {
     Lua,
     /// Rhai (`.rhai`).
     Rhai,
+}
+
+/// `--window`: a whole number of tokens, at least the smallest window that holds the output
+/// reserve and a message (clap's own message for `-5` would suggest `-- -5`, which is wrong).
+fn window_tokens(text: &str) -> Result<u64, String> {
+    let n: i128 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("must be a positive number of tokens, not {text:?}"))?;
+    if n <= 0 {
+        return Err(format!("must be a positive number of tokens, not {n}"));
+    }
+    let n = u64::try_from(n).map_err(|_| format!("{n} tokens is more than any model has"))?;
+    if n < ctxhost::config::MIN_WINDOW {
+        return Err(format!(
+            "{n} tokens cannot hold the output reserve and one message; the smallest window is {}",
+            ctxhost::config::MIN_WINDOW
+        ));
+    }
+    Ok(n)
 }

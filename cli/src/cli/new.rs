@@ -37,6 +37,9 @@ pub(crate) fn run(args: NewArgs, out: &mut dyn Write) -> anyhow::Result<Outcome>
         .replace("__ID__", &id)
         .replace("__NAME__", &display_name(&stem))
         .replace("__FILE__", &file.display().to_string());
+    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
     let mut f = match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -33,6 +33,9 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
     }
     let transcript = args.transcript.clone().unwrap_or_else(demo_transcript);
     let imported = import(&transcript)?;
+    for w in &imported.warnings {
+        tracing::warn!("{}:{}: {}", transcript.display(), w.line, w.message);
+    }
     for p in &imported.problems {
         tracing::warn!(
             "{}:{}: skipped: {}",
@@ -212,7 +215,6 @@ pub(crate) fn host_config(args: &HostArgs, engine: Option<&Path>) -> anyhow::Res
         config.plugins.entries.insert(id, entry);
     }
     if let Some(w) = args.window {
-        anyhow::ensure!(w > 0, "--window must be a positive number of tokens");
         config.host.window = w;
     }
     if let Some(t) = args.tokenizer {

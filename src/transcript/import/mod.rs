@@ -91,11 +91,20 @@ pub struct Import {
     pub problems: Vec<LineProblem>,
     /// Compactions recorded by the source agent that were left out.
     pub dropped_compactions: usize,
+    /// Lines kept with a repair (invalid UTF-8 replaced), with what was repaired.
+    pub warnings: Vec<LineProblem>,
 }
 
 /// Reads a transcript file, detecting its format from its content.
 pub fn import(path: &Path) -> Result<Import> {
     let bytes = crate::transcript::read_capped(path)?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::Transcript {
+            path: path.to_path_buf(),
+            line: 0,
+            message: "the file is empty".into(),
+        });
+    }
     let Some(format) = detect_format(&bytes) else {
         let tried: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
         return Err(Error::Transcript {
@@ -127,11 +136,13 @@ pub fn import_bytes(path: &Path, bytes: &[u8], format: Format) -> Result<Import>
         sessions: Vec::new(),
         problems: Vec::new(),
         dropped_compactions: 0,
+        warnings: Vec::new(),
     };
     match format {
         Format::PiSession | Format::ClaudeCode | Format::CodexRollout => {
             let parsed = super::read_json_lines(bytes);
             out.problems = parsed.problems;
+            out.warnings = parsed.warnings;
             let session = match format {
                 Format::PiSession => pi::import(name, parsed.lines, &mut out),
                 Format::ClaudeCode => claude::import(name, parsed.lines, &mut out),
