@@ -14,11 +14,11 @@ pub mod config;
 pub mod contract;
 pub mod engine;
 pub mod error;
-pub mod fit;
+pub(crate) mod fit;
 pub mod host;
 pub mod message;
 pub mod pairing;
-pub mod quarantine;
+mod quarantine;
 pub mod reload;
 pub mod replay;
 pub mod runtime;
@@ -29,4 +29,17 @@ pub mod summarize;
 pub mod tokens;
 pub mod transcript;
 
-pub use error::{EngineError, EngineErrorKind, Error, Result};
+// The surface an embedder needs, at the root: the host and its sessions, the messages they
+// carry, the configuration, and the seams an embedder implements (an `Engine`, a transcript
+// `Store`, a `Summarizer`, a `TokenCounter`).
+pub use config::{Config, Entry, FailurePolicy};
+pub use engine::{Engine, EngineFactory, InstanceContext, SpawnRollback};
+pub use error::{EngineError, EngineErrorKind, Error, Op, Result, ScriptLocation};
+pub use host::HostCall;
+pub use message::Message;
+pub use quarantine::Quarantine;
+pub use runtime::{Host, SessionHandle, SessionSpec};
+pub use session::{Assembly, Session, TurnInput, TurnStats};
+pub use summarize::Summarizer;
+pub use tokens::TokenCounter;
+pub use transcript::{Durability, Store, TranscriptStore};
