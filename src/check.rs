@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::config::FailurePolicy;
 use crate::config::{Config, Entry};
+use crate::config::{FailurePolicy, SlowEnginePolicy};
 use crate::contract::{ContextMode, Method, SubagentEndReason};
 use crate::engine::legacy::LEGACY_ID;
 use crate::message::Message;
 use crate::runtime::{Host, SessionSpec};
-use crate::session::{Session, TurnInput};
+use crate::session::{MethodTimes, Session, TurnInput};
 
 /// The window the synthetic session runs in: small, so compaction is exercised.
 pub const CHECK_WINDOW: u64 = 4_000;
@@ -35,6 +35,10 @@ pub struct CheckReport {
     pub steps: Vec<CheckStep>,
     /// True when every step passed.
     pub sound: bool,
+    /// Where the engine's time went during the check, per lifecycle method.
+    pub engine_times: Vec<MethodTimes>,
+    /// The slowest turn's engine time, in ms, against `host.turnBudget.engineMs`.
+    pub slowest_turn_ms: f64,
 }
 
 /// One step of the check.
@@ -63,6 +67,8 @@ pub fn check_engine(path: &Path, base: &Config) -> CheckReport {
         warnings: Vec::new(),
         steps: Vec::new(),
         sound: false,
+        engine_times: Vec::new(),
+        slowest_turn_ms: 0.0,
     };
     if id == LEGACY_ID {
         return report.fail(
@@ -110,6 +116,9 @@ pub fn check_engine(path: &Path, base: &Config) -> CheckReport {
     let spec = SessionSpec::new("check", dir.join("check.jsonl"));
     let mut setup = host.session_setup(&spec);
     setup.failure_policy = FailurePolicy::Strict;
+    // Slow turns are judged below against the budget, not quarantined mid-check.
+    setup.turn_budget.on_exceed = SlowEnginePolicy::Report;
+    let turn_budget_ms = setup.turn_budget.engine_ms;
     let mut session = match Session::create(setup, &spec.file, "") {
         Ok(s) => s,
         Err(e) => return report.fail("instantiate", e.to_string()),
@@ -120,6 +129,24 @@ pub fn check_engine(path: &Path, base: &Config) -> CheckReport {
         .map(|m| m.as_str().to_owned())
         .collect();
     let sound = drive(&mut session, &mut report);
+    report.engine_times = session.call_times().summary();
+    if sound {
+        let slowest = report.slowest_turn_ms;
+        let detail = format!(
+            "slowest turn {slowest:.1} ms of the {turn_budget_ms} ms budget; {}",
+            report
+                .engine_times
+                .iter()
+                .map(|t| format!("{} p95 {:.2} ms", t.method, t.p95_ms))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if slowest <= turn_budget_ms as f64 {
+            report.pass("engine time per turn", detail);
+        } else {
+            report.failed("engine time per turn".into(), detail);
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
     report.sound = sound && report.steps.iter().all(|s| s.ok);
     report
@@ -153,8 +180,9 @@ fn drive(session: &mut Session, report: &mut CheckReport) -> bool {
             }
             Err(e) => return report.failed(step, e.to_string()),
         }
-        if let Err(e) = session.end_turn(replies(turn)) {
-            return report.failed(step, e.to_string());
+        match session.end_turn(replies(turn)) {
+            Ok(stats) => report.slowest_turn_ms = report.slowest_turn_ms.max(stats.engine_ms),
+            Err(e) => return report.failed(step, e.to_string()),
         }
         report.pass(
             &step,
@@ -206,8 +234,9 @@ fn drive(session: &mut Session, report: &mut CheckReport) -> bool {
         }
         Err(e) => return report.failed(step, e.to_string()),
     }
-    if let Err(e) = session.end_turn(vec![Message::assistant("Done.")]) {
-        return report.failed("end turn after compaction".into(), e.to_string());
+    match session.end_turn(vec![Message::assistant("Done.")]) {
+        Ok(stats) => report.slowest_turn_ms = report.slowest_turn_ms.max(stats.engine_ms),
+        Err(e) => return report.failed("end turn after compaction".into(), e.to_string()),
     }
     if session.defines(Method::PrepareSubagentSpawn) {
         let step = "prepareSubagentSpawn, then rollback of a failed spawn".to_owned();

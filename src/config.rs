@@ -181,11 +181,51 @@ pub struct HostSettings {
     pub compaction: CompactionSettings,
     /// Script limits: per-call deadline and grace, memory, operations, result caps.
     pub limits: crate::sandbox::Limits,
+    /// How much engine time one turn may take, and what happens to an engine that keeps
+    /// taking more.
+    pub turn_budget: TurnBudget,
     /// File watching for hot reload.
     pub watch: WatchSettings,
     /// Where `ctxhost engines install` puts engine files; relative to the config file.
     /// Default `engines` beside the config file.
     pub engines_dir: Option<PathBuf>,
+}
+
+/// `host.turnBudget`: the engine time (every lifecycle call of the configured engine, summed)
+/// one turn may take. A per-call deadline stops a runaway call; this catches an engine that
+/// stays under the deadline yet makes every turn slow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct TurnBudget {
+    /// Engine time one turn may take, in ms. Default 1,000.
+    pub engine_ms: u64,
+    /// What an over-budget turn does: `report` (default: a warning and the turn marked slow)
+    /// or `quarantine` (after `strikes` slow turns in a row the engine is quarantined with
+    /// kind `Limit`, and `legacy` answers).
+    pub on_exceed: SlowEnginePolicy,
+    /// Slow turns in a row before `quarantine` acts. Default 3.
+    pub strikes: u32,
+}
+
+impl Default for TurnBudget {
+    fn default() -> Self {
+        TurnBudget {
+            engine_ms: 1_000,
+            on_exceed: SlowEnginePolicy::Report,
+            strikes: 3,
+        }
+    }
+}
+
+/// What the host does about an engine that exceeds its turn budget.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SlowEnginePolicy {
+    /// Warn and mark the turn slow.
+    #[default]
+    Report,
+    /// Quarantine the engine after repeated slow turns.
+    Quarantine,
 }
 
 /// `host.watch`.
@@ -216,6 +256,7 @@ impl Default for HostSettings {
             durability: crate::transcript::Durability::default(),
             compaction: CompactionSettings::default(),
             limits: crate::sandbox::Limits::default(),
+            turn_budget: TurnBudget::default(),
             watch: WatchSettings::default(),
             engines_dir: None,
         }

@@ -151,6 +151,8 @@ pub enum Op {
     SaveState,
     /// Restoring the per-session state.
     RestoreState,
+    /// A whole turn, judged against `host.turnBudget`.
+    Turn,
     /// Checking `hostRequirements` before an operation.
     Requirements(Operation),
     /// A lifecycle method.
@@ -168,6 +170,7 @@ impl Op {
             Op::Reload => "reload",
             Op::SaveState => "saveState",
             Op::RestoreState => "restoreState",
+            Op::Turn => "turn",
             Op::Requirements(Operation::AgentRun) => "agent-run",
             Op::Requirements(Operation::ManualCompact) => "manual-compact",
             Op::Requirements(Operation::SubagentSpawn) => "subagent-spawn",

@@ -17,6 +17,7 @@ use crate::error::{EngineError, Error, Result};
 use crate::message::{Message, Role};
 use crate::runtime::{Host, SessionHandle, SessionSpec};
 use crate::session::TurnInput;
+use crate::session::{CallTimes, MethodTimes};
 use crate::transcript::{Import, ImportedSession};
 
 /// One turn as the model would have seen it.
@@ -54,6 +55,10 @@ pub struct TurnReport {
     pub pairing_repairs: usize,
     /// Whether the user ran `/compact` this turn.
     pub manual_compact: bool,
+    /// Time the engine's lifecycle calls took this turn, in ms.
+    pub engine_ms: f64,
+    /// Whether that exceeded `host.turnBudget.engineMs`.
+    pub slow: bool,
 }
 
 /// The first failure of a quarantined engine, for the summary.
@@ -105,6 +110,10 @@ pub struct ReplaySummary {
     pub session_files: Vec<PathBuf>,
     /// Wall-clock time of the replay in milliseconds.
     pub wall_ms: u64,
+    /// Turns whose engine time exceeded `host.turnBudget.engineMs`.
+    pub slow_turns: u64,
+    /// Where the engine's time went, per lifecycle method, over all sessions.
+    pub engine_times: Vec<MethodTimes>,
 }
 
 /// How to replay.
@@ -141,6 +150,8 @@ pub async fn replay(
         skipped_lines: import.problems.len(),
         session_files: Vec::new(),
         wall_ms: 0,
+        slow_turns: 0,
+        engine_times: Vec::new(),
     };
 
     // Each conversation runs as a task; reports flow back tagged with the session's index and
@@ -184,17 +195,16 @@ pub async fn replay(
             next += 1;
         }
     }
+    let mut times = CallTimes::default();
     for task in tasks {
-        task.await.map_err(|e| Error::Task {
+        let session_times = task.await.map_err(|e| Error::Task {
             task: "replay",
             message: e.to_string(),
         })??;
+        times.merge(&session_times);
     }
-    let engine = host.engine_id();
-    summary.quarantine = host
-        .quarantine()
-        .first_failure(&engine)
-        .map(QuarantineReport::from);
+    summary.engine_times = times.summary();
+    summary.quarantine = host.engine_failure().map(QuarantineReport::from);
     summary.wall_ms = started.elapsed().as_millis() as u64;
     Ok(summary)
 }
@@ -205,16 +215,17 @@ fn account(summary: &mut ReplaySummary, r: &TurnReport) {
     summary.fallbacks += u64::from(r.fallback);
     summary.max_assembled_tokens = summary.max_assembled_tokens.max(r.assembled_tokens);
     summary.over_budget_turns += u64::from(r.assembled_tokens > r.token_budget);
+    summary.slow_turns += u64::from(r.slow);
 }
 
-/// Replays one conversation into a new session file.
+/// Replays one conversation into a new session file; returns where its engine's time went.
 pub async fn replay_session(
     host: &Host,
     name: String,
     file: PathBuf,
     source: ImportedSession,
     mut on_turn: impl FnMut(TurnReport),
-) -> Result<()> {
+) -> Result<CallTimes> {
     if file.exists() {
         std::fs::remove_file(&file)
             .map_err(|e| Error::io("replace replay transcript", &file, e))?;
@@ -229,7 +240,9 @@ pub async fn replay_session(
         let report = replay_turn(host, &session, &name, n as u64 + 1, user, replies).await?;
         on_turn(report);
     }
-    session.close().await
+    let times = session.with(|s| s.call_times().clone()).await?;
+    session.close().await?;
+    Ok(times)
 }
 
 async fn replay_turn(
@@ -275,13 +288,12 @@ async fn replay_turn(
     }
     let stats = session.end_turn(last).await?;
     let session_messages = session.with(|s| s.transcript_len()).await?;
-    let engine_id = host.engine_id();
     Ok(TurnReport {
         session: name.to_owned(),
         turn,
         engine: largest.engine.clone(),
         fallback: fallback || stats.fallback,
-        quarantined: host.quarantine().contains(&engine_id),
+        quarantined: host.engine_failure().is_some(),
         session_messages,
         context_messages,
         model_calls,
@@ -292,6 +304,8 @@ async fn replay_turn(
         compactions: stats.compactions + manual_compactions,
         pairing_repairs: repairs,
         manual_compact: manual,
+        engine_ms: stats.engine_ms,
+        slow: stats.slow,
     })
 }
 

@@ -132,6 +132,16 @@ impl Host {
         }
     }
 
+    /// The configured entry id the engine is quarantined under (`legacy` when none).
+    pub fn entry_id(&self) -> String {
+        self.engine.entry().to_string()
+    }
+
+    /// The current engine's first failure, when it is quarantined.
+    pub fn engine_failure(&self) -> Option<EngineError> {
+        self.quarantine.first_failure(&self.engine.entry())
+    }
+
     /// The current engine, if one is configured.
     pub fn engine(&self) -> crate::engine::LoadedEngine {
         self.engine.current().engine
@@ -171,6 +181,7 @@ impl Host {
             model: spec.model.clone(),
             failure_policy: h.failure_policy,
             durability: h.durability,
+            turn_budget: h.turn_budget.clone(),
             compaction: h.compaction.clone(),
             limits: h.limits.results.clone(),
             tokens: Arc::clone(&self.tokens),

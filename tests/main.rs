@@ -6,6 +6,7 @@ mod common;
 mod sessions;
 
 mod bad_input;
+mod budgets;
 mod conformance;
 mod engines;
 mod guide;

@@ -8,20 +8,8 @@
 //! script only ever sets `textContent`). The same replay renders the same bytes apart from the one
 //! element that shows the wall time.
 //!
-//! ```
-//! use ctxhost::replay::ReplaySummary;
-//! use ctxhost::report::{ReportMeta, render};
-//!
-//! let summary = ReplaySummary {
-//!     transcript: "session.jsonl".into(), format: "pi session JSONL".into(), sessions: 1,
-//!     turns: 0, compactions: 0, fallbacks: 0, max_assembled_tokens: 0, over_budget_turns: 0,
-//!     quarantine: None, skipped_lines: 0, session_files: vec![], wall_ms: 3,
-//! };
-//! let meta = ReportMeta { engine: "legacy".into(), window: 8000, tokenizer: "estimate".into() };
-//! let html = render(&meta, &summary, &[]);
-//! assert!(html.starts_with("<!DOCTYPE html>"));
-//! assert!(html.contains("<h1 title=\"session.jsonl\">session.jsonl</h1>"));
-//! ```
+//! `render(&meta, &summary, &turns)` returns the page as one string; `report_tests.rs` pins
+//! what it holds.
 
 use std::fmt::Write as _;
 

@@ -22,6 +22,8 @@ fn turn(session: &str, n: u64, tokens: u64) -> TurnReport {
         compactions: u32::from(n == 2),
         pairing_repairs: 0,
         manual_compact: false,
+        engine_ms: 0.5,
+        slow: false,
     }
 }
 
@@ -39,6 +41,8 @@ fn summary(transcript: &str, turns: u64, wall_ms: u64) -> ReplaySummary {
         skipped_lines: 0,
         session_files: vec![PathBuf::from("/tmp/random-1234/s.jsonl")],
         wall_ms,
+        slow_turns: 0,
+        engine_times: Vec::new(),
     }
 }
 

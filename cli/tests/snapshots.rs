@@ -32,6 +32,12 @@ fn settings() -> insta::Settings {
     let root = std::fs::canonicalize(common::repo_root()).expect("repo root");
     s.add_filter(&regex::escape(&root.display().to_string()), "[REPO]");
     s.add_filter(r"over budget, \d+ ms", "over budget, [N] ms");
+    s.add_filter(
+        r"p50 [\d.]+ ms  p95 [\d.]+ ms  max [\d.]+ ms  total [\d.]+ ms",
+        "[times]",
+    );
+    s.add_filter(r"slowest turn [\d.]+ ms", "slowest turn [N] ms");
+    s.add_filter(r"p95 [\d.]+ ms", "p95 [N] ms");
     s.add_filter(r"/tmp/[A-Za-z0-9._-]+", "[TMP]");
     s.set_snapshot_path("snapshots");
     s.set_prepend_module_to_snapshot(false);

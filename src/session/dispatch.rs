@@ -186,7 +186,9 @@ impl Session {
     ) -> Result<(T, String, bool)> {
         if let Some(mut engine) = self.engine.take() {
             let call = self.host_call(&self.engine_id.clone(), budget);
-            let r = traced(&self.engine_id, method, || f(engine.as_mut(), &call));
+            let (r, took) = traced(&self.engine_id, method, || f(engine.as_mut(), &call));
+            self.turn_engine_time += took;
+            self.call_times.record(method, took);
             self.engine = Some(engine);
             match r {
                 Ok(v) => return Ok((v, self.engine_id.clone(), false)),
@@ -195,7 +197,11 @@ impl Session {
         }
         let call = self.host_call(LEGACY_ID, budget);
         // legacy is the host's own engine: its failure is a host fault, never a quarantine.
-        let v = traced(LEGACY_ID, method, || f(&mut self.legacy, &call)).map_err(|e| {
+        let (v, took) = traced(LEGACY_ID, method, || f(&mut self.legacy, &call));
+        if self.engine_id == LEGACY_ID {
+            self.call_times.record(method, took);
+        }
+        let v = v.map_err(|e| {
             tracing::error!(op = %method, "legacy failed: {e}");
             Error::Host(e)
         })?;
@@ -254,7 +260,7 @@ fn traced<T>(
     engine: &str,
     method: Method,
     call: impl FnOnce() -> std::result::Result<T, EngineError>,
-) -> std::result::Result<T, EngineError> {
+) -> (std::result::Result<T, EngineError>, std::time::Duration) {
     let span = tracing::debug_span!(
         "engine_call",
         engine,
@@ -265,7 +271,8 @@ fn traced<T>(
     let _entered = span.enter();
     let started = std::time::Instant::now();
     let r = call();
-    span.record("duration_us", started.elapsed().as_micros() as u64);
+    let took = started.elapsed();
+    span.record("duration_us", took.as_micros() as u64);
     span.record(
         "outcome",
         match &r {
@@ -274,5 +281,5 @@ fn traced<T>(
         },
     );
     tracing::trace!("engine call finished");
-    r
+    (r, took)
 }

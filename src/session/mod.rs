@@ -32,10 +32,12 @@ mod compact;
 mod context;
 mod dispatch;
 mod state;
+mod timing;
 mod turn;
 
 pub use context::derive_context;
 pub use state::state_path;
+pub use timing::{CallTimes, MethodTimes};
 
 /// Everything a session needs that the host shares across sessions.
 #[derive(Clone, Debug)]
@@ -50,6 +52,8 @@ pub struct SessionSetup {
     pub model: Option<String>,
     /// What to do when the engine fails.
     pub failure_policy: FailurePolicy,
+    /// How much engine time a turn may take.
+    pub turn_budget: crate::config::TurnBudget,
     /// When transcript appends and the engine's state are forced to disk.
     pub durability: Durability,
     /// Built-in compaction knobs.
@@ -108,6 +112,10 @@ pub struct TurnStats {
     pub pairing_repairs: usize,
     /// Whether any call this turn fell back to `legacy`.
     pub fallback: bool,
+    /// Time spent in the engine's lifecycle calls this turn, in ms.
+    pub engine_ms: f64,
+    /// Whether that time exceeded `host.turnBudget.engineMs`.
+    pub slow: bool,
 }
 
 /// A running session.
@@ -140,6 +148,12 @@ pub struct Session {
     rollbacks: Vec<SpawnRollback>,
     warned_noop_compact: bool,
     disposed: bool,
+    /// Engine time of the turn in progress.
+    turn_engine_time: std::time::Duration,
+    /// Over-budget turns in a row.
+    slow_strikes: u32,
+    /// Per-method call times of this session's engine.
+    call_times: CallTimes,
 }
 
 impl std::fmt::Debug for Session {
@@ -202,6 +216,9 @@ impl Session {
             rollbacks: Vec::new(),
             warned_noop_compact: false,
             disposed: false,
+            turn_engine_time: std::time::Duration::ZERO,
+            slow_strikes: 0,
+            call_times: CallTimes::default(),
             services,
             context,
             store,
@@ -240,6 +257,11 @@ impl Session {
     /// The context's tokens as the host counts them.
     pub fn context_tokens(&self) -> u64 {
         self.services.tokens.messages(&self.context)
+    }
+
+    /// Where this session's engine time went, per lifecycle method.
+    pub fn call_times(&self) -> &CallTimes {
+        &self.call_times
     }
 
     /// The configured engine's first failure, when it is quarantined.

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::config::SlowEnginePolicy;
 use crate::contract::{
     self, AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, CommitTurnParams,
     CompactResult, CompactionTarget, ContextMode, HostParam, IngestBatchParams, IngestParams,
@@ -13,6 +14,7 @@ use crate::contract::{
 use crate::engine::SpawnRollback;
 use crate::engine::legacy::LEGACY_ID;
 use crate::error::Result;
+use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::message::Message;
 use crate::pairing;
 use crate::transcript::Durability;
@@ -26,6 +28,7 @@ impl Session {
     pub fn begin_turn(&mut self, input: TurnInput) -> Result<Assembly> {
         self.sync_engine()?;
         self.stats = TurnStats::default();
+        self.turn_engine_time = std::time::Duration::ZERO;
         self.turn_index += 1;
         let _turn = self.turn_span().entered();
         self.check_requirements(Operation::AgentRun)?;
@@ -100,7 +103,46 @@ impl Session {
             self.store.sync()?;
         }
         self.save_state()?;
+        self.judge_turn_time()?;
         Ok(std::mem::take(&mut self.stats))
+    }
+
+    /// Holds the turn's engine time against `host.turnBudget`: a slow turn is reported, and
+    /// under `onExceed: "quarantine"` enough slow turns in a row quarantine the engine.
+    fn judge_turn_time(&mut self) -> Result<()> {
+        let budget = &self.setup.turn_budget;
+        let spent = self.turn_engine_time;
+        self.stats.engine_ms = spent.as_secs_f64() * 1000.0;
+        if spent.as_millis() <= u128::from(budget.engine_ms) || self.engine.is_none() {
+            self.slow_strikes = 0;
+            return Ok(());
+        }
+        self.stats.slow = true;
+        self.slow_strikes += 1;
+        tracing::warn!(
+            engine = %self.engine_id,
+            session = &*self.id,
+            "the engine took {:.0} ms of this turn (budget {} ms; {} slow turns in a row)",
+            self.stats.engine_ms,
+            budget.engine_ms,
+            self.slow_strikes
+        );
+        if budget.on_exceed == SlowEnginePolicy::Quarantine
+            && self.slow_strikes >= budget.strikes.max(1)
+        {
+            let e = EngineError::new(
+                Op::Turn,
+                self.engine_id.clone(),
+                EngineErrorKind::Limit,
+                format!(
+                    "the engine took more than its turn budget of {} ms in {} turns in a row (last: {:.0} ms)",
+                    budget.engine_ms, self.slow_strikes, self.stats.engine_ms
+                ),
+            );
+            self.slow_strikes = 0;
+            self.on_failure(e)?;
+        }
+        Ok(())
     }
 
     /// `/compact`: the engine's `compact` with `force` and target `threshold`.

@@ -317,6 +317,23 @@ impl Table {
         if s.skipped_lines > 0 {
             writeln!(out, "skipped {} unreadable source lines", s.skipped_lines)?;
         }
+        if s.slow_turns > 0 {
+            writeln!(
+                out,
+                "{} turns took more engine time than host.turnBudget.engineMs",
+                s.slow_turns
+            )?;
+        }
+        if !s.engine_times.is_empty() {
+            writeln!(out, "engine time per method:")?;
+            for t in &s.engine_times {
+                writeln!(
+                    out,
+                    "  {:<20} {:>6} calls  p50 {:.3} ms  p95 {:.3} ms  max {:.3} ms  total {:.1} ms",
+                    t.method, t.calls, t.p50_ms, t.p95_ms, t.max_ms, t.total_ms
+                )?;
+            }
+        }
         if let Some(dir) = s.session_files.first().and_then(|f| f.parent())
             && self.kept_files
         {
