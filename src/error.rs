@@ -132,6 +132,23 @@ impl fmt::Display for ScriptLocation {
     }
 }
 
+/// The longest engine error message kept, in bytes (4 KiB); the rest is cut and counted.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 4 << 10;
+
+fn capped(mut message: String) -> String {
+    if message.len() <= MAX_ERROR_MESSAGE_BYTES {
+        return message;
+    }
+    let mut cut = MAX_ERROR_MESSAGE_BYTES;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let dropped = message.len() - cut;
+    message.truncate(cut);
+    message.push_str(&format!("… ({dropped} more bytes)"));
+    message
+}
+
 /// What the host was doing when an engine failed: a lifecycle method, or one of the host's own
 /// steps around it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,7 +247,9 @@ impl fmt::Display for EngineError {
 }
 
 impl EngineError {
-    /// A new error; add the location with [`EngineError::at`].
+    /// A new error; add the location with [`EngineError::at`]. A message longer than
+    /// [`MAX_ERROR_MESSAGE_BYTES`] (a script controls it: `error(("x"):rep(3e7))`) is cut, so
+    /// what is logged and reported stays readable.
     pub fn new(
         op: impl Into<Op>,
         engine: impl Into<String>,
@@ -242,7 +261,7 @@ impl EngineError {
             engine: engine.into(),
             location: None,
             kind,
-            message: message.into(),
+            message: capped(message.into()),
         }
     }
 

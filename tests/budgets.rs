@@ -114,3 +114,66 @@ fn a_slow_lua_engine_is_reported_then_quarantined_and_check_fails_it() {
 fn a_slow_rhai_engine_is_reported_then_quarantined_and_check_fails_it() {
     slow_engine_is_quarantined_after_its_strikes("slow.rhai", SLOW_RHAI);
 }
+
+/// Output an engine controls is bounded: a 30 MB error message is cut where it is kept and
+/// reported, and megabytes of compaction `details` never reach the session file.
+#[test]
+fn huge_error_text_and_compaction_details_are_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("loud.lua");
+    std::fs::write(
+        &path,
+        r#"local M = { info = { id = "loud", name = "Loud", ownsCompaction = true } }
+function M.ingest(p) return { ingested = true } end
+function M.assemble(p)
+  if p.state.fail then error(("x"):rep(30000000)) end
+  return { messages = p.messages, estimatedTokens = 0 }
+end
+function M.compact(p)
+  p.state.fail = true
+  local first = p.messages[#p.messages]
+  return { ok = true, compacted = true, result = { summary = "s", tokensBefore = 1,
+    firstKeptEntryId = first.id, details = { blob = ("d"):rep(2000000) } } }
+end
+return M
+"#,
+    )
+    .unwrap();
+    let mut config = Config::default();
+    config.plugins.slots.context_engine = Some("loud".into());
+    config.plugins.entries.insert(
+        "loud".into(),
+        Entry {
+            path: Some(path.clone()),
+            ..Entry::default()
+        },
+    );
+    let h = Host::new(config).unwrap();
+    let spec = SessionSpec::new("s", dir.path().join("s.jsonl"));
+    let mut s = Session::create(h.session_setup(&spec), &spec.file, "").unwrap();
+    turn(&mut s);
+    s.compact_now(None).unwrap();
+    let size = std::fs::metadata(&spec.file).unwrap().len();
+    assert!(size < 100_000, "session file is {size} bytes");
+    let text = std::fs::read_to_string(&spec.file).unwrap();
+    assert!(text.contains("over the 65536-byte cap"), "{text}");
+
+    let a = s
+        .begin_turn(TurnInput {
+            user: Message::user("go"),
+            is_heartbeat: false,
+        })
+        .unwrap();
+    assert!(a.fallback, "the throwing assemble fell back");
+    let failure = h.engine_failure().expect("quarantined");
+    assert!(
+        failure.message.len() < 5_000,
+        "{} bytes",
+        failure.message.len()
+    );
+    assert!(
+        failure.message.contains("more bytes)"),
+        "{}",
+        &failure.message[..200]
+    );
+}

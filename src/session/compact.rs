@@ -132,7 +132,7 @@ impl Session {
         if let Some(details) = &outcome.details
             && let crate::message::MessageBody::CompactionSummary(s) = &mut message.body
         {
-            s.extra.insert("details".into(), details.clone());
+            s.extra.insert("details".into(), capped_details(details));
         }
         let stored = self.store.append(vec![message]).map_err(ApplyError::Host)?;
         let mut context = stored;
@@ -211,4 +211,20 @@ pub(super) fn check_first_kept(
         ));
     }
     Ok(())
+}
+
+/// The most bytes of a compaction's `details` the transcript keeps (64 KiB): an engine controls
+/// them, and every byte is written to the session file for good.
+pub(crate) const MAX_DETAILS_BYTES: usize = 64 << 10;
+
+/// `details` as stored: as given when small, else a note of what was left out.
+fn capped_details(details: &serde_json::Value) -> serde_json::Value {
+    let size = serde_json::to_vec(details).map_or(usize::MAX, |b| b.len());
+    if size <= MAX_DETAILS_BYTES {
+        return details.clone();
+    }
+    tracing::warn!(
+        "compaction details of {size} bytes exceed {MAX_DETAILS_BYTES} bytes and were not stored"
+    );
+    serde_json::json!({ "omitted": format!("{size} bytes of details over the {MAX_DETAILS_BYTES}-byte cap") })
 }
