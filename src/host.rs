@@ -54,6 +54,39 @@ pub enum LogLevel {
     Warn,
 }
 
+/// The most bytes of script text one log line keeps; the rest is cut (on a character boundary).
+pub const LOG_CAP: usize = 64 << 10;
+
+/// `text` cut to `cap` bytes on a character boundary, ending with how many bytes were cut, so
+/// a script cannot flood the log (nor panic the host by cutting inside a character).
+pub fn cut_log_text(mut text: String, cap: usize) -> String {
+    if text.len() <= cap {
+        return text;
+    }
+    let mut end = cap;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = text.len() - end;
+    text.truncate(end);
+    text.push_str(&format!("… ({cut} more bytes cut)"));
+    text
+}
+
+/// Logs a script's line at `level`, tagged with the engine and, inside a call, the session;
+/// the text is cut to [`LOG_CAP`] by [`cut_log_text`].
+pub fn log(engine: &str, session: Option<&str>, level: LogLevel, text: String) {
+    let text = cut_log_text(text, LOG_CAP);
+    match (level, session) {
+        (LogLevel::Debug, Some(session)) => tracing::debug!(engine, session, "{text}"),
+        (LogLevel::Info, Some(session)) => tracing::info!(engine, session, "{text}"),
+        (LogLevel::Warn, Some(session)) => tracing::warn!(engine, session, "{text}"),
+        (LogLevel::Debug, None) => tracing::debug!(engine, "{text}"),
+        (LogLevel::Info, None) => tracing::info!(engine, "{text}"),
+        (LogLevel::Warn, None) => tracing::warn!(engine, "{text}"),
+    }
+}
+
 /// Options of `host.summarize(messages, opts)`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -185,14 +218,10 @@ impl HostCall {
         pairing::repair(messages)
     }
 
-    /// `host.log.debug/info/warn(msg)`, tagged with engine and session.
-    pub fn log(&self, level: LogLevel, message: &str) {
-        let (engine, session) = (&*self.engine_id, &*self.session_id);
-        match level {
-            LogLevel::Debug => tracing::debug!(engine, session, "{message}"),
-            LogLevel::Info => tracing::info!(engine, session, "{message}"),
-            LogLevel::Warn => tracing::warn!(engine, session, "{message}"),
-        }
+    /// `host.log.debug/info/warn(msg)`, tagged with engine and session; `text` is the script's,
+    /// cut by [`log`] to [`LOG_CAP`].
+    pub fn log(&self, level: LogLevel, text: String) {
+        log(&self.engine_id, Some(&self.session_id), level, text);
     }
 
     /// `host.now()`: milliseconds since the Unix epoch.
@@ -201,5 +230,20 @@ impl HostCall {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64() * 1000.0)
             .unwrap_or(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_text_is_cut_on_a_char_boundary_saying_how_much() {
+        assert_eq!(cut_log_text("short".into(), 10), "short");
+        // "€" is three bytes: a cap of 4 falls inside the second one.
+        assert_eq!(cut_log_text("€€€".into(), 4), "€… (6 more bytes cut)");
+        let long = "€".repeat(30_000);
+        let cut = cut_log_text(long, LOG_CAP);
+        assert!(cut.ends_with(&format!("… ({} more bytes cut)", 90_000 - 65_535)));
     }
 }

@@ -109,6 +109,11 @@ fn host_repair_pairing_and_summarize_work_from_scripts() {
     engine::host_repair_pairing_and_summarize_work_from_scripts(LANG);
 }
 
+#[test]
+fn a_long_multibyte_log_line_is_cut_not_a_panic() {
+    engine::a_long_multibyte_log_line_is_cut_not_a_panic(LANG);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failure kinds
 

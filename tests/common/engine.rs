@@ -566,6 +566,50 @@ pub fn host_repair_pairing_and_summarize_work_from_scripts(lang: Lang) {
     assert!(state["summary"].as_str().is_some_and(|s| !s.is_empty()));
 }
 
+/// `log_long.<ext>` logs 90 KB of "€" (three bytes each, so the 64 KiB log cap falls inside a
+/// character) at load and from `assemble`: the host cuts each line on a character boundary, the
+/// calls succeed, and a session on the engine answers from it with nothing quarantined.
+pub fn a_long_multibyte_log_line_is_cut_not_a_panic(lang: Lang) {
+    let ctx = session();
+    let mut e = lang.instance("log_long", json!({}));
+    for _ in 0..2 {
+        let r = e
+            .assemble(&host_call(&ctx, json!({})), &assemble_params())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.messages.len(), ctx.len());
+    }
+
+    let mut config = ctxhost::config::Config::default();
+    config.plugins.slots.context_engine = Some("log-long".into());
+    config.plugins.entries.insert(
+        "log-long".into(),
+        ctxhost::config::Entry {
+            path: Some(lang.fixture("log_long")),
+            ..ctxhost::config::Entry::default()
+        },
+    );
+    let host = ctxhost::runtime::Host::new(config).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = ctxhost::runtime::SessionSpec::new("s1", dir.path().join("s1.jsonl"));
+    let mut s = ctxhost::session::Session::create(host.session_setup(&spec), &spec.file, "/work")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let user: Message =
+        serde_json::from_value(json!({"role": "user", "content": "hi", "timestamp": 1})).unwrap();
+    let a = s
+        .begin_turn(ctxhost::session::TurnInput {
+            user,
+            is_heartbeat: false,
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.engine, "log-long");
+    assert!(!a.fallback);
+    assert!(
+        host.quarantine().all().is_empty(),
+        "{:?}",
+        host.quarantine().all()
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failure kinds
 

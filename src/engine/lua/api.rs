@@ -147,11 +147,6 @@ fn text_of(args: &MultiValue) -> String {
             Value::Nil => out.push_str("nil"),
             other => out.push_str(&format!("<{}>", other.type_name())),
         }
-        if out.len() > 64 << 10 {
-            out.truncate(64 << 10);
-            out.push('…');
-            break;
-        }
     }
     out
 }
@@ -159,18 +154,14 @@ fn text_of(args: &MultiValue) -> String {
 fn host_log(lua: &Lua, level: LogLevel, args: &MultiValue) {
     let text = text_of(args);
     if let Some(scope) = lua.app_data_ref::<CallScope>() {
-        scope.call.log(level, &text);
+        scope.call.log(level, text);
         return;
     }
     let engine = lua
         .app_data_ref::<ApiEnv>()
         .map(|e| e.engine_id.clone())
         .unwrap_or_default();
-    match level {
-        LogLevel::Debug => tracing::debug!(engine, "{text}"),
-        LogLevel::Info => tracing::info!(engine, "{text}"),
-        LogLevel::Warn => tracing::warn!(engine, "{text}"),
-    }
+    crate::host::log(&engine, None, level, text);
 }
 
 /// `require(name)`: only the host's stdlib, loaded as text chunks named `@stdlib/<name>.lua`

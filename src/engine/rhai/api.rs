@@ -180,25 +180,13 @@ impl Bridge {
     }
 
     fn log(&self, level: LogLevel, v: &Dynamic) {
-        let mut text = v.to_string();
-        if text.len() > 64 << 10 {
-            let mut cut = 64 << 10;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-            text.push('…');
-        }
+        let text = v.to_string();
         if let Some(call) = self.call.lock().as_ref() {
-            call.log(level, &text);
+            call.log(level, text);
             return;
         }
         let engine = self.engine_id.lock().clone();
-        match level {
-            LogLevel::Debug => tracing::debug!(engine, "{text}"),
-            LogLevel::Info => tracing::info!(engine, "{text}"),
-            LogLevel::Warn => tracing::warn!(engine, "{text}"),
-        }
+        crate::host::log(&engine, None, level, text);
     }
 }
 
