@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::compaction::{self, CompactionSettings};
 use crate::contract::{CompactParams, CompactResult, ResultLimits, opt_count};
@@ -109,6 +109,32 @@ pub struct SummarizeOutput {
     pub text: String,
     /// Its tokens.
     pub tokens: u64,
+}
+
+/// The fields of `p` that `host.delegateCompaction(p)` passes on to the built-in compaction.
+pub const COMPACT_FIELDS: [&str; 8] = [
+    "sessionId",
+    "sessionKey",
+    "tokenBudget",
+    "force",
+    "currentTokenCount",
+    "compactionTarget",
+    "customInstructions",
+    "runtimeSettings",
+];
+
+/// `host.delegateCompaction(p)`: the compaction params from `p`'s [`COMPACT_FIELDS`].
+pub fn delegate_params(fields: Map<String, Value>) -> Result<CompactParams, String> {
+    serde_json::from_value(Value::Object(fields))
+        .map_err(|e| format!("host.delegateCompaction: {e}"))
+}
+
+/// `host.summarize(messages, opts)`: the options (`None` = defaults).
+pub fn summarize_options(opts: Option<Value>) -> Result<SummarizeOptions, String> {
+    match opts {
+        None | Some(Value::Null) => Ok(Default::default()),
+        Some(v) => serde_json::from_value(v).map_err(|e| format!("host.summarize opts: {e}")),
+    }
 }
 
 impl HostCall {

@@ -10,7 +10,7 @@ use serde_json::{Map, Value as Json};
 
 use super::marshal::{self, PtrMap, Resident};
 use crate::contract::ResultLimits;
-use crate::engine::script::{self, Budget};
+use crate::engine::script::Budget;
 use crate::host::{HostCall, LogLevel};
 use crate::message::Message;
 
@@ -291,7 +291,7 @@ fn host_summarize(lua: &Lua, (messages, opts): (Value, Value)) -> mlua::Result<T
         Value::Nil => None,
         v => Some(json_arg(lua, "host.summarize opts", v)?),
     };
-    let opts = script::summarize_options(opts).map_err(rt)?;
+    let opts = crate::host::summarize_options(opts).map_err(rt)?;
     let out = with_call(lua, "host.summarize", |call| {
         call.summarize(&messages, &opts)
     })?
@@ -305,7 +305,7 @@ fn host_summarize(lua: &Lua, (messages, opts): (Value, Value)) -> mlua::Result<T
 /// `host.delegateCompaction(p)` → the built-in compaction's `CompactResult` as a table.
 fn host_delegate_compaction(lua: &Lua, p: Table) -> mlua::Result<Value> {
     let mut map = Map::new();
-    for field in script::COMPACT_FIELDS {
+    for field in crate::host::COMPACT_FIELDS {
         let v: Value = p.raw_get(field)?;
         if !v.is_nil() {
             map.insert(
@@ -314,7 +314,7 @@ fn host_delegate_compaction(lua: &Lua, p: Table) -> mlua::Result<Value> {
             );
         }
     }
-    let params = script::delegate_params(map).map_err(rt)?;
+    let params = crate::host::delegate_params(map).map_err(rt)?;
     let result = with_call(lua, "host.delegateCompaction", |call| {
         call.delegate_compaction(&params)
     })?;

@@ -16,7 +16,7 @@ use serde_json::{Map as JsonMap, Value as Json};
 use super::messages::ScriptMessage;
 use super::values::{self, Resident};
 use crate::contract::ResultLimits;
-use crate::engine::script::{self, Budget};
+use crate::engine::script::Budget;
 use crate::host::{HostCall, LogLevel};
 
 /// What the `host` functions share with their VM.
@@ -125,7 +125,7 @@ impl Bridge {
             Some(o) if !o.is_unit() => Some(self.json_arg("host::summarize opts", o)?),
             _ => None,
         };
-        let opts = script::summarize_options(opts).map_err(fail)?;
+        let opts = crate::host::summarize_options(opts).map_err(fail)?;
         let out = self
             .with_call("host::summarize", |call| call.summarize(&messages, &opts))?
             .map_err(|e| fail(format!("host::summarize: {e}")))?;
@@ -144,13 +144,13 @@ impl Bridge {
             .as_map_ref()
             .map_err(|t| fail(format!("host::delegateCompaction expects p, got {t}")))?;
         let mut fields = JsonMap::new();
-        for field in script::COMPACT_FIELDS {
+        for field in crate::host::COMPACT_FIELDS {
             if let Some(v) = p.get(field).filter(|v| !v.is_unit()) {
                 let j = self.json_arg(&format!("host::delegateCompaction p.{field}"), v)?;
                 fields.insert(field.to_string(), j);
             }
         }
-        let params = script::delegate_params(fields).map_err(fail)?;
+        let params = crate::host::delegate_params(fields).map_err(fail)?;
         let result = self.with_call("host::delegateCompaction", |call| {
             call.delegate_compaction(&params)
         })?;
