@@ -180,7 +180,7 @@ impl Host {
             model: spec.model.clone(),
             failure_policy: h.failure_policy,
             compaction: h.compaction.clone(),
-            limits: h.limits.results.clone(),
+            limits: h.limits.script.results.clone(),
             tokens: Arc::clone(&self.tokens),
             summarizer: Arc::clone(&self.summarizer),
             engine: Arc::clone(&self.engine),

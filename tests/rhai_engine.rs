@@ -13,9 +13,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use common::engine::{
-    self, Lang, assemble_params, assert_kind, attack_with, column, cx, host_call, line, opts,
+    self, Lang, assemble_params, assert_kind, attack_under, column, cx, host_call, line, opts,
     session, test_limits,
 };
+use ctxhost::engine::rhai::RhaiLimits;
 use ctxhost::error::EngineErrorKind;
 use ctxhost::sandbox::Limits;
 use serde_json::json;
@@ -162,11 +163,14 @@ fn cpu_attacks_hit_the_deadline() {
 fn the_operation_budget_stops_a_loop_before_the_deadline() {
     let limits = Limits {
         deadline_ms: 20_000,
-        max_operations: 200_000,
         ..test_limits()
     };
+    let rhai = RhaiLimits {
+        max_operations: 200_000,
+        ..RhaiLimits::default()
+    };
     for name in ["loop", "try_loop"] {
-        let e = attack_with(LANG, name, limits.clone()).expect_err(name);
+        let e = attack_under(LANG, name, limits.clone(), &rhai).expect_err(name);
         assert_eq!(e.kind, EngineErrorKind::Limit, "{name}: {e}");
         assert!(e.message.contains("200000 operations"), "{name}: {e}");
         assert!(line(&e).is_some(), "{name}: {e}");
@@ -200,11 +204,14 @@ fn memory_bombs_are_stopped_by_the_deadline() {
 fn memory_bombs_are_stopped_by_the_operation_budget() {
     let limits = Limits {
         deadline_ms: 20_000,
-        max_operations: 1_000_000,
         ..test_limits()
     };
+    let rhai = RhaiLimits {
+        max_operations: 1_000_000,
+        ..RhaiLimits::default()
+    };
     for name in ["array_growth", "map_bomb"] {
-        let e = attack_with(LANG, name, limits.clone()).expect_err(name);
+        let e = attack_under(LANG, name, limits.clone(), &rhai).expect_err(name);
         assert_eq!(e.kind, EngineErrorKind::Limit, "{name}: {e}");
     }
 }

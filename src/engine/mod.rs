@@ -192,12 +192,12 @@ pub fn load(
         configured_id: Some(id.to_owned()),
         strict: host.host.failure_policy == crate::session::FailurePolicy::Strict,
         config: Arc::new(config.clone()),
-        limits: host.host.limits.clone(),
+        limits: host.host.limits.script.clone(),
         ..Default::default()
     };
     match path.extension().and_then(|e| e.to_str()) {
         Some("lua" | "luau") => lua::load(path, &opts),
-        Some("rhai") => rhai::load(path, &opts),
+        Some("rhai") => rhai::load(path, &opts, &host.host.limits.rhai),
         Some(ext) => Err(located(
             EngineErrorKind::Contract,
             format!("engines written in .{ext} files cannot be loaded by this build"),

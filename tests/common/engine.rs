@@ -16,7 +16,8 @@ use ctxhost::contract::{
     IngestParams, MaintainParams, MaintainReason, Method, ResultLimits, SubagentEndReason,
     SubagentEndedParams, SubagentSpawnParams,
 };
-use ctxhost::engine::lua::LoadOptions;
+use ctxhost::engine::lua::{LoadOptions, LuaFactory};
+use ctxhost::engine::rhai::{RhaiFactory, RhaiLimits};
 use ctxhost::engine::script::{ScriptInstance, ScriptVm};
 use ctxhost::engine::{Engine, EngineFactory, InstanceContext};
 use ctxhost::error::{Disposition, EngineError, EngineErrorKind};
@@ -65,15 +66,26 @@ impl Lang {
             .join(self.file(stem))
     }
 
-    /// `ctxhost::engine::lua::load` or `ctxhost::engine::rhai::load`.
+    /// `ctxhost::engine::lua::load` or `ctxhost::engine::rhai::load` (with Rhai's default
+    /// limits).
     pub fn load(
         self,
         path: &std::path::Path,
         opts: &LoadOptions,
     ) -> Result<Arc<dyn EngineFactory>, EngineError> {
+        self.load_with(path, opts, &RhaiLimits::default())
+    }
+
+    /// [`Lang::load`] with Rhai's own limits (Lua has none).
+    pub fn load_with(
+        self,
+        path: &std::path::Path,
+        opts: &LoadOptions,
+        rhai: &RhaiLimits,
+    ) -> Result<Arc<dyn EngineFactory>, EngineError> {
         match self {
             Lang::Lua => ctxhost::engine::lua::load(path, opts),
-            Lang::Rhai => ctxhost::engine::rhai::load(path, opts),
+            Lang::Rhai => ctxhost::engine::rhai::load(path, opts, rhai),
         }
     }
 
@@ -746,11 +758,21 @@ pub fn runtime_error_in_each_lifecycle_method_is_runtime_with_line(
 
 /// `assemble` of `hostile.<ext>` running the attack `name` under `limits`.
 pub fn attack_with(lang: Lang, name: &str, limits: Limits) -> Result<AssembleResult, EngineError> {
+    attack_under(lang, name, limits, &RhaiLimits::default())
+}
+
+/// [`attack_with`], with Rhai's own limits too.
+pub fn attack_under(
+    lang: Lang,
+    name: &str,
+    limits: Limits,
+    rhai: &RhaiLimits,
+) -> Result<AssembleResult, EngineError> {
     let config = json!({"attack": name});
     let mut o = opts(config.clone());
     o.limits = limits;
     let f = lang
-        .load_fixture("hostile", &o)
+        .load_with(&lang.fixture("hostile"), &o, rhai)
         .unwrap_or_else(|e| panic!("{e}"));
     let mut e = f.instantiate(&cx(config.clone())).unwrap();
     let ctx = session();
@@ -824,12 +846,12 @@ pub fn cancellation_is_cancelled_not_a_quarantine(lang: Lang) {
     let path = lang.fixture("hostile");
     match lang {
         Lang::Lua => {
-            let f = ctxhost::engine::lua::load_factory(&path, &o).unwrap();
-            cancelled(f.instantiate_lua(&cx(config.clone())).unwrap(), config);
+            let f = LuaFactory::load(&path, &o, ()).unwrap();
+            cancelled(f.instantiate_typed(&cx(config.clone())).unwrap(), config);
         }
         Lang::Rhai => {
-            let f = ctxhost::engine::rhai::load_factory(&path, &o).unwrap();
-            cancelled(f.instantiate_rhai(&cx(config.clone())).unwrap(), config);
+            let f = RhaiFactory::load(&path, &o, RhaiLimits::default()).unwrap();
+            cancelled(f.instantiate_typed(&cx(config.clone())).unwrap(), config);
         }
     }
 }

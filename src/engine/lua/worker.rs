@@ -273,7 +273,8 @@ impl Vm {
                 let mut budget = Budget::new(1 << 20);
                 let json = marshal::to_json(&lua, &info_value, &mut budget)
                     .map_err(|e| contract_err(e.describe("info"), None))?;
-                script::info_from_json(json, "table").map_err(|m| contract_err(m, None))?
+                script::info_from_json(json, <Vm as ScriptVm>::NOUN)
+                    .map_err(|m| contract_err(m, None))?
             }
             Value::Nil => {
                 return Err(contract_err("the engine has no `info` table".into(), None));
@@ -505,6 +506,8 @@ impl Vm {
 }
 
 impl ScriptVm for Vm {
+    const NOUN: &'static str = "table";
+
     fn invoke(
         &mut self,
         call: &HostCall,

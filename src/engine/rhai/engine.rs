@@ -9,9 +9,10 @@ use rhai::{Dynamic, Engine as RhaiEngine, Module, Shared};
 
 use super::api::Bridge;
 use super::fault::pos_line;
+use super::limits::RhaiLimits;
 use super::messages;
 use super::stdlib::{StdlibResolver, stdlib_module, stdlib_names};
-use crate::sandbox::{Limits, StopSignals};
+use crate::sandbox::StopSignals;
 
 /// The standard package, built once and shared by every engine (a clone is a pointer copy).
 pub(super) fn package() -> Shared<Module> {
@@ -29,7 +30,7 @@ pub(super) fn message_types() -> Shared<Module> {
 
 /// An engine with the package, the stdlib resolver and every limit, but no `host` module, no
 /// deadline and no printing (for compiling and for building stdlib modules).
-pub(super) fn configured(limits: &Limits) -> RhaiEngine {
+pub(super) fn configured(limits: &RhaiLimits) -> RhaiEngine {
     let mut e = RhaiEngine::new_raw();
     e.register_global_module(package());
     e.register_global_module(message_types());
@@ -48,7 +49,7 @@ pub(super) fn configured(limits: &Limits) -> RhaiEngine {
 /// The engine of one instance: [`configured`] plus `host`, the stdlib under its own names (so
 /// functions reach `fit::…` after a top-level `import "fit" as fit;`), the deadline and logging.
 pub(super) fn instance_engine(
-    limits: &Limits,
+    limits: &RhaiLimits,
     signals: &Arc<StopSignals>,
     host: Shared<Module>,
     bridge: &Arc<Bridge>,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use rhai::{EvalAltResult, Position};
 
+use super::limits::RhaiLimits;
 use crate::engine::script::{Fault, Site};
 use crate::error::EngineErrorKind;
 use crate::sandbox::{Limits, StopSignals};
@@ -42,7 +43,7 @@ pub(super) fn bare(e: &EvalAltResult) -> String {
 /// A Rhai failure as a [`Fault`]: the innermost error of a call chain, located at the innermost
 /// known position (`default`: the kind of an ordinary throw). Rhai gives limit and termination
 /// errors no position; the caller falls back to the called function's line.
-pub(super) fn fault(err: &EvalAltResult, limits: &Limits, default: EngineErrorKind) -> Fault {
+pub(super) fn fault(err: &EvalAltResult, limits: &RhaiLimits, default: EngineErrorKind) -> Fault {
     let mut e = err;
     let mut pos = err.position();
     while let EvalAltResult::ErrorInFunctionCall(_, _, inner, p) = e {

@@ -15,6 +15,7 @@
 pub mod api;
 mod engine;
 mod fault;
+pub mod limits;
 pub mod messages;
 mod stdlib;
 pub mod values;
@@ -26,18 +27,16 @@ use std::sync::Arc;
 
 use rhai::AST;
 
+use crate::engine::EngineFactory;
 use crate::engine::script::{self, Boot, Fault, Language, Loaded, ScriptFactory, ScriptInstance};
-use crate::engine::{EngineFactory, InstanceContext};
 use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::sandbox::Limits;
 use engine::configured;
 use fault::{pos_col, pos_line, site_for};
+pub use limits::RhaiLimits;
 pub use vm::Vm;
 
 pub use crate::engine::script::LoadOptions;
-
-/// Worker thread stack: room for Rhai's recursive evaluator at the call-level limit.
-const WORKER_STACK: usize = 16 << 20;
 
 /// The Rhai language for [`script`].
 #[derive(Debug)]
@@ -49,21 +48,24 @@ pub struct Program {
     ast: AST,
     /// Public script functions: name → (arity, line).
     functions: HashMap<String, (usize, Option<u32>)>,
+    /// The budgets every instance's engine gets.
+    limits: RhaiLimits,
 }
 
 impl Language for Rhai {
     type Vm = Vm;
     type Program = Program;
+    type Limits = RhaiLimits;
     const THREAD: &'static str = "ctxhost-rhai";
-    const STACK: usize = WORKER_STACK;
 
     fn compile(
         file: &str,
         source: &str,
         label: &str,
         limits: &Limits,
+        lang: &RhaiLimits,
     ) -> Result<Program, EngineError> {
-        let engine = configured(limits);
+        let engine = configured(lang);
         let mut ast = engine.compile(source).map_err(|e| {
             let pos = e.1;
             let message = e.0.to_string();
@@ -87,7 +89,11 @@ impl Language for Rhai {
                 (f.name.to_string(), (f.params.len(), line))
             })
             .collect();
-        Ok(Program { ast, functions })
+        Ok(Program {
+            ast,
+            functions,
+            limits: lang.clone(),
+        })
     }
 
     fn boot(program: &Arc<Program>, boot: &Boot) -> Result<(Vm, Loaded), EngineError> {
@@ -101,21 +107,14 @@ pub type RhaiFactory = ScriptFactory<Rhai>;
 /// One Rhai engine instance: an engine on its own worker thread, serving one session.
 pub type RhaiInstance = ScriptInstance<Vm>;
 
-/// Loads and validates a Rhai engine file (contract §2, §3, §6).
-pub fn load(path: &Path, opts: &LoadOptions) -> Result<Arc<dyn EngineFactory>, EngineError> {
-    Ok(load_factory(path, opts)?)
-}
-
-/// Like [`load`], keeping the concrete type (for [`RhaiFactory::instantiate_rhai`]).
-pub fn load_factory(path: &Path, opts: &LoadOptions) -> Result<Arc<RhaiFactory>, EngineError> {
-    script::load::<Rhai>(path, opts)
-}
-
-impl ScriptFactory<Rhai> {
-    /// A fresh instance, typed (for [`RhaiInstance::cancel_flag`]).
-    pub fn instantiate_rhai(&self, cx: &InstanceContext) -> Result<RhaiInstance, EngineError> {
-        self.instantiate_typed(cx)
-    }
+/// Loads and validates a Rhai engine file (contract §2, §3, §6) with Rhai's own `limits`
+/// (typed: [`RhaiFactory::load`]).
+pub fn load(
+    path: &Path,
+    opts: &LoadOptions,
+    limits: &RhaiLimits,
+) -> Result<Arc<dyn EngineFactory>, EngineError> {
+    script::load::<Rhai>(path, opts, limits.clone())
 }
 
 /// The line of each `fn name(` at the start of a line (Rhai's metadata has no positions).

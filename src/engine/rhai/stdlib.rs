@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use rhai::{Engine as RhaiEngine, EvalAltResult, Module, ModuleResolver, Position, Scope, Shared};
 
 use super::engine::configured;
-use crate::sandbox::Limits;
+use super::limits::RhaiLimits;
 
 /// The stdlib module names (the Lua stdlib's, whose Rhai twins live in `stdlib/*.rhai`).
 pub(super) fn stdlib_names() -> impl Iterator<Item = &'static str> {
@@ -34,7 +34,7 @@ pub(super) fn stdlib_module(name: &str) -> Result<Option<Shared<Module>>, Box<Ev
         return Ok(None);
     };
     // Generous limits: the stdlib is trusted code; only its definitions run here.
-    let engine = configured(&Limits::default());
+    let engine = configured(&RhaiLimits::default());
     let mut ast = engine.compile(src)?;
     ast.set_source(format!("stdlib/{name}.rhai"));
     let module: Shared<Module> = Module::eval_ast_as_new(Scope::new(), &ast, &engine)?.into();

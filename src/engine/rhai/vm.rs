@@ -50,7 +50,8 @@ impl Vm {
             EngineError::new(crate::error::Op::Load, &label, EngineErrorKind::Runtime, m)
         };
         let host = api::host_module(&bridge, &boot.config).map_err(setup)?;
-        let engine = instance_engine(&boot.limits, &boot.signals, host, &bridge).map_err(setup)?;
+        let engine =
+            instance_engine(&program.limits, &boot.signals, host, &bridge).map_err(setup)?;
 
         let mut members = Vec::new();
         let mut lines = HashMap::new();
@@ -82,7 +83,12 @@ impl Vm {
         let guard = site.start_call();
         engine
             .run_ast_with_scope(&mut Scope::new(), &program.ast)
-            .map_err(|e| site.fail(Op::Load, fault(&e, &boot.limits, EngineErrorKind::Runtime)))?;
+            .map_err(|e| {
+                site.fail(
+                    Op::Load,
+                    fault(&e, &program.limits, EngineErrorKind::Runtime),
+                )
+            })?;
         let call = |name: &str, args: Vec<Dynamic>, kind: EngineErrorKind, op: Op| {
             engine
                 .call_fn_with_options::<Dynamic>(
@@ -92,7 +98,7 @@ impl Vm {
                     name,
                     args,
                 )
-                .map_err(|e| site.fail(op, fault(&e, &boot.limits, kind)))
+                .map_err(|e| site.fail(op, fault(&e, &program.limits, kind)))
         };
         let (info_value, what) = if program.functions.get("create").is_some_and(|f| f.0 == 1) {
             let mut ctx = Map::new();
@@ -144,8 +150,8 @@ impl Vm {
         }
         let json = values::to_json(&info_value, &mut Budget::new(1 << 20))
             .map_err(|e| contract_err(e.describe("info"), None))?;
-        let info: EngineInfo =
-            script::info_from_json(json, "map").map_err(|m| contract_err(m, None))?;
+        let info: EngineInfo = script::info_from_json(json, <Vm as ScriptVm>::NOUN)
+            .map_err(|m| contract_err(m, None))?;
         if !info.id.is_empty() {
             site.engine = info.id.clone();
             *bridge.engine_id.lock() = info.id.clone();
@@ -205,7 +211,7 @@ impl Vm {
                 },
             )),
             Err(e) => {
-                let mut f = fault(&e, &self.site.limits, EngineErrorKind::Runtime);
+                let mut f = fault(&e, &self.program.limits, EngineErrorKind::Runtime);
                 f.line = f.line.or(fn_line);
                 Err(self.site.fail(op, f))
             }
@@ -293,6 +299,8 @@ impl Vm {
 }
 
 impl ScriptVm for Vm {
+    const NOUN: &'static str = "map";
+
     fn invoke(
         &mut self,
         call: &HostCall,

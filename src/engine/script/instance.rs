@@ -169,9 +169,6 @@ impl<V: ScriptVm> ScriptInstance<V> {
     }
 }
 
-/// What a language calls a map in messages (`table`, `map`); fixed per result by the adapter.
-const NOUN: &str = "table or map";
-
 impl<V: ScriptVm> Engine for ScriptInstance<V> {
     fn info(&self) -> &EngineInfo {
         &self.info
@@ -192,7 +189,14 @@ impl<V: ScriptVm> Engine for ScriptInstance<V> {
             params,
             Feed::Nothing,
             Expect::Json,
-            |r, _| result_of(r, Method::Bootstrap, NOUN, json!({"bootstrapped": false})),
+            |r, _| {
+                result_of(
+                    r,
+                    Method::Bootstrap,
+                    V::NOUN,
+                    json!({"bootstrapped": false}),
+                )
+            },
         )
         .map(Option::unwrap_or_default)
     }
@@ -204,7 +208,7 @@ impl<V: ScriptVm> Engine for ScriptInstance<V> {
     ) -> Result<IngestResult, EngineError> {
         let feed = Feed::One(params.message.clone());
         self.lifecycle(call, Method::Ingest, params, feed, Expect::Json, |r, _| {
-            result_of(r, Method::Ingest, NOUN, json!({"ingested": true}))
+            result_of(r, Method::Ingest, V::NOUN, json!({"ingested": true}))
         })
         .map(Option::unwrap_or_default)
     }
@@ -222,7 +226,7 @@ impl<V: ScriptVm> Engine for ScriptInstance<V> {
             params,
             feed,
             Expect::Json,
-            |r, _| result_of(r, Method::IngestBatch, NOUN, json!({"ingestedCount": 0})),
+            |r, _| result_of(r, Method::IngestBatch, V::NOUN, json!({"ingestedCount": 0})),
         )
         .map(|r| r.unwrap_or(IngestBatchResult { ingested_count: n }))
     }
@@ -270,7 +274,7 @@ impl<V: ScriptVm> Engine for ScriptInstance<V> {
                 let out: CompactResult = result_of(
                     r,
                     Method::Compact,
-                    NOUN,
+                    V::NOUN,
                     json!({"ok": true, "compacted": false}),
                 )?;
                 contract::check_compact(&out, &limits.results)?;
@@ -304,7 +308,14 @@ impl<V: ScriptVm> Engine for ScriptInstance<V> {
             params,
             feed,
             Expect::Json,
-            |r, _| optional(r, Method::CommitTurn, NOUN, json!({"status": "committed"})),
+            |r, _| {
+                optional(
+                    r,
+                    Method::CommitTurn,
+                    V::NOUN,
+                    json!({"status": "committed"}),
+                )
+            },
         )
         .map(Option::flatten)
     }
@@ -320,7 +331,7 @@ impl<V: ScriptVm> Engine for ScriptInstance<V> {
             params,
             Feed::Nothing,
             Expect::Json,
-            |r, _| optional(r, Method::Maintain, NOUN, json!({"changed": false})),
+            |r, _| optional(r, Method::Maintain, V::NOUN, json!({"changed": false})),
         )
         .map(Option::flatten)
     }

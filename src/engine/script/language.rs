@@ -49,16 +49,19 @@ pub trait Language: Send + Sync + std::fmt::Debug + 'static {
     type Vm: ScriptVm;
     /// A compiled engine file, shared by every instance.
     type Program: Send + Sync + std::fmt::Debug + 'static;
+    /// Budgets only this language has (Rhai's operation and nesting limits), given at load;
+    /// `()` when it has none.
+    type Limits: Clone + Default + Send + Sync + std::fmt::Debug + 'static;
     /// Worker thread name.
     const THREAD: &'static str;
-    /// Worker thread stack size.
-    const STACK: usize;
-    /// Compiles the file once (a syntax error is reported here when the language can).
+    /// Compiles the file once (a syntax error is reported here when the language can); the
+    /// program keeps the language's own `lang` limits for its VMs.
     fn compile(
         file: &str,
         source: &str,
         label: &str,
         limits: &Limits,
+        lang: &Self::Limits,
     ) -> Result<Self::Program, EngineError>;
     /// Builds a VM for one instance: runs the file (and factory) and reads the engine's members.
     fn boot(program: &Arc<Self::Program>, boot: &Boot) -> Result<(Self::Vm, Loaded), EngineError>;
@@ -115,6 +118,8 @@ pub struct Reply {
 
 /// One live VM of some language, driven by [`ScriptInstance`] on its worker thread.
 pub trait ScriptVm: Send + 'static {
+    /// What the language calls a map of fields (`table`, `map`), in result errors.
+    const NOUN: &'static str;
     /// Calls `method` with `p` = `fields` + `feed` + per-session state. `Ok(None)` when the
     /// script does not define it; `Err` for a failed call (thrown, stopped, limit).
     fn invoke(

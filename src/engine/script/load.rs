@@ -25,7 +25,7 @@ pub struct LoadOptions {
     pub strict: bool,
     /// The entry config (`host.config`, `ctx.config`).
     pub config: Arc<Json>,
-    /// Budgets: deadline, grace, memory, operations, result caps.
+    /// Budgets every language has: deadline, grace, memory, result caps.
     pub limits: Limits,
     /// `ctx.agentDir` for the load-time factory run.
     pub agent_dir: String,
@@ -111,7 +111,7 @@ fn spawn_vm<L: Language>(
     let label = boot.label.clone();
     let limits = boot.limits.clone();
     let cancelled = boot.signals.cancel.clone();
-    let worker = Worker::spawn(L::THREAD, L::STACK, None::<L::Vm>)
+    let worker = Worker::spawn(L::THREAD, super::WORKER_STACK, None::<L::Vm>)
         .map_err(|m| EngineError::new(op, &label, EngineErrorKind::Runtime, m))?;
     let loaded = worker
         .call(limits.hard_timeout(), move |slot: &mut Option<L::Vm>| {
@@ -144,49 +144,61 @@ pub struct ScriptFactory<L: Language> {
     opts: LoadOptions,
 }
 
-/// Loads, compiles and validates an engine file of language `L` (contract §2, §3, §6): the file
-/// is booted once here so that every load-time failure surfaces before any session uses it.
+/// Loads an engine file of language `L` with its own `lang` limits, as the trait object the
+/// engine loader hands out (see [`ScriptFactory::load`]).
 pub fn load<L: Language>(
     path: &Path,
     opts: &LoadOptions,
-) -> Result<Arc<ScriptFactory<L>>, EngineError> {
-    let label = label_for(path, opts);
-    let file = path.display().to_string();
-    let source = std::fs::read_to_string(path).map_err(|e| {
-        EngineError::new(
-            crate::error::Op::Load,
-            &label,
-            EngineErrorKind::MissingFile,
-            format!("cannot read {file}: {e}"),
-        )
-        .at(located(&file, None))
-    })?;
-    let program = Arc::new(L::compile(&file, &source, &label, &opts.limits)?);
-    let boot = Boot {
-        file: file.clone(),
-        config: opts.config.clone(),
-        agent_dir: opts.agent_dir.clone(),
-        workspace_dir: opts.workspace_dir.clone(),
-        limits: opts.limits.clone(),
-        label: label.clone(),
-        signals: Arc::new(StopSignals::new(opts.cancel.clone())),
-    };
-    let (_worker, loaded) = spawn_vm::<L>(program.clone(), boot, Op::Load)?;
-    let warnings = validate(&loaded, &file, &label, opts)?;
-    for w in &warnings {
-        tracing::warn!(engine = loaded.info.id, "{w}");
-    }
-    Ok(Arc::new(ScriptFactory {
-        path: path.to_path_buf(),
-        file,
-        program,
-        info: loaded.info,
-        warnings,
-        opts: opts.clone(),
-    }))
+    lang: L::Limits,
+) -> Result<Arc<dyn EngineFactory>, EngineError> {
+    Ok(ScriptFactory::<L>::load(path, opts, lang)?)
 }
 
 impl<L: Language> ScriptFactory<L> {
+    /// Loads, compiles and validates an engine file (contract §2, §3, §6): the file is booted
+    /// once here so that every load-time failure surfaces before any session uses it. `lang`:
+    /// the language's own limits.
+    pub fn load(
+        path: &Path,
+        opts: &LoadOptions,
+        lang: L::Limits,
+    ) -> Result<Arc<Self>, EngineError> {
+        let label = label_for(path, opts);
+        let file = path.display().to_string();
+        let source = std::fs::read_to_string(path).map_err(|e| {
+            EngineError::new(
+                crate::error::Op::Load,
+                &label,
+                EngineErrorKind::MissingFile,
+                format!("cannot read {file}: {e}"),
+            )
+            .at(located(&file, None))
+        })?;
+        let program = Arc::new(L::compile(&file, &source, &label, &opts.limits, &lang)?);
+        let boot = Boot {
+            file: file.clone(),
+            config: opts.config.clone(),
+            agent_dir: opts.agent_dir.clone(),
+            workspace_dir: opts.workspace_dir.clone(),
+            limits: opts.limits.clone(),
+            label: label.clone(),
+            signals: Arc::new(StopSignals::new(opts.cancel.clone())),
+        };
+        let (_worker, loaded) = spawn_vm::<L>(program.clone(), boot, Op::Load)?;
+        let warnings = validate(&loaded, &file, &label, opts)?;
+        for w in &warnings {
+            tracing::warn!(engine = loaded.info.id, "{w}");
+        }
+        Ok(Arc::new(ScriptFactory {
+            path: path.to_path_buf(),
+            file,
+            program,
+            info: loaded.info,
+            warnings,
+            opts: opts.clone(),
+        }))
+    }
+
     /// A fresh instance with its own VM and worker thread, typed (for
     /// [`ScriptInstance::cancel_flag`]).
     pub fn instantiate_typed(
