@@ -622,6 +622,88 @@ pub fn a_long_multibyte_log_line_is_cut_not_a_panic(lang: Lang) {
     );
 }
 
+/// What `host_edges.<ext>` reports, line by line: the host API gives both languages the same
+/// results and the same errors (function names spelled `host.x` here).
+pub const HOST_EDGES: [&str; 15] = [
+    "0",
+    "0",
+    "0",
+    "true",
+    "true",
+    "2",
+    "error: host.tokens expects a string, a message or a list of messages, got a boolean",
+    "error: host.tokens: item 1 is a number, expected a message",
+    "error: host.tokens: not a valid message: missing field `role`",
+    "error: host.summarize: messages expected a list of messages, got nothing",
+    "true",
+    "error: host.summarize: opts: unknown field `bogus`",
+    "true",
+    "error: host.delegateCompaction: expects p, got nothing",
+    "true",
+];
+
+/// The lines `host_edges.<ext>` reports, errors cut to the host's message (the language's
+/// location and traceback dropped, `host::x` spelled `host.x`).
+pub fn host_edges(lang: Lang) -> Vec<String> {
+    let ctx = session();
+    let mut e = lang.instance("host_edges", json!({}));
+    let r = e
+        .assemble(&host_call(&ctx, json!({})), &assemble_params())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = r.system_prompt_addition.unwrap_or_default();
+    text.lines()
+        .map(|l| match l.strip_prefix("error: ") {
+            None => l.to_string(),
+            Some(rest) => {
+                let at = rest.find("host").unwrap_or(0);
+                let msg = rest[at..].replace("::", ".");
+                let msg = msg.split(", expected one of").next().unwrap_or_default();
+                format!("error: {}", msg.split(" (line ").next().unwrap_or_default())
+            }
+        })
+        .collect()
+}
+
+/// `host.summarize` on a summarizer that fails: a host fault (`Host`, never a quarantine), not
+/// the engine's.
+pub fn a_failing_summarizer_is_a_host_fault(lang: Lang) {
+    #[derive(Debug)]
+    struct Down;
+    impl ctxhost::summarize::Summarizer for Down {
+        fn summarize(
+            &self,
+            _: &ctxhost::summarize::SummaryRequest<'_>,
+            _: &dyn ctxhost::tokens::TokenCounter,
+        ) -> ctxhost::Result<ctxhost::summarize::Summary> {
+            Err(ctxhost::Error::Summarize("the endpoint is down".into()))
+        }
+    }
+    let config = json!({"mode": "summarize"});
+    let ctx = session();
+    let services = Arc::new(SessionServices {
+        tokens: TokenCache::new(Arc::new(Estimate)),
+        summarizer: Arc::new(Down),
+        compaction: CompactionSettings::default(),
+        limits: ResultLimits::default(),
+    });
+    let call = HostCall::new(
+        "test".into(),
+        "s1".into(),
+        Arc::new(ctx.clone()),
+        services,
+        Arc::new(config.clone()),
+        8000,
+    );
+    let mut e = lang.instance("table_engine", config);
+    let err = e.compact(&call, &compact_params()).unwrap_err();
+    assert_eq!(err.kind, EngineErrorKind::Host, "{err}");
+    assert_eq!(err.disposition(), Disposition::HostFault, "{err}");
+    assert!(err.message.contains("the endpoint is down"), "{err}");
+    assert!(err.message.contains("summarize"), "{err}");
+    // The engine is fine: the next call works.
+    assert!(e.assemble(&call, &assemble_params()).is_ok());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failure kinds
 

@@ -19,6 +19,7 @@ use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
 use crate::engine::script::{self, Budget, ConvError, Nesting};
+use crate::host::{HeldMessage, HostValue};
 use crate::message::Message;
 
 /// How host values become Lua values: `None` and `()` become `nil`, arrays keep the array
@@ -95,31 +96,24 @@ fn table_key(t: &Table) -> usize {
     t.to_pointer() as usize
 }
 
-/// A resident message: the host's `Arc` and its token count once known.
-#[derive(Debug)]
-pub struct Known {
-    /// The host's message.
-    pub message: Arc<Message>,
-    /// `host.tokens` of it, memoized per VM (the session's counter never changes under it).
-    pub tokens: std::cell::Cell<Option<u64>>,
-}
-
 /// Lua helpers that run inside the VM, where touching tables is cheapest. `ids` maps each
-/// resident table to its slab id; `map` turns a returned list into a buffer of ids (0 = not
-/// resident) plus whether the list is a pure array; `tokens` memoizes `host.tokens` per resident
-/// message table (frozen, so the count cannot go stale).
+/// resident table to its slab id; `map` turns a list into a buffer of ids (0 = not resident)
+/// plus whether the list is a pure array; `memoize(f)` keeps `f`'s result per resident message
+/// table (frozen, so the result cannot go stale: `host.tokens`).
 const HELPERS: &str = r#"
-local ids, raw_tokens = ...
-local memo = setmetatable({}, { __mode = "k" })
-local function tokens(x)
-  if type(x) == "table" then
-    local n = memo[x]
-    if n ~= nil then return n end
-    local c, keep = raw_tokens(x)
-    if keep then memo[x] = c end
-    return c
+local ids = ...
+local function memoize(f)
+  local memo = setmetatable({}, { __mode = "k" })
+  return function(x, ...)
+    if type(x) == "table" then
+      local n = memo[x]
+      if n ~= nil then return n end
+      n = f(x, ...)
+      if ids[x] ~= nil then memo[x] = n end
+      return n
+    end
+    return f(x, ...)
   end
-  return (raw_tokens(x))
 end
 local function map(list)
   local n = rawlen(list)
@@ -132,7 +126,7 @@ local function map(list)
   end
   return buf, count == n
 end
-return tokens, map
+return memoize, map
 "#;
 
 /// The messages resident in one VM (kept in the VM's app data so `host.*` can see them).
@@ -141,9 +135,11 @@ pub struct Resident {
     /// Lua table: resident message table → slab id.
     ids: Table,
     /// The `map` helper.
-    map_fn: Option<Function>,
-    /// Slab of known messages; id `n` is `slab[n - 1]`.
-    slab: Vec<Option<Known>>,
+    map_fn: Function,
+    /// The `memoize` helper.
+    memoize_fn: Function,
+    /// Slab of resident messages; id `n` is `slab[n - 1]`.
+    slab: Vec<Option<Arc<HeldMessage>>>,
     /// Free slab ids.
     free: Vec<u32>,
     /// The context the array mirrors (kept so `Arc::ptr_eq` can skip an unchanged context).
@@ -161,11 +157,18 @@ pub struct Resident {
 }
 
 impl Resident {
-    /// An empty set of resident messages for `lua`.
+    /// An empty set of resident messages for `lua`, with its helpers compiled.
     pub fn new(lua: &Lua) -> mlua::Result<Self> {
+        let ids = lua.create_table()?;
+        let (memoize_fn, map_fn): (Function, Function) = lua
+            .load(HELPERS)
+            .set_name("=host")
+            .set_mode(mlua::chunk::ChunkMode::Text)
+            .call(ids.clone())?;
         Ok(Resident {
-            ids: lua.create_table()?,
-            map_fn: None,
+            ids,
+            map_fn,
+            memoize_fn,
             slab: Vec::new(),
             free: Vec::new(),
             ctx: None,
@@ -177,16 +180,10 @@ impl Resident {
         })
     }
 
-    /// Compiles the helpers over `raw_tokens` (the Rust `host.tokens`); returns the memoizing
-    /// `host.tokens` and keeps `map`.
-    pub fn install_helpers(&mut self, lua: &Lua, raw_tokens: Function) -> mlua::Result<Function> {
-        let (tokens, map): (Function, Function) = lua
-            .load(HELPERS)
-            .set_name("=host")
-            .set_mode(mlua::chunk::ChunkMode::Text)
-            .call((self.ids.clone(), raw_tokens))?;
-        self.map_fn = Some(map);
-        Ok(tokens)
+    /// `f` with its result kept per resident message table passed as the first argument (for
+    /// [`HostFn::per_message`](crate::host::HostFn::per_message) functions).
+    pub fn memoized(&self, f: Function) -> mlua::Result<Function> {
+        self.memoize_fn.call(f)
     }
 
     fn register(&mut self, t: &Table, m: &Arc<Message>) -> mlua::Result<()> {
@@ -199,10 +196,7 @@ impl Resident {
             }
         };
         if let Some(slot) = self.slab.get_mut(id as usize - 1) {
-            *slot = Some(Known {
-                message: m.clone(),
-                tokens: Default::default(),
-            });
+            *slot = Some(Arc::new(HeldMessage::new(m.clone())));
         }
         self.ids.raw_set(t, id)
     }
@@ -217,16 +211,28 @@ impl Resident {
         }
     }
 
-    fn known_id(&self, id: u32) -> Option<&Known> {
+    fn known_id(&self, id: u32) -> Option<&Arc<HeldMessage>> {
         self.slab
             .get((id as usize).wrapping_sub(1))
             .and_then(Option::as_ref)
     }
 
     /// The host message behind a resident table, if it is one.
-    pub fn lookup(&self, t: &Table) -> Option<&Known> {
+    pub fn lookup(&self, t: &Table) -> Option<&Arc<HeldMessage>> {
         let id = self.ids.raw_get::<Option<u32>>(t).ok()??;
         self.known_id(id)
+    }
+
+    /// The resident id of each item of the list `t` in one crossing (0 = not resident), and
+    /// whether `t` is a pure array (no other keys, no holes).
+    fn ids_of(&self, t: &Table) -> mlua::Result<(Vec<u32>, bool)> {
+        let (buf, pure): (mlua::Buffer, bool) = self.map_fn.call(t.clone())?;
+        let ids = buf
+            .to_vec()
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Ok((ids, pure))
     }
 
     fn marshal(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
@@ -508,13 +514,13 @@ pub fn message_from(
     if let Value::Table(t) = v
         && let Some(k) = resident.lookup(t)
     {
-        return Ok(k.message.clone());
+        return Ok(k.message().clone());
     }
     if !matches!(v, Value::Table(_)) {
         return Err(format!("expected a message table, got {}", v.type_name()));
     }
     let json = to_json(lua, v, budget).map_err(|e| e.describe(""))?;
-    script::message_from_json(json)
+    crate::host::message_from_json(json)
 }
 
 /// A script list of messages (a Lua array) as host messages.
@@ -536,44 +542,128 @@ pub fn messages_from(
     }
     let len = t.raw_len();
     script::check_count(len, max)?;
-    // Resident ids for the whole list in one crossing (0 = not resident).
-    let ids: Vec<u32> = match &resident.map_fn {
-        Some(map) => {
-            let (buf, pure): (mlua::Buffer, bool) =
-                map.call(t.clone()).map_err(|e| e.to_string())?;
-            if !pure {
-                return Err(
-                    "expected a list of messages, but the table also has other keys or holes"
-                        .into(),
-                );
-            }
-            buf.to_vec()
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect()
-        }
-        None => {
-            let mut ids = Vec::with_capacity(len);
-            for i in 1..=len {
-                let id = match t.raw_get::<Value>(i).map_err(|e| e.to_string())? {
-                    Value::Table(m) => resident.ids.raw_get::<Option<u32>>(m).ok().flatten(),
-                    _ => None,
-                };
-                ids.push(id.unwrap_or(0));
-            }
-            ids
-        }
-    };
+    let (ids, pure) = resident.ids_of(t).map_err(|e| e.to_string())?;
+    if !pure {
+        return Err(
+            "expected a list of messages, but the table also has other keys or holes".into(),
+        );
+    }
     let mut out = Vec::with_capacity(len);
     for (i, id) in ids.into_iter().enumerate() {
         if let Some(k) = resident.known_id(id) {
-            out.push(k.message.clone());
+            out.push(k.message().clone());
             continue;
         }
         let item: Value = t.raw_get(i + 1).map_err(|e| e.to_string())?;
         out.push(message_from(lua, resident, &item, budget).map_err(|e| script::at_index(i, e))?);
     }
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Script values → `host` arguments
+
+/// A script value passed to a `host` function: a resident table as its message, a list as a
+/// list (resident items by identity), named fields as JSON, a string as text.
+pub fn host_value(
+    lua: &Lua,
+    resident: &Resident,
+    v: &Value,
+    budget: &mut Budget,
+) -> Result<HostValue, ConvError> {
+    let array_mt = lua.array_metatable().to_pointer() as usize;
+    host_value_in(resident, v, budget, &mut Nesting::default(), array_mt)
+}
+
+fn host_value_in(
+    resident: &Resident,
+    v: &Value,
+    budget: &mut Budget,
+    stack: &mut Nesting,
+    array_mt: usize,
+) -> Result<HostValue, ConvError> {
+    Ok(match v {
+        Value::Nil => HostValue::Nil,
+        Value::LightUserData(ud) if ud.0.is_null() => HostValue::Nil,
+        Value::String(s) => HostValue::Text(s.to_string_lossy()),
+        Value::Boolean(_) | Value::Integer(_) | Value::Number(_) => {
+            HostValue::Data(conv(v, budget, stack, array_mt)?)
+        }
+        Value::Table(t) => {
+            if let Some(held) = resident.lookup(t) {
+                return Ok(HostValue::Message(held.clone()));
+            }
+            if t.raw_len() == 0 && !is_array_mt(t, array_mt) {
+                return match table(t, budget, stack, array_mt)? {
+                    Json::Object(m) => Ok(HostValue::Map(m)),
+                    other => Ok(HostValue::Data(other)),
+                };
+            }
+            stack.enter(table_key(t))?;
+            let items = list_items(resident, t, budget, stack, array_mt);
+            stack.leave();
+            HostValue::List(items?)
+        }
+        other => HostValue::Other(other.type_name()),
+    })
+}
+
+/// The items of a list passed to a `host` function, resident ones found in one crossing.
+fn list_items(
+    resident: &Resident,
+    t: &Table,
+    budget: &mut Budget,
+    stack: &mut Nesting,
+    array_mt: usize,
+) -> Result<Vec<HostValue>, ConvError> {
+    let (ids, pure) = resident
+        .ids_of(t)
+        .map_err(|e| ConvError::new(e.to_string()))?;
+    if !pure {
+        return Err(ConvError::new("list has other keys or holes"));
+    }
+    let mut out = Vec::with_capacity(ids.len());
+    for (i, id) in ids.into_iter().enumerate() {
+        if let Some(held) = resident.known_id(id) {
+            out.push(HostValue::Message(held.clone()));
+            continue;
+        }
+        let item: Value = t
+            .raw_get(i + 1)
+            .map_err(|e| ConvError::new(e.to_string()))?;
+        out.push(
+            host_value_in(resident, &item, budget, stack, array_mt)
+                .map_err(|e| e.under(format!("[{}]", i + 1)))?,
+        );
+    }
+    Ok(out)
+}
+
+/// Only `fields` of a table passed to a `host` function, as a [`HostValue::Map`] (the rest of
+/// the table is never read); anything but a table as [`host_value`] has it.
+pub fn host_fields(
+    lua: &Lua,
+    resident: &Resident,
+    v: &Value,
+    fields: &[&str],
+    budget: &mut Budget,
+) -> Result<HostValue, ConvError> {
+    let Value::Table(t) = v else {
+        return host_value(lua, resident, v, budget);
+    };
+    let array_mt = lua.array_metatable().to_pointer() as usize;
+    let mut map = Map::new();
+    for field in fields {
+        let item: Value = t
+            .raw_get(*field)
+            .map_err(|e| ConvError::new(e.to_string()))?;
+        if !item.is_nil() {
+            let j = conv(&item, budget, &mut Nesting::default(), array_mt)
+                .map_err(|e| e.under((*field).to_string()))?;
+            map.insert((*field).to_string(), j);
+        }
+    }
+    Ok(HostValue::Map(map))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use mlua::{Function, Lua, LuaSerdeExt, Table, Value, VmState};
 use serde_json::{Map, Value as Json};
 
-use super::api::{self, ApiEnv, CallScope};
+use super::api;
 use super::interrupt;
 use super::marshal::{self, Resident};
 use crate::contract::{EngineInfo, Method};
@@ -19,7 +19,7 @@ use crate::engine::script::{
     self, Boot, Budget, Expect, Fault, Feed, Loaded, Reply, Returned, Rollbacks, ScriptVm, Site,
 };
 use crate::error::{EngineError, EngineErrorKind, Op};
-use crate::host::HostCall;
+use crate::host::{HostCall, HostError, HostScope};
 use crate::message::Message;
 use crate::sandbox::StopReason;
 
@@ -52,10 +52,7 @@ impl std::error::Error for Stopped {}
 /// `sandbox(true)`, the interrupt and the memory cap.
 fn sandboxed_lua(boot: &Boot) -> mlua::Result<Lua> {
     let lua = Lua::new();
-    lua.set_app_data(ApiEnv {
-        engine_id: boot.label.clone(),
-        limits: boot.limits.results.clone(),
-    });
+    lua.set_app_data(HostScope::new(&boot.label, boot.limits.results.clone()));
     lua.set_app_data(Resident::new(&lua)?);
     api::install(&lua, &boot.config)?;
     lua.sandbox(true)?;
@@ -144,6 +141,11 @@ fn fault(file: &str, err: &mlua::Error, default: EngineErrorKind) -> Fault {
     let (msg, full) = texts(err);
     let kind = if matches!(err, mlua::Error::SyntaxError { .. }) {
         EngineErrorKind::Syntax
+    } else if err
+        .downcast_ref::<HostError>()
+        .is_some_and(HostError::is_host_fault)
+    {
+        EngineErrorKind::Host
     } else if chain_has_memory(err) || msg.contains("not enough memory") {
         EngineErrorKind::Memory
     } else if msg.contains("stack overflow") {
@@ -286,14 +288,14 @@ impl Vm {
                 ));
             }
         };
-        if let Some(mut env) = lua.app_data_mut::<ApiEnv>() {
-            env.engine_id = info.id.clone();
-        }
         let state = lua
             .create_table()
             .map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
         if !info.id.is_empty() {
             site.engine = info.id.clone();
+            if let Some(mut scope) = lua.app_data_mut::<HostScope>() {
+                scope.rename(&info.id);
+            }
         }
         let vm = Vm {
             lua,
@@ -323,10 +325,17 @@ impl Vm {
         fields: Map<String, Json>,
         feed: Feed,
     ) -> Result<Value, EngineError> {
-        self.lua.set_app_data(CallScope { call: call.clone() });
+        self.set_call(Some(call.clone()));
         let out = self.call_inner(call, method, f, fields, feed);
-        self.lua.remove_app_data::<CallScope>();
+        self.set_call(None);
         out
+    }
+
+    /// What `host.*` sees as the running call.
+    fn set_call(&self, call: Option<HostCall>) {
+        if let Some(mut scope) = self.lua.app_data_mut::<HostScope>() {
+            scope.set_call(call);
+        }
     }
 
     fn call_inner(

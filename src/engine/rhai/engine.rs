@@ -7,11 +7,11 @@ use std::sync::{Arc, OnceLock};
 use rhai::packages::{Package, StandardPackage};
 use rhai::{Dynamic, Engine as RhaiEngine, Module, Shared};
 
-use super::api::Bridge;
-use super::fault::pos_line;
+use super::api::{Bridge, HostFault};
 use super::limits::RhaiLimits;
 use super::messages;
 use super::stdlib::{StdlibResolver, stdlib_module, stdlib_names};
+use crate::host::LogLevel;
 use crate::sandbox::StopSignals;
 
 /// The standard package, built once and shared by every engine (a clone is a pointer copy).
@@ -63,15 +63,12 @@ pub(super) fn instance_engine(
     }
     let s = signals.clone();
     e.on_progress(move |_| s.check().map(|_| Dynamic::UNIT));
+    e.register_type_with_name::<HostFault>("host fault");
+    e.register_fn("to_string", |f: &mut HostFault| f.0.clone());
+    e.register_fn("to_debug", |f: &mut HostFault| f.0.clone());
     let b = bridge.clone();
-    e.on_print(move |text| {
-        let engine = b.engine_id.lock().clone();
-        tracing::info!(engine, "{text}");
-    });
+    e.on_print(move |text| b.log(LogLevel::Info, text.to_string()));
     let b = bridge.clone();
-    e.on_debug(move |text, _, pos| {
-        let engine = b.engine_id.lock().clone();
-        tracing::debug!(engine, line = pos_line(pos), "{text}");
-    });
+    e.on_debug(move |text, _, _| b.log(LogLevel::Debug, text.to_string()));
     Ok(e)
 }

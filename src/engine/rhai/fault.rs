@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use rhai::{EvalAltResult, Position};
 
+use super::api::HostFault;
 use super::limits::RhaiLimits;
 use crate::engine::script::{Fault, Site};
 use crate::error::EngineErrorKind;
@@ -31,6 +32,10 @@ pub(super) fn site_for(file: &str, engine: &str, limits: &Limits) -> Site {
 pub(super) fn bare(e: &EvalAltResult) -> String {
     let text = match e {
         EvalAltResult::ErrorRuntime(v, _) if v.is_string() => v.to_string(),
+        EvalAltResult::ErrorRuntime(v, _) if v.is::<HostFault>() => v
+            .read_lock::<HostFault>()
+            .map(|f| f.0.clone())
+            .unwrap_or_default(),
         EvalAltResult::ErrorRuntime(v, _) => format!("thrown: {v}"),
         other => other.to_string(),
     };
@@ -71,6 +76,9 @@ pub(super) fn fault(err: &EvalAltResult, limits: &RhaiLimits, default: EngineErr
             ),
         ),
         EvalAltResult::ErrorDataTooLarge(..) => (EngineErrorKind::Limit, bare(e)),
+        EvalAltResult::ErrorRuntime(v, _) if v.is::<HostFault>() => {
+            (EngineErrorKind::Host, bare(e))
+        }
         _ => (default, bare(e)),
     };
     Fault {

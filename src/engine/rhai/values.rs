@@ -18,6 +18,7 @@ use serde_json::{Map as JsonMap, Value as Json};
 
 use super::messages::{MessageList, ScriptMessage};
 use crate::engine::script::{self, Budget, ConvError, Nesting};
+use crate::host::HostValue;
 use crate::message::Message;
 
 /// The messages resident in one VM.
@@ -235,6 +236,97 @@ fn conv(v: &Dynamic, budget: &mut Budget, nest: &mut Nesting) -> Result<Json, Co
     Err(ConvError::new(format!("{what} cannot be part of a result")))
 }
 
+// ---------------------------------------------------------------------------------------------
+// Script values → `host` arguments
+
+/// A script value passed to a `host` function: a message handle as its message, a list (array
+/// or message list) as a list, a map as JSON, a string as text.
+pub fn host_value(v: &Dynamic, budget: &mut Budget) -> Result<HostValue, ConvError> {
+    host_value_in(v, budget, &mut Nesting::default())
+}
+
+fn host_value_in(
+    v: &Dynamic,
+    budget: &mut Budget,
+    nest: &mut Nesting,
+) -> Result<HostValue, ConvError> {
+    if let Some(m) = v.read_lock::<ScriptMessage>() {
+        return Ok(HostValue::Message(m.held().clone()));
+    }
+    if let Some(l) = v.read_lock::<MessageList>() {
+        return l
+            .0
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                host_value_in(item, budget, nest).map_err(|e| e.under(format!("[{}]", i + 1)))
+            })
+            .collect::<Result<_, _>>()
+            .map(HostValue::List);
+    }
+    if v.is_shared() {
+        let key = cell(v).unwrap_or(0);
+        let guard = v
+            .read_lock::<Dynamic>()
+            .ok_or_else(|| ConvError::new("a shared value is locked"))?;
+        nest.enter(key)?;
+        let out = host_value_in(&guard, budget, nest);
+        nest.leave();
+        return out;
+    }
+    if v.is_unit() {
+        return Ok(HostValue::Nil);
+    }
+    if let Ok(s) = v.as_immutable_string_ref() {
+        return Ok(HostValue::Text(s.to_string()));
+    }
+    if let Ok(c) = v.as_char() {
+        return Ok(HostValue::Text(c.to_string()));
+    }
+    if let Ok(a) = v.as_array_ref() {
+        nest.enter(&*a as *const Array as usize)?;
+        let items = a
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                host_value_in(item, budget, nest).map_err(|e| e.under(format!("[{}]", i + 1)))
+            })
+            .collect::<Result<_, _>>();
+        nest.leave();
+        return items.map(HostValue::List);
+    }
+    if v.is_map() {
+        return match conv(v, budget, nest)? {
+            Json::Object(m) => Ok(HostValue::Map(m)),
+            other => Ok(HostValue::Data(other)),
+        };
+    }
+    if v.is_bool() || v.is_int() || v.is_float() {
+        return conv(v, budget, nest).map(HostValue::Data);
+    }
+    Ok(HostValue::Other(v.type_name()))
+}
+
+/// Only `fields` of a map passed to a `host` function, as a [`HostValue::Map`] (the rest of the
+/// map is never read); anything but a map as itself.
+pub fn host_fields(
+    v: &Dynamic,
+    fields: &[&str],
+    budget: &mut Budget,
+) -> Result<HostValue, ConvError> {
+    let Ok(map) = v.as_map_ref() else {
+        return host_value(v, budget);
+    };
+    let mut out = JsonMap::new();
+    for field in fields {
+        if let Some(item) = map.get(*field).filter(|item| !item.is_unit()) {
+            let j = to_json(item, budget).map_err(|e| e.under((*field).to_string()))?;
+            out.insert((*field).to_string(), j);
+        }
+    }
+    Ok(HostValue::Map(out))
+}
+
 /// A host value (params, state, config, a compaction result) as a script value.
 pub fn from_json(v: &Json) -> Result<Dynamic, String> {
     rhai::serde::to_dynamic(v).map_err(|e| e.to_string())
@@ -250,7 +342,7 @@ pub fn message_from(v: &Dynamic, budget: &mut Budget) -> Result<Arc<Message>, St
         return Err(format!("expected a message map, got {}", v.type_name()));
     }
     let json = to_json(v, budget).map_err(|e| e.describe(""))?;
-    script::message_from_json(json)
+    crate::host::message_from_json(json)
 }
 
 /// Runs `f` on the items of a script list of messages (an array or the host's list, never

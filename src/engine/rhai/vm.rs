@@ -154,7 +154,7 @@ impl Vm {
             .map_err(|m| contract_err(m, None))?;
         if !info.id.is_empty() {
             site.engine = info.id.clone();
-            *bridge.engine_id.lock() = info.id.clone();
+            bridge.scope.lock().rename(&info.id);
         }
         let vm = Vm {
             engine,
@@ -184,7 +184,7 @@ impl Vm {
         args: Vec<Dynamic>,
     ) -> Result<Dynamic, EngineError> {
         let fn_line = self.program.functions.get(name).and_then(|(_, line)| *line);
-        *self.bridge.call.lock() = Some(call.clone());
+        self.bridge.scope.lock().set_call(Some(call.clone()));
         let guard = self.site.start_call();
         let out = self.engine.call_fn_with_options::<Dynamic>(
             CallFnOptions::new()
@@ -198,7 +198,7 @@ impl Vm {
         );
         let stopped = self.site.signals.check();
         drop(guard);
-        *self.bridge.call.lock() = None;
+        self.bridge.scope.lock().set_call(None);
         match out {
             Ok(v) if stopped.is_none() => Ok(v),
             Ok(_) => Err(self.site.fail(

@@ -116,7 +116,7 @@ pub struct Reply {
     pub value: Result<Returned, String>,
 }
 
-/// One live VM of some language, driven by [`ScriptInstance`] on its worker thread.
+/// One live VM of some language, driven by [`ScriptInstance`](super::ScriptInstance) on its worker thread.
 pub trait ScriptVm: Send + 'static {
     /// What the language calls a map of fields (`table`, `map`), in result errors.
     const NOUN: &'static str;

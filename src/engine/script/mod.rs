@@ -7,7 +7,7 @@
 //! messages for `assemble`). Everything else is written once here, so Lua and Rhai engines
 //! validate, fail and report identically:
 //!
-//! - [`load`]: reading, compiling and validating a file into a [`ScriptFactory`];
+//! - [`load`](mod@load): reading, compiling and validating a file into a [`ScriptFactory`];
 //! - [`instance`]: [`ScriptInstance`], the [`Engine`](crate::engine::Engine) implementation;
 //! - [`site`]: [`Site`], where failures are classified and located;
 //! - [`convert`]: [`Budget`] / [`ConvError`], the size and shape checks of script values;
@@ -28,9 +28,7 @@ pub use convert::{Budget, ConvError, MAX_DEPTH, Nesting, number};
 pub use instance::{ScriptInstance, params_object};
 pub use language::{Boot, Expect, Feed, Language, Loaded, Reply, Returned, ScriptVm};
 pub use load::{LoadOptions, ScriptFactory, load};
-pub use result::{
-    at_index, check_count, info_from_json, json_reply, message_from_json, messages_error, typed,
-};
+pub use result::{at_index, check_count, info_from_json, json_reply, messages_error, typed};
 pub use rollbacks::Rollbacks;
 pub use site::{Fault, Site};
 

@@ -1,15 +1,12 @@
 //! A script's converted result as the contract's types: the map check (in the language's own
 //! noun), deserializing with the field at fault named, messages and their lists.
 
-use std::sync::Arc;
-
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value as Json, json};
 
 use super::convert::ConvError;
 use super::language::Returned;
 use crate::contract::{EngineInfo, Method};
-use crate::message::Message;
 
 /// Deserializes `obj` into `T`; on failure, names the field at fault by trying each field
 /// alone over a known-good `template`.
@@ -83,13 +80,6 @@ pub fn info_from_json(v: Json, noun: &str) -> Result<EngineInfo, String> {
         .map_err(|e| format!("info.{}", e.trim_start_matches('`').replacen('`', "", 1)))
 }
 
-/// Converts a script value that should be a message (already JSON) into a host message.
-pub fn message_from_json(v: Json) -> Result<Arc<Message>, String> {
-    serde_json::from_value::<Message>(v)
-        .map(Arc::new)
-        .map_err(|e| format!("not a valid message: {e}"))
-}
-
 /// A failed conversion of one list item, prefixed with its 1-based index.
 pub fn at_index(i: usize, e: impl std::fmt::Display) -> String {
     format!("[{}] {e}", i + 1)
@@ -125,7 +115,7 @@ pub(crate) fn optional<T: DeserializeOwned>(
     }
 }
 
-/// A whole result converted to JSON, as [`Expect::Json`] wants it.
+/// A whole result converted to JSON, as [`Expect::Json`](super::Expect::Json) wants it.
 pub fn json_reply(converted: Result<Json, ConvError>) -> Result<Returned, String> {
     match converted.map_err(|e| e.describe(""))? {
         Json::Null => Ok(Returned::Nothing),
