@@ -14,9 +14,9 @@ use serde_json::{Map, Value as Json};
 use super::api;
 use super::interrupt;
 use super::marshal::{self, Resident};
-use crate::contract::{EngineInfo, Method};
+use crate::contract::Method;
 use crate::engine::script::{
-    self, Boot, Budget, Expect, Fault, Feed, Loaded, Reply, Returned, Rollbacks, ScriptVm, Site,
+    self, Boot, Expect, Fault, Feed, Loaded, Reply, Returned, Rollbacks, ScriptVm, Site,
 };
 use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::host::{HostCall, HostError, HostScope};
@@ -165,7 +165,6 @@ impl Vm {
     /// Builds the VM, runs the chunk (and factory) and reads the engine table.
     pub fn boot(source: &Arc<str>, boot: &Boot) -> Result<(Vm, Loaded), EngineError> {
         let file = boot.file.clone();
-        let label = boot.label.clone();
         let mut site = Site::of(boot);
         let err = |op: Op, e: &mlua::Error, kind| site.fail(op, fault(&file, e, kind));
         let lua = sandboxed_lua(boot).map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
@@ -179,15 +178,6 @@ impl Vm {
         let top: Value = chunk
             .call(())
             .map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
-        let contract_err = |m: String, line: Option<u32>| {
-            EngineError::new(
-                crate::error::Op::Validate,
-                &label,
-                EngineErrorKind::Contract,
-                m,
-            )
-            .at(script::located(&file, line))
-        };
         let engine = match top {
             Value::Table(t) => t,
             Value::Function(factory) => {
@@ -212,30 +202,28 @@ impl Vm {
                 {
                     Value::Table(t) => t,
                     other => {
-                        return Err(EngineError::new(
-                            crate::error::Op::Factory,
-                            &label,
+                        return Err(site.error(
+                            Op::Factory,
                             EngineErrorKind::Factory,
                             format!(
                                 "the factory must return the engine table, got {}",
                                 other.type_name()
                             ),
-                        )
-                        .at(script::located(&file, line)));
+                            line,
+                        ));
                     }
                 }
             }
             other => {
-                return Err(EngineError::new(
-                    crate::error::Op::Load,
-                    &label,
+                return Err(site.error(
+                    Op::Load,
                     EngineErrorKind::Contract,
                     format!(
                         "the script must return the engine table or a factory function, got {}",
                         other.type_name()
                     ),
-                )
-                .at(script::located(&file, None)));
+                    None,
+                ));
             }
         };
         if boot.signals.check().is_some() {
@@ -251,7 +239,7 @@ impl Vm {
         let mut lines = HashMap::new();
         let mut functions = HashMap::new();
         for pair in engine.pairs::<Value, Value>() {
-            let (k, v) = pair.map_err(|e| contract_err(e.to_string(), None))?;
+            let (k, v) = pair.map_err(|e| site.contract(e.to_string(), None))?;
             let Value::String(name) = k else { continue };
             let name = name.to_string_lossy();
             let is_fn = matches!(v, Value::Function(_));
@@ -269,20 +257,15 @@ impl Vm {
         members.sort();
         let info_value: Value = engine
             .raw_get("info")
-            .map_err(|e| contract_err(e.to_string(), None))?;
-        let info: EngineInfo = match &info_value {
-            Value::Table(_) => {
-                let mut budget = Budget::new(1 << 20);
-                let json = marshal::to_json(&lua, &info_value, &mut budget)
-                    .map_err(|e| contract_err(e.describe("info"), None))?;
-                script::info_from_json(json, <Vm as ScriptVm>::NOUN)
-                    .map_err(|m| contract_err(m, None))?
-            }
-            Value::Nil => {
-                return Err(contract_err("the engine has no `info` table".into(), None));
-            }
+            .map_err(|e| site.contract(e.to_string(), None))?;
+        let info = match &info_value {
+            Value::Table(_) => site.info(
+                |budget| marshal::to_json(&lua, &info_value, budget),
+                <Vm as ScriptVm>::NOUN,
+            )?,
+            Value::Nil => return Err(site.contract("the engine has no `info` table", None)),
             other => {
-                return Err(contract_err(
+                return Err(site.contract(
                     format!("`info` must be a table, got {}", other.type_name()),
                     None,
                 ));
@@ -291,11 +274,10 @@ impl Vm {
         let state = lua
             .create_table()
             .map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
-        if !info.id.is_empty() {
-            site.engine = info.id.clone();
-            if let Some(mut scope) = lua.app_data_mut::<HostScope>() {
-                scope.rename(&info.id);
-            }
+        if site.name_by(&info)
+            && let Some(mut scope) = lua.app_data_mut::<HostScope>()
+        {
+            scope.rename(&info.id);
         }
         let vm = Vm {
             lua,

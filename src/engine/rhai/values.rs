@@ -150,6 +150,44 @@ fn cell(d: &Dynamic) -> Option<usize> {
         .map(|g| &*g as *const Dynamic as usize)
 }
 
+/// Converts each item of a list with `f`; an error names the item (`[i]`, counted from 1).
+fn each<T>(
+    items: &[Dynamic],
+    mut f: impl FnMut(&Dynamic) -> Result<T, ConvError>,
+) -> Result<Vec<T>, ConvError> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| f(item).map_err(|e| e.under(format!("[{}]", i + 1))))
+        .collect()
+}
+
+/// Runs `f` one nesting level down, inside the container at address `key`.
+fn nested<T>(
+    nest: &mut Nesting,
+    key: usize,
+    f: impl FnOnce(&mut Nesting) -> Result<T, ConvError>,
+) -> Result<T, ConvError> {
+    nest.enter(key)?;
+    let out = f(nest);
+    nest.leave();
+    out
+}
+
+/// Runs `f` on the value a shared `Dynamic` holds, one nesting level down (a shared value can
+/// hold itself).
+fn inside_shared<T>(
+    v: &Dynamic,
+    nest: &mut Nesting,
+    f: impl FnOnce(&Dynamic, &mut Nesting) -> Result<T, ConvError>,
+) -> Result<T, ConvError> {
+    let key = cell(v).unwrap_or(0);
+    let guard = v
+        .read_lock::<Dynamic>()
+        .ok_or_else(|| ConvError::new("a shared value is locked"))?;
+    nested(nest, key, |nest| f(&guard, nest))
+}
+
 /// A host message as JSON, its size charged to `budget` like any other result text.
 fn message_json(m: &Message, budget: &mut Budget) -> Result<Json, ConvError> {
     let j = serde_json::to_value(m).map_err(|e| ConvError::new(e.to_string()))?;
@@ -162,21 +200,10 @@ fn conv(v: &Dynamic, budget: &mut Budget, nest: &mut Nesting) -> Result<Json, Co
         return message_json(m.message(), budget);
     }
     if let Some(l) = v.read_lock::<MessageList>() {
-        let mut out = Vec::with_capacity(l.0.len());
-        for (i, item) in l.0.iter().enumerate() {
-            out.push(conv(item, budget, nest).map_err(|e| e.under(format!("[{}]", i + 1)))?);
-        }
-        return Ok(Json::Array(out));
+        return each(&l.0, |item| conv(item, budget, nest)).map(Json::Array);
     }
     if v.is_shared() {
-        let key = cell(v).unwrap_or(0);
-        let guard = v
-            .read_lock::<Dynamic>()
-            .ok_or_else(|| ConvError::new("a shared value is locked"))?;
-        nest.enter(key)?;
-        let out = conv(&guard, budget, nest);
-        nest.leave();
-        return out;
+        return inside_shared(v, nest, |inner, nest| conv(inner, budget, nest));
     }
     if v.is_unit() {
         return Ok(Json::Null);
@@ -197,36 +224,20 @@ fn conv(v: &Dynamic, budget: &mut Budget, nest: &mut Nesting) -> Result<Json, Co
         return budget.string(&c.to_string());
     }
     if let Ok(a) = v.as_array_ref() {
-        nest.enter(&*a as *const Array as usize)?;
-        let mut out = Vec::with_capacity(a.len());
-        for (i, item) in a.iter().enumerate() {
-            match conv(item, budget, nest) {
-                Ok(j) => out.push(j),
-                Err(e) => {
-                    nest.leave();
-                    return Err(e.under(format!("[{}]", i + 1)));
-                }
-            }
-        }
-        nest.leave();
-        return Ok(Json::Array(out));
+        let key = &*a as *const Array as usize;
+        return nested(nest, key, |nest| each(&a, |item| conv(item, budget, nest)))
+            .map(Json::Array);
     }
     if let Ok(m) = v.as_map_ref() {
-        nest.enter(&*m as *const Map as usize)?;
-        let mut out = JsonMap::new();
-        for (k, item) in m.iter() {
-            match conv(item, budget, nest) {
-                Ok(j) => {
-                    out.insert(k.to_string(), j);
-                }
-                Err(e) => {
-                    nest.leave();
-                    return Err(e.under(k.to_string()));
-                }
+        let key = &*m as *const Map as usize;
+        return nested(nest, key, |nest| {
+            let mut out = JsonMap::new();
+            for (k, item) in m.iter() {
+                let j = conv(item, budget, nest).map_err(|e| e.under(k.to_string()))?;
+                out.insert(k.to_string(), j);
             }
-        }
-        nest.leave();
-        return Ok(Json::Object(out));
+            Ok(Json::Object(out))
+        });
     }
     let what = if v.is_fnptr() {
         "a function".to_string()
@@ -254,25 +265,10 @@ fn host_value_in(
         return Ok(HostValue::Message(m.held().clone()));
     }
     if let Some(l) = v.read_lock::<MessageList>() {
-        return l
-            .0
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                host_value_in(item, budget, nest).map_err(|e| e.under(format!("[{}]", i + 1)))
-            })
-            .collect::<Result<_, _>>()
-            .map(HostValue::List);
+        return each(&l.0, |item| host_value_in(item, budget, nest)).map(HostValue::List);
     }
     if v.is_shared() {
-        let key = cell(v).unwrap_or(0);
-        let guard = v
-            .read_lock::<Dynamic>()
-            .ok_or_else(|| ConvError::new("a shared value is locked"))?;
-        nest.enter(key)?;
-        let out = host_value_in(&guard, budget, nest);
-        nest.leave();
-        return out;
+        return inside_shared(v, nest, |inner, nest| host_value_in(inner, budget, nest));
     }
     if v.is_unit() {
         return Ok(HostValue::Nil);
@@ -284,16 +280,11 @@ fn host_value_in(
         return Ok(HostValue::Text(c.to_string()));
     }
     if let Ok(a) = v.as_array_ref() {
-        nest.enter(&*a as *const Array as usize)?;
-        let items = a
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                host_value_in(item, budget, nest).map_err(|e| e.under(format!("[{}]", i + 1)))
-            })
-            .collect::<Result<_, _>>();
-        nest.leave();
-        return items.map(HostValue::List);
+        let key = &*a as *const Array as usize;
+        return nested(nest, key, |nest| {
+            each(&a, |item| host_value_in(item, budget, nest))
+        })
+        .map(HostValue::List);
     }
     if v.is_map() {
         return match conv(v, budget, nest)? {

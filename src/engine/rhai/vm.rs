@@ -12,9 +12,9 @@ use super::api::{self, Bridge};
 use super::engine::instance_engine;
 use super::fault::fault;
 use super::values;
-use crate::contract::{EngineInfo, Method};
+use crate::contract::Method;
 use crate::engine::script::{
-    self, Boot, Budget, Expect, Fault, Feed, Loaded, Reply, Returned, Rollbacks, ScriptVm, Site,
+    self, Boot, Expect, Fault, Feed, Loaded, Reply, Returned, Rollbacks, ScriptVm, Site,
 };
 use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::host::HostCall;
@@ -33,22 +33,9 @@ impl Vm {
     /// Builds the engine, runs the file's top-level statements once, then `create(ctx)` or
     /// `info()`, and lists the engine's members.
     pub fn boot(program: &Arc<Program>, boot: &Boot) -> Result<(Vm, Loaded), EngineError> {
-        let file = boot.file.clone();
-        let label = boot.label.clone();
         let mut site = Site::of(boot);
-        let bridge = Arc::new(Bridge::new(&label, boot.limits.results.clone()));
-        let contract_err = |m: String, line: Option<u32>| {
-            EngineError::new(
-                crate::error::Op::Validate,
-                &label,
-                EngineErrorKind::Contract,
-                m,
-            )
-            .at(script::located(&file, line))
-        };
-        let setup = |m: String| {
-            EngineError::new(crate::error::Op::Load, &label, EngineErrorKind::Runtime, m)
-        };
+        let bridge = Arc::new(Bridge::new(&boot.label, boot.limits.results.clone()));
+        let setup = |m: String| site.error(Op::Load, EngineErrorKind::Runtime, m, None);
         let host = api::host_module(&bridge, &boot.config).map_err(setup)?;
         let engine =
             instance_engine(&program.limits, &boot.signals, host, &bridge).map_err(setup)?;
@@ -68,7 +55,7 @@ impl Vm {
                 _ => continue,
             };
             if *arity != wanted {
-                return Err(contract_err(
+                return Err(site.contract(
                     format!(
                         "`{name}` must take {wanted} parameter{}, it takes {arity}",
                         if wanted == 1 { " (`p`)" } else { "s" }
@@ -122,8 +109,8 @@ impl Vm {
                 "info()",
             )
         } else {
-            return Err(contract_err(
-                "the engine has no `fn info()` (or `fn create(ctx)`) returning its info map".into(),
+            return Err(site.contract(
+                "the engine has no `fn info()` (or `fn create(ctx)`) returning its info map",
                 None,
             ));
         };
@@ -137,23 +124,21 @@ impl Vm {
             } else {
                 EngineErrorKind::Factory
             };
-            return Err(EngineError::new(
-                crate::error::Op::Load,
-                &label,
+            return Err(site.error(
+                Op::Load,
                 kind,
                 format!(
                     "{what} must return the info map, got {}",
                     info_value.type_name()
                 ),
-            )
-            .at(script::located(&file, line)));
+                line,
+            ));
         }
-        let json = values::to_json(&info_value, &mut Budget::new(1 << 20))
-            .map_err(|e| contract_err(e.describe("info"), None))?;
-        let info: EngineInfo = script::info_from_json(json, <Vm as ScriptVm>::NOUN)
-            .map_err(|m| contract_err(m, None))?;
-        if !info.id.is_empty() {
-            site.engine = info.id.clone();
+        let info = site.info(
+            |budget| values::to_json(&info_value, budget),
+            <Vm as ScriptVm>::NOUN,
+        )?;
+        if site.name_by(&info) {
             bridge.scope.lock().rename(&info.id);
         }
         let vm = Vm {

@@ -8,9 +8,13 @@ use serde_json::Value as Json;
 use super::convert::{Budget, ConvError};
 use super::language::Boot;
 use super::located;
-use crate::contract::Method;
+use super::result::info_from_json;
+use crate::contract::EngineInfo;
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::sandbox::{Limits, StopReason, StopSignals, WatchGuard, WorkerError};
+
+/// The most bytes of text an engine's `info` may hold.
+pub const INFO_BYTES: usize = 1 << 20;
 
 /// A script failure as the adapter saw it, before classification.
 #[derive(Debug)]
@@ -99,10 +103,43 @@ impl Site {
         EngineError::new(op, &self.engine, fault.kind, message).at(Some(location))
     }
 
-    /// An invalid result of `op` (the function defined at `line`).
-    pub fn invalid(&self, op: Method, line: Option<u32>, msg: String) -> EngineError {
-        EngineError::new(op, &self.engine, EngineErrorKind::InvalidResult, msg)
-            .at(located(&self.file, line))
+    /// A failure the host found in the engine (not one the script threw): `kind` during `op`,
+    /// located at `line` of the file.
+    pub fn error(
+        &self,
+        op: impl Into<Op>,
+        kind: EngineErrorKind,
+        message: impl Into<String>,
+        line: Option<u32>,
+    ) -> EngineError {
+        EngineError::new(op, &self.engine, kind, message).at(located(&self.file, line))
+    }
+
+    /// The engine breaks the contract (its members, its `info`), at `line`.
+    pub fn contract(&self, message: impl Into<String>, line: Option<u32>) -> EngineError {
+        self.error(Op::Validate, EngineErrorKind::Contract, message, line)
+    }
+
+    /// The engine's `info`, from its script value as `convert` turns it into JSON within a
+    /// budget of [`INFO_BYTES`] (`noun`: what the language calls a map).
+    pub fn info(
+        &self,
+        convert: impl FnOnce(&mut Budget) -> Result<Json, ConvError>,
+        noun: &str,
+    ) -> Result<EngineInfo, EngineError> {
+        let json = convert(&mut Budget::new(INFO_BYTES))
+            .map_err(|e| self.contract(e.describe("info"), None))?;
+        info_from_json(json, noun).map_err(|m| self.contract(m, None))
+    }
+
+    /// Names the engine by its `info` from now on (errors and logs say its id); `false` when
+    /// `info` has no id and the label stays.
+    pub fn name_by(&mut self, info: &EngineInfo) -> bool {
+        if info.id.is_empty() {
+            return false;
+        }
+        self.engine = info.id.clone();
+        true
     }
 
     /// The host itself could not prepare a call: a host fault, never the script's, so it is
@@ -113,6 +150,42 @@ impl Site {
             &self.engine,
             EngineErrorKind::Host,
             format!("host could not pass the params: {e}"),
+        )
+    }
+
+    /// The state could not be saved (it holds something JSON cannot).
+    pub fn state_error(&self, e: ConvError) -> EngineError {
+        EngineError::new(
+            Op::SaveState,
+            &self.engine,
+            EngineErrorKind::InvalidResult,
+            e.describe("state"),
+        )
+        .at(located(&self.file, None))
+    }
+
+    /// Checks saved state before restoring it: `Ok(None)` for an empty state, the object
+    /// otherwise; the adapter converts `Err` text with [`Site::restore_error`].
+    pub fn restorable<'a>(&self, state: &'a Json) -> Result<Option<&'a Json>, EngineError> {
+        match state {
+            Json::Null => Ok(None),
+            Json::Object(_) => Ok(Some(state)),
+            other => Err(EngineError::new(
+                Op::RestoreState,
+                &self.engine,
+                EngineErrorKind::InvalidResult,
+                format!("saved state must be an object, got {other}"),
+            )),
+        }
+    }
+
+    /// The adapter could not turn saved state into a script value.
+    pub fn restore_error(&self, e: impl std::fmt::Display) -> EngineError {
+        EngineError::new(
+            Op::RestoreState,
+            &self.engine,
+            EngineErrorKind::Runtime,
+            e.to_string(),
         )
     }
 }
@@ -149,42 +222,4 @@ pub(crate) fn worker_error(
         ),
     };
     EngineError::new(op, engine, kind, msg).at(located(file, None))
-}
-
-impl Site {
-    /// The state could not be saved (it holds something JSON cannot).
-    pub fn state_error(&self, e: ConvError) -> EngineError {
-        EngineError::new(
-            crate::error::Op::SaveState,
-            &self.engine,
-            EngineErrorKind::InvalidResult,
-            e.describe("state"),
-        )
-        .at(located(&self.file, None))
-    }
-
-    /// Checks saved state before restoring it: `Ok(None)` for an empty state, the object
-    /// otherwise; the adapter converts `Err` text with [`Site::restore_error`].
-    pub fn restorable<'a>(&self, state: &'a Json) -> Result<Option<&'a Json>, EngineError> {
-        match state {
-            Json::Null => Ok(None),
-            Json::Object(_) => Ok(Some(state)),
-            other => Err(EngineError::new(
-                crate::error::Op::RestoreState,
-                &self.engine,
-                EngineErrorKind::InvalidResult,
-                format!("saved state must be an object, got {other}"),
-            )),
-        }
-    }
-
-    /// The adapter could not turn saved state into a script value.
-    pub fn restore_error(&self, e: impl std::fmt::Display) -> EngineError {
-        EngineError::new(
-            crate::error::Op::RestoreState,
-            &self.engine,
-            EngineErrorKind::Runtime,
-            e.to_string(),
-        )
-    }
 }
