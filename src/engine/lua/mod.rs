@@ -3,14 +3,15 @@
 //!
 //! Loading, validation, the worker thread per instance, params, result conversion and error
 //! classification are shared with every language ([`crate::engine::script`]); this module only
-//! says how a Luau VM is built ([`worker`]), how values cross ([`marshal`]) and what `host`
-//! looks like in Lua ([`api`]). Inside the VM the watchdog's flag stops runaway scripts at their
-//! next call or loop iteration, the memory cap stops allocation bombs, and the session's
-//! messages stay resident between calls.
+//! says how a Luau VM is built ([`worker`]), how values cross ([`marshal`]), which messages
+//! stay resident in it between calls (`resident`) and how the shared `host` API is registered
+//! in Lua ([`api`]). Inside the VM the watchdog's flag stops runaway scripts at their next call
+//! or loop iteration and the memory cap stops allocation bombs.
 
 pub mod api;
 mod interrupt;
 pub mod marshal;
+mod resident;
 pub mod worker;
 
 use std::path::Path;
