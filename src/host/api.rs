@@ -37,13 +37,20 @@ pub struct HostFn {
     /// How many leading parameters a call must pass; the rest may be left out (a language that
     /// registers by arity registers each count from here to `params.len()`).
     pub required: usize,
-    /// Whether its result for a resident message, passed alone, never changes (messages are
-    /// frozen and the session's counter is fixed), so a VM may keep it per message.
+    /// Whether it takes one argument whose result for a resident message never changes
+    /// (messages are frozen and the session's counter is fixed), so a VM may keep it per
+    /// message (Lua memoizes `host.tokens(m)` in the VM).
     pub per_message: bool,
-    /// The function, over converted arguments (one per parameter; missing ones are
+    /// The function, over converted arguments (one per parameter, in order; the rest are
     /// [`HostValue::Nil`]).
-    pub run: fn(&Ctx<'_>, Vec<HostValue>) -> Result<HostOut, HostError>,
+    pub run: fn(&Ctx<'_>, Args) -> Result<HostOut, HostError>,
 }
+
+/// The most parameters a `host` function has.
+pub const MAX_PARAMS: usize = 2;
+
+/// The converted arguments of one call (on the stack: `host.tokens` is called per message).
+pub type Args = [HostValue; MAX_PARAMS];
 
 /// Every `host` function scripts can call.
 pub static API: [HostFn; 8] = [
@@ -152,7 +159,7 @@ impl HostScope {
     }
 
     /// Runs `f` on converted `args`, as the script called it by `name` (`host.tokens`).
-    pub fn run(&self, f: &HostFn, name: &str, args: Vec<HostValue>) -> Result<HostOut, HostError> {
+    pub fn run(&self, f: &HostFn, name: &str, args: Args) -> Result<HostOut, HostError> {
         (f.run)(&Ctx { scope: self, name }, args)
     }
 }
@@ -196,8 +203,6 @@ impl Ctx<'_> {
     }
 }
 
-/// The arguments as a fixed number of values (missing ones are [`HostValue::Nil`]).
-pub(super) fn args<const N: usize>(args: Vec<HostValue>) -> [HostValue; N] {
-    let mut it = args.into_iter();
-    std::array::from_fn(|_| it.next().unwrap_or(HostValue::Nil))
-}
+#[cfg(test)]
+#[path = "api_tests.rs"]
+mod tests;

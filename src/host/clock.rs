@@ -3,8 +3,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::api::Ctx;
-use super::value::{HostError, HostOut, HostValue};
+use super::api::{Args, Ctx};
+use super::value::{HostError, HostOut};
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn now_ms() -> f64 {
@@ -15,6 +15,6 @@ pub fn now_ms() -> f64 {
 }
 
 /// `host.now()`.
-pub(super) fn now(_cx: &Ctx<'_>, _args: Vec<HostValue>) -> Result<HostOut, HostError> {
+pub(super) fn now(_cx: &Ctx<'_>, _args: Args) -> Result<HostOut, HostError> {
     Ok(HostOut::Number(now_ms()))
 }

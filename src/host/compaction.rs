@@ -4,7 +4,7 @@
 use serde_json::Value as Json;
 
 use super::HostCall;
-use super::api::{Ctx, args};
+use super::api::{Args, Ctx};
 use super::value::{HostError, HostOut, HostValue};
 use crate::compaction;
 use crate::contract::{CompactParams, CompactResult};
@@ -38,13 +38,12 @@ impl HostCall {
 
 /// `host.delegateCompaction(p)` → the built-in compaction's `CompactResult`; `p` is the
 /// script's `compact` params (their [`COMPACT_FIELDS`]).
-pub(super) fn delegate(cx: &Ctx<'_>, argv: Vec<HostValue>) -> Result<HostOut, HostError> {
-    let [p] = args(argv);
+pub(super) fn delegate(cx: &Ctx<'_>, [p, _]: Args) -> Result<HostOut, HostError> {
     let HostValue::Map(fields) = p else {
         return Err(cx.script_error(format!("expects p, got {}", p.describe())));
     };
     let params: CompactParams =
-        serde_json::from_value(Json::Object(fields)).map_err(|e| cx.script_error(e))?;
+        serde_json::from_value(Json::Object(*fields)).map_err(|e| cx.script_error(e))?;
     let result = cx.call()?.delegate_compaction(&params);
     serde_json::to_value(&result)
         .map(HostOut::Data)

@@ -2,7 +2,7 @@
 //! tagged with the engine and session, cut to [`LOG_CAP`] so a script cannot flood the log.
 
 use super::HostCall;
-use super::api::{Ctx, args};
+use super::api::{Args, Ctx};
 use super::value::{HostError, HostOut, HostValue};
 
 /// `host.log` levels.
@@ -57,8 +57,7 @@ impl HostCall {
 }
 
 /// `host.log.<level>(msg)`: inside a call or not (a file's top level logs too).
-fn write(cx: &Ctx<'_>, level: LogLevel, argv: Vec<HostValue>) -> Result<HostOut, HostError> {
-    let [text] = args(argv);
+fn write(cx: &Ctx<'_>, level: LogLevel, [text, _]: Args) -> Result<HostOut, HostError> {
     let text = match text {
         HostValue::Text(s) => s,
         HostValue::Nil => String::new(),
@@ -69,17 +68,17 @@ fn write(cx: &Ctx<'_>, level: LogLevel, argv: Vec<HostValue>) -> Result<HostOut,
 }
 
 /// `host.log.debug(msg)`.
-pub(super) fn debug(cx: &Ctx<'_>, argv: Vec<HostValue>) -> Result<HostOut, HostError> {
+pub(super) fn debug(cx: &Ctx<'_>, argv: Args) -> Result<HostOut, HostError> {
     write(cx, LogLevel::Debug, argv)
 }
 
 /// `host.log.info(msg)`; Lua's `print` too.
-pub(super) fn info(cx: &Ctx<'_>, argv: Vec<HostValue>) -> Result<HostOut, HostError> {
+pub(super) fn info(cx: &Ctx<'_>, argv: Args) -> Result<HostOut, HostError> {
     write(cx, LogLevel::Info, argv)
 }
 
 /// `host.log.warn(msg)`.
-pub(super) fn warn(cx: &Ctx<'_>, argv: Vec<HostValue>) -> Result<HostOut, HostError> {
+pub(super) fn warn(cx: &Ctx<'_>, argv: Args) -> Result<HostOut, HostError> {
     write(cx, LogLevel::Warn, argv)
 }
 

@@ -37,7 +37,7 @@ use crate::message::Message;
 use crate::summarize::Summarizer;
 use crate::tokens::TokenCache;
 
-pub use api::{API, Ctx, HostFn, HostScope, Param};
+pub use api::{API, Args, Ctx, HostFn, HostScope, MAX_PARAMS, Param};
 pub use compaction::COMPACT_FIELDS;
 pub use log::{LOG_CAP, LogLevel, cut_log_text, log};
 pub use summarize::{SummarizeOptions, SummarizeOutput};

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::HostCall;
-use super::api::{Ctx, args};
-use super::value::{self, HostError, HostOut, HostValue};
+use super::api::{Args, Ctx};
+use super::value::{self, HostError, HostOut};
 use crate::message::Message;
 use crate::pairing::{self, Repaired};
 
@@ -18,8 +18,7 @@ impl HostCall {
 
 /// `host.repairPairing(messages)` → the repaired list (kept messages as the script's own
 /// values) and the number of repairs.
-pub(super) fn repair(cx: &Ctx<'_>, argv: Vec<HostValue>) -> Result<HostOut, HostError> {
-    let [messages] = args(argv);
+pub(super) fn repair(cx: &Ctx<'_>, [messages, _]: Args) -> Result<HostOut, HostError> {
     let max = cx.scope().limits().max_result_messages;
     let input = messages
         .into_messages(max)

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::HostCall;
-use super::api::{Ctx, args};
-use super::value::{HostError, HostOut, HostValue};
+use super::api::{Args, Ctx};
+use super::value::{HostError, HostOut};
 use crate::contract::opt_count;
 use crate::message::Message;
 use crate::summarize::SummaryRequest;
@@ -66,8 +66,7 @@ impl HostCall {
 
 /// `host.summarize(messages, opts)` → `{text, tokens}`. Bad arguments are the script's fault; a
 /// failing summarizer (an LLM endpoint down) is the host's.
-pub(super) fn summarize(cx: &Ctx<'_>, argv: Vec<HostValue>) -> Result<HostOut, HostError> {
-    let [messages, opts] = args(argv);
+pub(super) fn summarize(cx: &Ctx<'_>, [messages, opts]: Args) -> Result<HostOut, HostError> {
     let max = cx.scope().limits().max_result_messages;
     let messages = messages
         .into_messages(max)

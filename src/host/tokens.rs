@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::HostCall;
-use super::api::{Ctx, args};
+use super::api::{Args, Ctx};
 use super::value::{HostError, HostOut, HostValue};
 use crate::message::Message;
 
@@ -64,9 +64,8 @@ impl HostCall {
 }
 
 /// `host.tokens(x)`: `x` a string, a message or a list of them; nothing counts 0.
-pub(super) fn tokens(cx: &Ctx<'_>, argv: Vec<HostValue>) -> Result<HostOut, HostError> {
+pub(super) fn tokens(cx: &Ctx<'_>, [x, _]: Args) -> Result<HostOut, HostError> {
     let call = cx.call()?;
-    let [x] = args(argv);
     let n = match x {
         HostValue::Nil => 0,
         HostValue::List(_) | HostValue::Map(_) if is_list(&x) => {

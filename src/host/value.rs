@@ -11,9 +11,10 @@ use super::tokens::HeldMessage;
 use crate::message::Message;
 
 /// A value a script passed to `host.*`, as its adapter converted it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub enum HostValue {
     /// Nothing (`nil`, `()`, a missing argument).
+    #[default]
     Nil,
     /// A string.
     Text(String),
@@ -23,9 +24,10 @@ pub enum HostValue {
     List(Vec<HostValue>),
     /// Named fields (a Lua table with string keys, a Rhai map), as JSON. Lua cannot tell an
     /// empty list from an empty map, so where a list is expected an empty map is an empty list.
-    Map(Map<String, Json>),
+    /// (Boxed, like `Data`, to keep the value small: `host.tokens` is called per message.)
+    Map(Box<Map<String, Json>>),
     /// A number or a boolean.
-    Data(Json),
+    Data(Box<Json>),
     /// A value with no plain form (a function, a foreign handle), by its language's type name.
     Other(&'static str),
 }
@@ -39,7 +41,7 @@ impl HostValue {
             HostValue::Message(_) => "a message".into(),
             HostValue::List(_) => "a list".into(),
             HostValue::Map(_) => "a map".into(),
-            HostValue::Data(Json::Bool(_)) => "a boolean".into(),
+            HostValue::Data(j) if j.is_boolean() => "a boolean".into(),
             HostValue::Data(_) => "a number".into(),
             HostValue::Other(name) => format!("a {name}"),
         }
@@ -57,8 +59,8 @@ impl HostValue {
                     .map(HostValue::into_json)
                     .collect::<Option<_>>()?,
             ),
-            HostValue::Map(m) => Json::Object(m),
-            HostValue::Data(j) => j,
+            HostValue::Map(m) => Json::Object(*m),
+            HostValue::Data(j) => *j,
             HostValue::Other(_) => return None,
         })
     }
@@ -68,7 +70,7 @@ impl HostValue {
     pub fn into_message(self) -> Result<Arc<Message>, String> {
         match self {
             HostValue::Message(m) => Ok(m.message().clone()),
-            HostValue::Map(m) => message_from_json(Json::Object(m)),
+            HostValue::Map(m) => message_from_json(Json::Object(*m)),
             other => Err(format!("expected a message, got {}", other.describe())),
         }
     }

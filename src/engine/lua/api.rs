@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 
 use super::marshal::{self, Resident};
 use crate::engine::script::Budget;
-use crate::host::{API, HostError, HostFn, HostOut, HostScope, HostValue, Kept, Param, api};
+use crate::host::{API, Args, HostError, HostFn, HostOut, HostScope, HostValue, Kept, Param, api};
 
 const MODULE_CACHE: &str = "ctxhost.stdlib.modules";
 
@@ -88,7 +88,7 @@ fn host_function(lua: &Lua, f: &'static HostFn) -> mlua::Result<Function> {
 
 /// One call of `f`: the arguments converted as its params say, run, the result converted back.
 fn call(lua: &Lua, f: &HostFn, name: &str, args: &MultiValue) -> mlua::Result<MultiValue> {
-    let values = {
+    let out = {
         let resident = lua
             .app_data_ref::<Resident>()
             .ok_or_else(|| rt("no resident state"))?;
@@ -96,8 +96,8 @@ fn call(lua: &Lua, f: &HostFn, name: &str, args: &MultiValue) -> mlua::Result<Mu
             .app_data_ref::<HostScope>()
             .ok_or_else(|| rt("no host scope"))?;
         let mut budget = Budget::new(scope.limits().max_result_bytes);
-        let mut values = Vec::with_capacity(f.params.len());
-        for (i, param) in f.params.iter().enumerate() {
+        let mut values = Args::default();
+        for (i, (param, slot)) in f.params.iter().zip(&mut values).enumerate() {
             let v = args.get(i).unwrap_or(&Value::Nil);
             let converted = match param {
                 Param::Value(p) => {
@@ -109,15 +109,10 @@ fn call(lua: &Lua, f: &HostFn, name: &str, args: &MultiValue) -> mlua::Result<Mu
                 }
                 Param::Text => Ok(HostValue::Text(text_of(args.iter().skip(i)))),
             };
-            values.push(converted.map_err(|e| rt(format!("{name}: {e}")))?);
+            *slot = converted.map_err(|e| rt(format!("{name}: {e}")))?;
         }
-        values
+        scope.run(f, name, values).map_err(lua_error)?
     };
-    let out = lua
-        .app_data_ref::<HostScope>()
-        .ok_or_else(|| rt("no host scope"))?
-        .run(f, name, values)
-        .map_err(lua_error)?;
     let mut results = MultiValue::new();
     push_out(lua, out, args.front(), &mut results)?;
     Ok(results)

@@ -271,8 +271,16 @@ pub fn host_value(
     v: &Value,
     budget: &mut Budget,
 ) -> Result<HostValue, ConvError> {
-    let array_mt = lua.array_metatable().to_pointer() as usize;
-    host_value_in(resident, v, budget, &mut Nesting::default(), array_mt)
+    match v {
+        Value::String(s) => Ok(HostValue::Text(s.to_string_lossy())),
+        Value::Table(t) if let Some(held) = resident.lookup(t) => {
+            Ok(HostValue::Message(held.clone()))
+        }
+        _ => {
+            let array_mt = lua.array_metatable().to_pointer() as usize;
+            host_value_in(resident, v, budget, &mut Nesting::default(), array_mt)
+        }
+    }
 }
 
 fn host_value_in(
@@ -287,7 +295,7 @@ fn host_value_in(
         Value::LightUserData(ud) if ud.0.is_null() => HostValue::Nil,
         Value::String(s) => HostValue::Text(s.to_string_lossy()),
         Value::Boolean(_) | Value::Integer(_) | Value::Number(_) => {
-            HostValue::Data(conv(v, budget, stack, array_mt)?)
+            HostValue::Data(Box::new(conv(v, budget, stack, array_mt)?))
         }
         Value::Table(t) => {
             if let Some(held) = resident.lookup(t) {
@@ -295,8 +303,8 @@ fn host_value_in(
             }
             if t.raw_len() == 0 && !is_array_mt(t, array_mt) {
                 return match table(t, budget, stack, array_mt)? {
-                    Json::Object(m) => Ok(HostValue::Map(m)),
-                    other => Ok(HostValue::Data(other)),
+                    Json::Object(m) => Ok(HostValue::Map(Box::new(m))),
+                    other => Ok(HostValue::Data(Box::new(other))),
                 };
             }
             stack.enter(table_key(t))?;
@@ -363,7 +371,7 @@ pub fn host_fields(
             map.insert((*field).to_string(), j);
         }
     }
-    Ok(HostValue::Map(map))
+    Ok(HostValue::Map(Box::new(map)))
 }
 
 #[cfg(test)]

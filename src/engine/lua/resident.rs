@@ -49,21 +49,22 @@ pub(super) fn table_key(t: &Table) -> usize {
 
 /// Lua helpers that run inside the VM, where touching tables is cheapest. `ids` maps each
 /// resident table to its slab id; `map` turns a list into a buffer of ids (0 = not resident)
-/// plus whether the list is a pure array; `memoize(f)` keeps `f`'s result per resident message
-/// table (frozen, so the result cannot go stale: `host.tokens`).
+/// plus whether the list is a pure array; `memoize(f)` keeps the result of `f`, a function of
+/// one argument, per resident message table (frozen, so the result cannot go stale:
+/// `host.tokens`).
 const HELPERS: &str = r#"
 local ids = ...
 local function memoize(f)
   local memo = setmetatable({}, { __mode = "k" })
-  return function(x, ...)
+  return function(x)
     if type(x) == "table" then
       local n = memo[x]
       if n ~= nil then return n end
-      n = f(x, ...)
+      n = f(x)
       if ids[x] ~= nil then memo[x] = n end
       return n
     end
-    return f(x, ...)
+    return f(x)
   end
 end
 local function map(list)

@@ -18,7 +18,9 @@ use serde_json::Value as Json;
 use super::values::{self, Resident};
 use crate::contract::ResultLimits;
 use crate::engine::script::Budget;
-use crate::host::{API, HostError, HostFn, HostOut, HostScope, HostValue, Kept, LogLevel, Param};
+use crate::host::{
+    API, Args, HostError, HostFn, HostOut, HostScope, HostValue, Kept, LogLevel, Param,
+};
 
 /// What the `host` functions share with their VM.
 #[derive(Debug)]
@@ -69,8 +71,8 @@ impl Bridge {
         let out = {
             let scope = self.scope.lock();
             let mut budget = Budget::new(scope.limits().max_result_bytes);
-            let mut values = Vec::with_capacity(args.len());
-            for (param, v) in f.params.iter().zip(args) {
+            let mut values = Args::default();
+            for ((param, v), slot) in f.params.iter().zip(args).zip(&mut values) {
                 let converted = match param {
                     Param::Value(p) => {
                         values::host_value(v, &mut budget).map_err(|e| e.describe(p))
@@ -80,7 +82,7 @@ impl Bridge {
                     }
                     Param::Text => Ok(HostValue::Text(v.to_string())),
                 };
-                values.push(converted.map_err(|e| fail(format!("{name}: {e}")))?);
+                *slot = converted.map_err(|e| fail(format!("{name}: {e}")))?;
             }
             scope.run(f, name, values).map_err(rhai_error)?
         };

@@ -155,11 +155,11 @@ fn each<T>(
     items: &[Dynamic],
     mut f: impl FnMut(&Dynamic) -> Result<T, ConvError>,
 ) -> Result<Vec<T>, ConvError> {
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| f(item).map_err(|e| e.under(format!("[{}]", i + 1))))
-        .collect()
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        out.push(f(item).map_err(|e| e.under(format!("[{}]", i + 1)))?);
+    }
+    Ok(out)
 }
 
 /// Runs `f` one nesting level down, inside the container at address `key`.
@@ -288,12 +288,12 @@ fn host_value_in(
     }
     if v.is_map() {
         return match conv(v, budget, nest)? {
-            Json::Object(m) => Ok(HostValue::Map(m)),
-            other => Ok(HostValue::Data(other)),
+            Json::Object(m) => Ok(HostValue::Map(Box::new(m))),
+            other => Ok(HostValue::Data(Box::new(other))),
         };
     }
     if v.is_bool() || v.is_int() || v.is_float() {
-        return conv(v, budget, nest).map(HostValue::Data);
+        return conv(v, budget, nest).map(|j| HostValue::Data(Box::new(j)));
     }
     Ok(HostValue::Other(v.type_name()))
 }
@@ -315,7 +315,7 @@ pub fn host_fields(
             out.insert((*field).to_string(), j);
         }
     }
-    Ok(HostValue::Map(out))
+    Ok(HostValue::Map(Box::new(out)))
 }
 
 /// A host value (params, state, config, a compaction result) as a script value.
