@@ -5,6 +5,7 @@
 mod common;
 mod sessions;
 
+mod adapters;
 mod bad_input;
 mod budgets;
 mod conformance;
