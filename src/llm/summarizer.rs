@@ -283,8 +283,16 @@ fn fit(answer: &str, ids: &[String], max: u64, counter: &dyn TokenCounter) -> Op
     let lines: Vec<&str> = answer.lines().collect();
     let fits = |t: &String| counter.count_text(t) <= max;
     let compose = |keep: usize| {
-        let mut prose = lines[..keep].join("\n");
-        if keep < lines.len() && keep > 0 {
+        // A cut never ends on a heading (or blank line) whose content was cut away.
+        let mut kept = &lines[..keep];
+        while let [rest @ .., last] = kept
+            && (last.trim().is_empty() || last.trim_start().starts_with('#'))
+            && keep < lines.len()
+        {
+            kept = rest;
+        }
+        let mut prose = kept.join("\n");
+        if keep < lines.len() && !kept.is_empty() {
             prose.push_str("\n(cut to the summary budget)");
         }
         let missing = missing_from(ids, &prose);

@@ -68,3 +68,12 @@ fn llm_settings_are_checked() {
     assert_eq!(llm.name(), "llm:m");
     assert!(!format!("{llm:?}").contains("sk-abc"));
 }
+
+#[test]
+fn llm_fit_never_ends_a_cut_on_an_empty_heading() {
+    let ids = ids(&["0123456789abcdef"]);
+    let answer = "## Goal\n- ship it\n## Progress\n- a long line of progress that will not fit here at all, really not";
+    let text = fit(answer, &ids, 20, &Estimate).unwrap();
+    assert!(!text.contains("## Progress"), "{text}");
+    assert!(text.contains("0123456789abcdef"), "{text}");
+}
