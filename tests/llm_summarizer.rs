@@ -621,6 +621,59 @@ fn llm_tokens_per_day_are_capped() {
     );
 }
 
+/// An embedder's summarizer given to `Host::with_summarizer` writes `/compact`'s summary, and
+/// the compaction entry records which summarizer that was; the default records `builtin`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_compaction_entry_records_the_summarizer() {
+    let model = FakeModel::start(vec![], Reply::answer(GOOD));
+    let dir = tempfile::tempdir().unwrap();
+    let history: Vec<Message> = (0..60)
+        .map(|i| {
+            let text = format!(
+                "step {i}: {} touched {PATH} for job {UUID}",
+                "words ".repeat(60)
+            );
+            if i % 2 == 0 {
+                Message::user(text)
+            } else {
+                Message::assistant(text)
+            }
+        })
+        .collect();
+    let llm: Arc<dyn Summarizer> = Arc::new(LlmSummarizer::new(&settings(&model), None).unwrap());
+    let hosts = [
+        (
+            "llm:fake",
+            ctxhost::runtime::Host::with_summarizer(common::replay::config(8_000, None), llm)
+                .unwrap(),
+        ),
+        (
+            "builtin",
+            ctxhost::runtime::Host::new(common::replay::config(8_000, None)).unwrap(),
+        ),
+    ];
+    for (expected, host) in hosts {
+        let file = dir.path().join(format!("{expected}.jsonl"));
+        let spec = ctxhost::runtime::SessionSpec::new(expected, &file);
+        let session = host.create_session(spec).await.unwrap();
+        session.record(history.clone()).await.unwrap();
+        let result = session.compact(None).await.unwrap();
+        assert!(result.compacted, "{result:?}");
+        session.close().await.unwrap();
+        let (_, stored, _) = TranscriptStore::open(&file).unwrap();
+        let summary = stored
+            .iter()
+            .find_map(|m| match &m.body {
+                MessageBody::CompactionSummary(s) => Some(s),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(summary.extra["details"]["summarizer"], expected);
+        assert!(summary.summary.contains(UUID) && summary.summary.contains(PATH));
+    }
+    assert_eq!(model.requests().len(), 1);
+}
+
 /// A shared transcript replayed at a small window with the LLM summarizer (against the fake)
 /// keeps every budget and pairing guarantee, and its summaries say the model wrote them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
