@@ -303,31 +303,29 @@ fn fit(answer: &str, ids: &[String], max: u64, counter: &dyn TokenCounter) -> Op
         return Some(whole);
     }
     // The most lines that fit beside every identifier they lack (fewer lines never lack fewer).
-    let (mut lo, mut hi) = (0usize, lines.len());
-    while lo + 1 < hi {
-        let mid = lo + (hi - lo) / 2;
-        if fits(&compose(mid)) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let best = compose(lo);
+    let best = compose(most_that_fit(lines.len(), |k| fits(&compose(k))));
     if fits(&best) {
         return Some(best).filter(|t| !t.trim().is_empty());
     }
     // Not even the identifiers fit: keep as many as fit, and say how many were left out.
-    let (mut lo, mut hi) = (0usize, ids.len());
     let partial = |n: usize| with_identifiers(String::new(), &ids[..n], ids.len());
+    Some(partial(most_that_fit(ids.len(), |n| fits(&partial(n)))))
+        .filter(|t| fits(t) && !t.trim().is_empty())
+}
+
+/// The largest `n` below `all` for which `fits(n)` holds (0 when none does), by bisection:
+/// `all` itself is known not to fit.
+fn most_that_fit(all: usize, fits: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0usize, all);
     while lo + 1 < hi {
         let mid = lo + (hi - lo) / 2;
-        if fits(&partial(mid)) {
+        if fits(mid) {
             lo = mid;
         } else {
             hi = mid;
         }
     }
-    Some(partial(lo)).filter(|t| fits(t) && !t.trim().is_empty())
+    lo
 }
 
 /// `prose` followed by the host's identifier section listing `kept` of `total` identifiers.
