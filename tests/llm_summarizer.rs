@@ -532,7 +532,7 @@ fn llm_key_is_sent_only_in_the_authorization_header_and_never_logged() {
 fn llm_key_comes_from_the_named_variable_and_a_missing_one_is_a_config_error() {
     // A variable every test run has, standing in for a key (tests cannot set variables safely).
     let var = "CARGO_MANIFEST_DIR";
-    let key = std::env::var(var).unwrap();
+    let key = std::env::var(var).expect("cargo test sets CARGO_MANIFEST_DIR");
     let model = FakeModel::start(vec![], Reply::answer(GOOD));
     let mut config = Config::default();
     let mut settings = settings(&model);

@@ -51,7 +51,7 @@ pub(super) fn messages(request: &SummaryRequest<'_>, identifiers: &[String]) -> 
     let previous = previous_summaries(request);
     if !previous.is_empty() {
         user.push_str("A previous summary covers the conversation before the transcript below. Update it: keep what still holds, revise what the new messages changed, and add what is new. Do not summarize the previous summary again from scratch, and do not drop its identifiers.\n\n<previous-summary>\n");
-        user.push_str(&previous.join("\n\n"));
+        user.push_str(&defuse(&previous.join("\n\n")));
         user.push_str("\n</previous-summary>\n\n");
     }
     user.push_str("<transcript>\n");
@@ -149,7 +149,18 @@ fn line(out: &mut String, label: &str, text: &str) {
     if text.is_empty() {
         return;
     }
-    let _ = writeln!(out, "[{label}] {}", head_and_tail(text, MAX_BLOCK_CHARS));
+    let _ = writeln!(
+        out,
+        "[{label}] {}",
+        defuse(&head_and_tail(text, MAX_BLOCK_CHARS))
+    );
+}
+
+/// Data with the closing tags of the prompt's fences broken, so a message cannot end its
+/// fence and pose as instructions.
+fn defuse(text: &str) -> String {
+    text.replace("</transcript>", "</ transcript>")
+        .replace("</previous-summary>", "</ previous-summary>")
 }
 
 /// `text` within `max` characters: its head and tail around a note of what was cut.

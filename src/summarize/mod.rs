@@ -1,5 +1,5 @@
 //! The built-in summarizer (contract §9): offline, deterministic, sectioned, and strict about
-//! identifiers. An LLM-backed summarizer can implement the same trait later.
+//! identifiers. The LLM summarizer (`crate::llm`) implements the same trait and falls back to it.
 //!
 //! This module holds the public API (the [`Summarizer`] trait, its request and result, and
 //! [`BuiltinSummarizer`]); the built-in summarizer's parts live in one private submodule each:
