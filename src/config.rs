@@ -17,8 +17,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::compaction::CompactionSettings;
+use crate::contract::ResultLimits;
 use crate::engine::legacy::LEGACY_ID;
+use crate::engine::rhai::RhaiLimits;
 use crate::error::{Error, Result};
+use crate::sandbox::Limits;
 use crate::tokens::Tokenizer;
 
 /// The environment variable that names the config file (overridden by `--config`).
@@ -182,8 +185,8 @@ pub struct HostSettings {
     /// Which summarizer writes compaction summaries: `{kind: "builtin"}` (default, offline)
     /// or `{kind: "llm", baseUrl, model, ...}` (an OpenAI-compatible endpoint).
     pub summarizer: crate::llm::SummarizerSettings,
-    /// Script limits: per-call deadline and grace, memory, operations, result caps.
-    pub limits: crate::sandbox::Limits,
+    /// Script limits: per-call deadline and grace, memory, result caps, Rhai's operations.
+    pub limits: HostLimits,
     /// How much engine time one turn may take, and what happens to an engine that keeps
     /// taking more.
     pub turn_budget: TurnBudget,
@@ -192,6 +195,69 @@ pub struct HostSettings {
     /// Where `ctxhost engines install` puts engine files; relative to the config file.
     /// Default `engines` beside the config file.
     pub engines_dir: Option<PathBuf>,
+}
+
+/// `host.limits`: the budgets every script engine has and Rhai's own, written as one flat map
+/// of keys (`deadlineMs`, `graceMs`, `memoryBytes`, `results`, `maxOperations`,
+/// `maxCallLevels`, `maxExprDepth`); every key is optional.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "LimitsKeys", into = "LimitsKeys")]
+pub struct HostLimits {
+    /// Deadline, grace, memory and result caps, for engines in any language.
+    pub script: Limits,
+    /// Operation and nesting budgets, for Rhai engines only.
+    pub rhai: RhaiLimits,
+}
+
+/// `host.limits` as written; [`Limits`] and [`RhaiLimits`] document each key.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+struct LimitsKeys {
+    deadline_ms: u64,
+    grace_ms: u64,
+    memory_bytes: usize,
+    results: ResultLimits,
+    max_operations: u64,
+    max_call_levels: usize,
+    max_expr_depth: usize,
+}
+
+impl Default for LimitsKeys {
+    fn default() -> Self {
+        HostLimits::default().into()
+    }
+}
+
+impl From<LimitsKeys> for HostLimits {
+    fn from(k: LimitsKeys) -> Self {
+        HostLimits {
+            script: Limits {
+                deadline_ms: k.deadline_ms,
+                grace_ms: k.grace_ms,
+                memory_bytes: k.memory_bytes,
+                results: k.results,
+            },
+            rhai: RhaiLimits {
+                max_operations: k.max_operations,
+                max_call_levels: k.max_call_levels,
+                max_expr_depth: k.max_expr_depth,
+            },
+        }
+    }
+}
+
+impl From<HostLimits> for LimitsKeys {
+    fn from(l: HostLimits) -> Self {
+        LimitsKeys {
+            deadline_ms: l.script.deadline_ms,
+            grace_ms: l.script.grace_ms,
+            memory_bytes: l.script.memory_bytes,
+            results: l.script.results,
+            max_operations: l.rhai.max_operations,
+            max_call_levels: l.rhai.max_call_levels,
+            max_expr_depth: l.rhai.max_expr_depth,
+        }
+    }
 }
 
 /// `host.turnBudget`: the engine time (every lifecycle call of the configured engine, summed)
@@ -259,7 +325,7 @@ impl Default for HostSettings {
             durability: crate::transcript::Durability::default(),
             compaction: CompactionSettings::default(),
             summarizer: crate::llm::SummarizerSettings::default(),
-            limits: crate::sandbox::Limits::default(),
+            limits: HostLimits::default(),
             turn_budget: TurnBudget::default(),
             watch: WatchSettings::default(),
             engines_dir: None,

@@ -53,7 +53,7 @@ fn openclaw_shape_with_comments_parses() {
     assert_eq!(id, "recent");
     assert_eq!(entry.config["k"], 1);
     assert_eq!(cfg.host.window, 16_000);
-    assert_eq!(cfg.host.limits.deadline_ms, 250);
+    assert_eq!(cfg.host.limits.script.deadline_ms, 250);
     assert_eq!(cfg.host.watch.debounce_ms, 100);
 }
 
@@ -100,4 +100,44 @@ fn llm_summarizer_section_parses_with_defaults_and_refuses_unknown_keys() {
     assert!(err.to_string().contains("modle"), "{err}");
     let err = Config::parse(r#"{host: {summarizer: {kind: "gpt"}}}"#, "t").unwrap_err();
     assert!(err.to_string().contains("gpt"), "{err}");
+}
+
+#[test]
+fn host_limits_keys_map_to_the_shared_and_the_rhai_limits() {
+    let cfg = Config::parse(
+        r#"{ host: { limits: { deadlineMs: 20, graceMs: 30, memoryBytes: 1024,
+             results: { maxTextBytes: 10 }, maxOperations: 5, maxCallLevels: 6,
+             maxExprDepth: 7 } } }"#,
+        "x",
+    )
+    .expect("parse");
+    let l = &cfg.host.limits;
+    assert_eq!(
+        (
+            l.script.deadline_ms,
+            l.script.grace_ms,
+            l.script.memory_bytes
+        ),
+        (20, 30, 1024)
+    );
+    assert_eq!(l.script.results.max_text_bytes, 10);
+    assert_eq!(
+        (
+            l.rhai.max_operations,
+            l.rhai.max_call_levels,
+            l.rhai.max_expr_depth
+        ),
+        (5, 6, 7)
+    );
+    // Unset keys keep their defaults; the map writes back flat, as it was read.
+    let cfg = Config::parse("{ host: { limits: { maxOperations: 5 } } }", "x").expect("parse");
+    assert_eq!(cfg.host.limits.script, crate::sandbox::Limits::default());
+    let json = serde_json::to_value(&cfg.host.limits).expect("serialize");
+    assert_eq!(json["maxOperations"], 5);
+    assert_eq!(json["deadlineMs"], 500);
+    let e = err("{ host: { limits: { maxOperation: 5 } } }");
+    assert!(
+        e.contains("unknown key `maxOperation` (did you mean `maxOperations`?)"),
+        "{e}"
+    );
 }

@@ -1,7 +1,7 @@
 //! ctxhost: a host for scriptable context engines.
 //!
 //! A context engine decides what an LLM sees on each turn. ctxhost runs engines written as
-//! single Lua (Luau) or Rhai files behind one contract (`ENGINE_CONTRACT.md`): it owns the
+//! single Lua (Luau) or Rhai files behind one contract (`docs/contract.md`): it owns the
 //! transcript, validates every engine and every result, and falls back to the built-in `legacy`
 //! engine when a script fails, so the agent never goes silent and no message is lost.
 //!

@@ -190,7 +190,7 @@ impl Host {
             durability: h.durability,
             turn_budget: h.turn_budget.clone(),
             compaction: h.compaction.clone(),
-            limits: h.limits.results.clone(),
+            limits: h.limits.script.results.clone(),
             tokens: Arc::clone(&self.tokens),
             summarizer: Arc::clone(&self.summarizer),
             engine: Arc::clone(&self.engine),
@@ -328,10 +328,10 @@ fn load_entry(
         configured_id: Some(id.to_owned()),
         strict: config.host.failure_policy == FailurePolicy::Strict,
         config: Arc::new(entry.config.clone()),
-        limits: config.host.limits.clone(),
+        limits: config.host.limits.script.clone(),
         ..Default::default()
     };
-    crate::engine::load(&config.resolve(path), &opts)
+    crate::engine::load(&config.resolve(path), &opts, &config.host.limits.rhai)
 }
 
 /// Whether a path names a file the host can load as an engine.

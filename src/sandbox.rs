@@ -2,7 +2,9 @@
 //!
 //! Three pieces, each language-neutral so the Rhai adapter can reuse them:
 //!
-//! - [`Limits`]: the configurable budgets (`host.limits`), with defaults a sane engine never meets.
+//! - [`Limits`]: the configurable budgets every language has (`host.limits`), with defaults a
+//!   sane engine never meets. A language's own budgets live with its adapter
+//!   ([`RhaiLimits`](crate::engine::rhai::RhaiLimits)).
 //! - The process-wide [`watchdog`]: one thread that sets a call's [`StopSignals::expired`] flag when
 //!   its deadline passes. VM interrupts (Luau `set_interrupt`, Rhai `on_progress`) only *read*
 //!   that flag, because reading the clock inside an interrupt made loops ~6× slower.
@@ -16,13 +18,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use serde::{Deserialize, Serialize};
 
 use crate::contract::ResultLimits;
 
-/// Budgets for script engines, configured under `host.limits`; every field is optional.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+/// Budgets every script engine has, whatever its language; configured under `host.limits`
+/// (see [`crate::config::HostLimits`], which also holds Rhai's own budgets).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Limits {
     /// Wall-clock deadline of one lifecycle call, in ms. Default 500. A breach stops the script
     /// at its next call or loop iteration (even inside `pcall`, coroutines or pattern matching)
@@ -39,15 +40,6 @@ pub struct Limits {
     /// Caps on results (messages, total bytes, text bytes); see [`ResultLimits`]. A breach fails
     /// the call with kind `InvalidResult`.
     pub results: ResultLimits,
-    /// Rhai: operations one call may run. Default 100,000,000 (a few seconds of Rhai, far past
-    /// the deadline). A breach fails the call with kind `Limit`.
-    pub max_operations: u64,
-    /// Rhai: deepest function call nesting. Default 64. A breach fails the call with kind `Limit`.
-    /// (Luau has its own fixed stack limit; runaway recursion there also gives `Limit`.)
-    pub max_call_levels: usize,
-    /// Rhai: deepest expression nesting at compile time. Default 64. A breach fails the load
-    /// with kind `Syntax`.
-    pub max_expr_depth: usize,
 }
 
 impl Default for Limits {
@@ -57,9 +49,6 @@ impl Default for Limits {
             grace_ms: 1000,
             memory_bytes: 256 << 20,
             results: ResultLimits::default(),
-            max_operations: 100_000_000,
-            max_call_levels: 64,
-            max_expr_depth: 64,
         }
     }
 }

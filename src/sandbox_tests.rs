@@ -1,16 +1,18 @@
 use super::*;
 
 #[test]
-fn limits_default_and_camel_case() {
-    let l: Limits = serde_json::from_str("{}").unwrap();
-    assert_eq!(l, Limits::default());
-    assert_eq!(l.deadline_ms, 500);
-    let l: Limits =
-        serde_json::from_str(r#"{"deadlineMs": 20, "results": {"maxTextBytes": 10}}"#).unwrap();
-    assert_eq!(l.deadline_ms, 20);
-    assert_eq!(l.results.max_text_bytes, 10);
+fn limits_default_and_hard_timeout() {
+    let l = Limits::default();
+    assert_eq!(
+        (l.deadline_ms, l.grace_ms, l.memory_bytes),
+        (500, 1000, 256 << 20)
+    );
+    let l = Limits {
+        deadline_ms: 20,
+        ..Limits::default()
+    };
+    assert_eq!(l.deadline(), Duration::from_millis(20));
     assert_eq!(l.hard_timeout(), Duration::from_millis(1020));
-    assert!(serde_json::from_str::<Limits>(r#"{"deadline": 20}"#).is_err());
 }
 
 #[test]

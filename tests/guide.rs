@@ -188,7 +188,7 @@ fn run_example(path: &Path) {
         ..LoadOptions::default()
     };
     let factory = if path.extension().is_some_and(|x| x == "rhai") {
-        ctxhost::engine::rhai::load(path, &opts)
+        ctxhost::engine::rhai::load(path, &opts, &Default::default())
     } else {
         lua::load(path, &opts)
     }

@@ -36,9 +36,9 @@ fn fixture(name: &str) -> PathBuf {
 fn host(script: &str, id: &str, entry_config: Value, window: u64) -> Arc<Host> {
     let mut config = Config::default();
     config.host.window = window;
-    config.host.limits.deadline_ms = 100;
-    config.host.limits.grace_ms = 1_000;
-    config.host.limits.memory_bytes = 64 << 20;
+    config.host.limits.script.deadline_ms = 100;
+    config.host.limits.script.grace_ms = 1_000;
+    config.host.limits.script.memory_bytes = 64 << 20;
     config.plugins.slots.context_engine = Some(id.into());
     config.plugins.entries.insert(
         id.into(),
@@ -99,7 +99,7 @@ async fn attack_in(script: &str, name: &str, kind: EngineErrorKind) {
         .clone();
     if kind == EngineErrorKind::Memory {
         // Let the memory cap, not the deadline, stop the allocation loop.
-        config.host.limits.deadline_ms = 10_000;
+        config.host.limits.script.deadline_ms = 10_000;
     }
     let h = Arc::new(Host::new(config).expect("host"));
     let e = replay_with(h, "hostile").await;

@@ -109,6 +109,21 @@ fn host_repair_pairing_and_summarize_work_from_scripts() {
     engine::host_repair_pairing_and_summarize_work_from_scripts(LANG);
 }
 
+#[test]
+fn a_long_multibyte_log_line_is_cut_not_a_panic() {
+    engine::a_long_multibyte_log_line_is_cut_not_a_panic(LANG);
+}
+
+#[test]
+fn host_api_edge_cases_read_the_same_in_both_languages() {
+    assert_eq!(engine::host_edges(LANG), engine::HOST_EDGES);
+}
+
+#[test]
+fn a_failing_summarizer_is_a_host_fault() {
+    engine::a_failing_summarizer_is_a_host_fault(LANG);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failure kinds
 

@@ -13,9 +13,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use common::engine::{
-    self, Lang, assemble_params, assert_kind, attack_with, column, cx, host_call, line, opts,
+    self, Lang, assemble_params, assert_kind, attack_under, column, cx, host_call, line, opts,
     session, test_limits,
 };
+use ctxhost::engine::rhai::RhaiLimits;
 use ctxhost::error::EngineErrorKind;
 use ctxhost::sandbox::Limits;
 use serde_json::json;
@@ -137,6 +138,21 @@ fn host_repair_pairing_and_summarize_work_from_scripts() {
     engine::host_repair_pairing_and_summarize_work_from_scripts(LANG);
 }
 
+#[test]
+fn a_long_multibyte_log_line_is_cut_not_a_panic() {
+    engine::a_long_multibyte_log_line_is_cut_not_a_panic(LANG);
+}
+
+#[test]
+fn host_api_edge_cases_read_the_same_in_both_languages() {
+    assert_eq!(engine::host_edges(LANG), engine::HOST_EDGES);
+}
+
+#[test]
+fn a_failing_summarizer_is_a_host_fault() {
+    engine::a_failing_summarizer_is_a_host_fault(LANG);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failure kinds
 
@@ -157,11 +173,14 @@ fn cpu_attacks_hit_the_deadline() {
 fn the_operation_budget_stops_a_loop_before_the_deadline() {
     let limits = Limits {
         deadline_ms: 20_000,
-        max_operations: 200_000,
         ..test_limits()
     };
+    let rhai = RhaiLimits {
+        max_operations: 200_000,
+        ..RhaiLimits::default()
+    };
     for name in ["loop", "try_loop"] {
-        let e = attack_with(LANG, name, limits.clone()).expect_err(name);
+        let e = attack_under(LANG, name, limits.clone(), &rhai).expect_err(name);
         assert_eq!(e.kind, EngineErrorKind::Limit, "{name}: {e}");
         assert!(e.message.contains("200000 operations"), "{name}: {e}");
         assert!(line(&e).is_some(), "{name}: {e}");
@@ -195,11 +214,14 @@ fn memory_bombs_are_stopped_by_the_deadline() {
 fn memory_bombs_are_stopped_by_the_operation_budget() {
     let limits = Limits {
         deadline_ms: 20_000,
-        max_operations: 1_000_000,
         ..test_limits()
     };
+    let rhai = RhaiLimits {
+        max_operations: 1_000_000,
+        ..RhaiLimits::default()
+    };
     for name in ["array_growth", "map_bomb"] {
-        let e = attack_with(LANG, name, limits.clone()).expect_err(name);
+        let e = attack_under(LANG, name, limits.clone(), &rhai).expect_err(name);
         assert_eq!(e.kind, EngineErrorKind::Limit, "{name}: {e}");
     }
 }

@@ -79,7 +79,8 @@ pub fn rhai_engine(path: &Path) -> Box<dyn Engine> {
         config: Arc::new(json!({})),
         ..Default::default()
     };
-    let f = ctxhost::engine::rhai::load(path, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let f = ctxhost::engine::rhai::load(path, &opts, &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
     f.instantiate(&InstanceContext::default())
         .unwrap_or_else(|e| panic!("{e}"))
 }

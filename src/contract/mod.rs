@@ -1,4 +1,4 @@
-//! The engine contract (ENGINE_CONTRACT.md §3, §4, §6) as plain data: `info`, every lifecycle
+//! The engine contract (`docs/contract.md` §3, §4, §6) as plain data: `info`, every lifecycle
 //! method's params and result, and the checks the host applies at load and to every result.
 //!
 //! This module knows no VM. The Lua and Rhai adapters convert script values into these types

@@ -175,7 +175,11 @@ pub trait Engine: Send {
 
 /// Loads an engine file by its extension, for the entry `opts.configured_id` names. A failure is
 /// an [`EngineError`] the host quarantines (the sessions then answer from `legacy`).
-pub fn load(path: &Path, opts: &LoadOptions) -> Result<Arc<dyn EngineFactory>, EngineError> {
+pub fn load(
+    path: &Path,
+    opts: &LoadOptions,
+    rhai: &rhai::RhaiLimits,
+) -> Result<Arc<dyn EngineFactory>, EngineError> {
     use crate::error::{EngineErrorKind, Op, ScriptLocation};
     let id = opts.configured_id.as_deref().unwrap_or_default();
     let located = |kind, message: String| {
@@ -190,7 +194,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Arc<dyn EngineFactory>, E
     }
     let factory = match path.extension().and_then(|e| e.to_str()) {
         Some("lua" | "luau") => lua::load(path, opts)?,
-        Some("rhai") => rhai::load(path, opts)?,
+        Some("rhai") => rhai::load(path, opts, rhai)?,
         Some(ext) => {
             return Err(located(
                 EngineErrorKind::Contract,

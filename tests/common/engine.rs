@@ -16,7 +16,8 @@ use ctxhost::contract::{
     IngestParams, MaintainParams, MaintainReason, Method, ResultLimits, SubagentEndReason,
     SubagentEndedParams, SubagentSpawnParams,
 };
-use ctxhost::engine::lua::LoadOptions;
+use ctxhost::engine::lua::{LoadOptions, LuaFactory};
+use ctxhost::engine::rhai::{RhaiFactory, RhaiLimits};
 use ctxhost::engine::script::{ScriptInstance, ScriptVm};
 use ctxhost::engine::{Engine, EngineFactory, InstanceContext};
 use ctxhost::error::{Disposition, EngineError, EngineErrorKind};
@@ -65,15 +66,26 @@ impl Lang {
             .join(self.file(stem))
     }
 
-    /// `ctxhost::engine::lua::load` or `ctxhost::engine::rhai::load`.
+    /// `ctxhost::engine::lua::load` or `ctxhost::engine::rhai::load` (with Rhai's default
+    /// limits).
     pub fn load(
         self,
         path: &std::path::Path,
         opts: &LoadOptions,
     ) -> Result<Arc<dyn EngineFactory>, EngineError> {
+        self.load_with(path, opts, &RhaiLimits::default())
+    }
+
+    /// [`Lang::load`] with Rhai's own limits (Lua has none).
+    pub fn load_with(
+        self,
+        path: &std::path::Path,
+        opts: &LoadOptions,
+        rhai: &RhaiLimits,
+    ) -> Result<Arc<dyn EngineFactory>, EngineError> {
         match self {
             Lang::Lua => ctxhost::engine::lua::load(path, opts),
-            Lang::Rhai => ctxhost::engine::rhai::load(path, opts),
+            Lang::Rhai => ctxhost::engine::rhai::load(path, opts, rhai),
         }
     }
 
@@ -566,6 +578,132 @@ pub fn host_repair_pairing_and_summarize_work_from_scripts(lang: Lang) {
     assert!(state["summary"].as_str().is_some_and(|s| !s.is_empty()));
 }
 
+/// `log_long.<ext>` logs 90 KB of "€" (three bytes each, so the 64 KiB log cap falls inside a
+/// character) at load and from `assemble`: the host cuts each line on a character boundary, the
+/// calls succeed, and a session on the engine answers from it with nothing quarantined.
+pub fn a_long_multibyte_log_line_is_cut_not_a_panic(lang: Lang) {
+    let ctx = session();
+    let mut e = lang.instance("log_long", json!({}));
+    for _ in 0..2 {
+        let r = e
+            .assemble(&host_call(&ctx, json!({})), &assemble_params())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.messages.len(), ctx.len());
+    }
+
+    let mut config = ctxhost::config::Config::default();
+    config.plugins.slots.context_engine = Some("log-long".into());
+    config.plugins.entries.insert(
+        "log-long".into(),
+        ctxhost::config::Entry {
+            path: Some(lang.fixture("log_long")),
+            ..ctxhost::config::Entry::default()
+        },
+    );
+    let host = ctxhost::runtime::Host::new(config).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = ctxhost::runtime::SessionSpec::new("s1", dir.path().join("s1.jsonl"));
+    let mut s = ctxhost::session::Session::create(host.session_setup(&spec), &spec.file, "/work")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let user: Message =
+        serde_json::from_value(json!({"role": "user", "content": "hi", "timestamp": 1})).unwrap();
+    let a = s
+        .begin_turn(ctxhost::session::TurnInput {
+            user,
+            is_heartbeat: false,
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.engine, "log-long");
+    assert!(!a.fallback);
+    assert!(
+        host.quarantine().all().is_empty(),
+        "{:?}",
+        host.quarantine().all()
+    );
+}
+
+/// What `host_edges.<ext>` reports, line by line: the host API gives both languages the same
+/// results and the same errors (function names spelled `host.x` here).
+pub const HOST_EDGES: [&str; 15] = [
+    "0",
+    "0",
+    "0",
+    "true",
+    "true",
+    "2",
+    "error: host.tokens expects a string, a message or a list of messages, got a boolean",
+    "error: host.tokens: item 1 is a number, expected a message",
+    "error: host.tokens: not a valid message: missing field `role`",
+    "error: host.summarize: messages expected a list of messages, got nothing",
+    "true",
+    "error: host.summarize: opts: unknown field `bogus`",
+    "true",
+    "error: host.delegateCompaction: expects p, got nothing",
+    "true",
+];
+
+/// The lines `host_edges.<ext>` reports, errors cut to the host's message (the language's
+/// location and traceback dropped, `host::x` spelled `host.x`).
+pub fn host_edges(lang: Lang) -> Vec<String> {
+    let ctx = session();
+    let mut e = lang.instance("host_edges", json!({}));
+    let r = e
+        .assemble(&host_call(&ctx, json!({})), &assemble_params())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = r.system_prompt_addition.unwrap_or_default();
+    text.lines()
+        .map(|l| match l.strip_prefix("error: ") {
+            None => l.to_string(),
+            Some(rest) => {
+                let at = rest.find("host").unwrap_or(0);
+                let msg = rest[at..].replace("::", ".");
+                let msg = msg.split(", expected one of").next().unwrap_or_default();
+                format!("error: {}", msg.split(" (line ").next().unwrap_or_default())
+            }
+        })
+        .collect()
+}
+
+/// `host.summarize` on a summarizer that fails: a host fault (`Host`, never a quarantine), not
+/// the engine's.
+pub fn a_failing_summarizer_is_a_host_fault(lang: Lang) {
+    #[derive(Debug)]
+    struct Down;
+    impl ctxhost::summarize::Summarizer for Down {
+        fn summarize(
+            &self,
+            _: &ctxhost::summarize::SummaryRequest<'_>,
+            _: &dyn ctxhost::tokens::TokenCounter,
+        ) -> ctxhost::Result<ctxhost::summarize::Summary> {
+            Err(ctxhost::Error::Summarize("the endpoint is down".into()))
+        }
+    }
+    let config = json!({"mode": "summarize"});
+    let ctx = session();
+    let services = Arc::new(SessionServices {
+        tokens: TokenCache::new(Arc::new(Estimate)),
+        summarizer: Arc::new(Down),
+        compaction: CompactionSettings::default(),
+        limits: ResultLimits::default(),
+    });
+    let call = HostCall::new(
+        "test".into(),
+        "s1".into(),
+        Arc::new(ctx.clone()),
+        services,
+        Arc::new(config.clone()),
+        8000,
+    );
+    let mut e = lang.instance("table_engine", config);
+    let err = e.compact(&call, &compact_params()).unwrap_err();
+    assert_eq!(err.kind, EngineErrorKind::Host, "{err}");
+    assert_eq!(err.disposition(), Disposition::HostFault, "{err}");
+    assert!(err.message.contains("the endpoint is down"), "{err}");
+    assert!(err.message.contains("summarize"), "{err}");
+    // The engine is fine: the next call works.
+    assert!(e.assemble(&call, &assemble_params()).is_ok());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failure kinds
 
@@ -702,11 +840,21 @@ pub fn runtime_error_in_each_lifecycle_method_is_runtime_with_line(
 
 /// `assemble` of `hostile.<ext>` running the attack `name` under `limits`.
 pub fn attack_with(lang: Lang, name: &str, limits: Limits) -> Result<AssembleResult, EngineError> {
+    attack_under(lang, name, limits, &RhaiLimits::default())
+}
+
+/// [`attack_with`], with Rhai's own limits too.
+pub fn attack_under(
+    lang: Lang,
+    name: &str,
+    limits: Limits,
+    rhai: &RhaiLimits,
+) -> Result<AssembleResult, EngineError> {
     let config = json!({"attack": name});
     let mut o = opts(config.clone());
     o.limits = limits;
     let f = lang
-        .load_fixture("hostile", &o)
+        .load_with(&lang.fixture("hostile"), &o, rhai)
         .unwrap_or_else(|e| panic!("{e}"));
     let mut e = f.instantiate(&cx(config.clone())).unwrap();
     let ctx = session();
@@ -780,12 +928,12 @@ pub fn cancellation_is_cancelled_not_a_quarantine(lang: Lang) {
     let path = lang.fixture("hostile");
     match lang {
         Lang::Lua => {
-            let f = ctxhost::engine::lua::load_factory(&path, &o).unwrap();
-            cancelled(f.instantiate_lua(&cx(config.clone())).unwrap(), config);
+            let f = LuaFactory::load(&path, &o, ()).unwrap();
+            cancelled(f.instantiate_typed(&cx(config.clone())).unwrap(), config);
         }
         Lang::Rhai => {
-            let f = ctxhost::engine::rhai::load_factory(&path, &o).unwrap();
-            cancelled(f.instantiate_rhai(&cx(config.clone())).unwrap(), config);
+            let f = RhaiFactory::load(&path, &o, RhaiLimits::default()).unwrap();
+            cancelled(f.instantiate_typed(&cx(config.clone())).unwrap(), config);
         }
     }
 }

@@ -128,10 +128,10 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         writeln!(
             out,
             "limits:     deadline {} ms (+{} ms grace), memory {} MiB per engine, {} operations (Rhai)",
-            h.limits.deadline_ms,
-            h.limits.grace_ms,
-            h.limits.memory_bytes >> 20,
-            h.limits.max_operations
+            h.limits.script.deadline_ms,
+            h.limits.script.grace_ms,
+            h.limits.script.memory_bytes >> 20,
+            h.limits.rhai.max_operations
         )?;
     }
     Ok(if healthy {

@@ -1,32 +1,16 @@
 //! The `host` global, `require` and `print` as Luau scripts see them.
 //!
-//! Every behaviour lives in [`HostCall`]; this module only converts arguments and results. The
-//! current call's `HostCall` sits in the VM's app data for the duration of a lifecycle call.
+//! Every `host` function is an entry of [`API`]: this module registers each under
+//! `host.<path>` and converts values, Lua values in as [`HostValue`]s
+//! ([`marshal::host_value`]) and [`HostOut`]s back. The VM's [`HostScope`] (engine, caps and
+//! the running lifecycle call) sits in its app data. `print` is `host.log.info`.
 
-use std::sync::Arc;
+use mlua::{Function, IntoLua, Lua, LuaSerdeExt, MultiValue, Table, Value};
+use serde_json::Value as Json;
 
-use mlua::{Lua, LuaSerdeExt, MultiValue, Table, Value};
-use serde_json::{Map, Value as Json};
-
-use super::marshal::{self, PtrMap, Resident};
-use crate::contract::ResultLimits;
-use crate::engine::script::{self, Budget};
-use crate::host::{HostCall, LogLevel};
-use crate::message::Message;
-
-/// What `host.*` needs during one lifecycle call.
-pub struct CallScope {
-    /// The call.
-    pub call: HostCall,
-}
-
-/// What `host.*` needs for the life of the VM.
-pub struct ApiEnv {
-    /// For log lines outside a call.
-    pub engine_id: String,
-    /// Caps applied to values scripts pass to `host.*`.
-    pub limits: ResultLimits,
-}
+use super::marshal::{self, Resident};
+use crate::engine::script::Budget;
+use crate::host::{API, Args, HostError, HostFn, HostOut, HostScope, HostValue, Kept, Param, api};
 
 const MODULE_CACHE: &str = "ctxhost.stdlib.modules";
 
@@ -37,26 +21,8 @@ fn rt(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::runtime(msg.into())
 }
 
-fn with_call<R>(lua: &Lua, name: &str, f: impl FnOnce(&HostCall) -> R) -> mlua::Result<R> {
-    let scope = lua
-        .app_data_ref::<CallScope>()
-        .ok_or_else(|| rt(format!("{name} is only available inside a lifecycle call")))?;
-    Ok(f(&scope.call))
-}
-
-fn byte_cap(lua: &Lua) -> usize {
-    lua.app_data_ref::<ApiEnv>()
-        .map(|e| e.limits.max_result_bytes)
-        .unwrap_or(64 << 20)
-}
-
-fn max_messages(lua: &Lua) -> usize {
-    lua.app_data_ref::<ApiEnv>()
-        .map(|e| e.limits.max_result_messages)
-        .unwrap_or(100_000)
-}
-
-/// Installs `host`, `require` and `print`; removes what reaches outside the sandbox.
+/// Installs `host`, `require` and `print`; removes what reaches outside the sandbox. The VM's
+/// app data must hold its [`HostScope`] and [`Resident`].
 pub fn install(lua: &Lua, config: &Json) -> mlua::Result<()> {
     let globals = lua.globals();
     for name in [
@@ -76,66 +42,137 @@ pub fn install(lua: &Lua, config: &Json) -> mlua::Result<()> {
     }
 
     let host = lua.create_table()?;
-    let raw_tokens = lua.create_function(host_tokens)?;
-    let tokens = lua
-        .app_data_mut::<Resident>()
-        .ok_or_else(|| rt("no resident state"))?
-        .install_helpers(lua, raw_tokens)?;
-    host.raw_set("tokens", tokens)?;
-    host.raw_set("summarize", lua.create_function(host_summarize)?)?;
-    host.raw_set(
-        "delegateCompaction",
-        lua.create_function(host_delegate_compaction)?,
-    )?;
-    host.raw_set("repairPairing", lua.create_function(host_repair_pairing)?)?;
-    host.raw_set(
-        "now",
-        lua.create_function(|_, ()| {
-            Ok(std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64() * 1000.0)
-                .unwrap_or(0.0))
-        })?,
-    )?;
-    let log = lua.create_table()?;
-    for (name, level) in [
-        ("debug", LogLevel::Debug),
-        ("info", LogLevel::Info),
-        ("warn", LogLevel::Warn),
-    ] {
-        log.raw_set(
-            name,
-            lua.create_function(move |lua, args: MultiValue| {
-                host_log(lua, level, &args);
-                Ok(())
-            })?,
-        )?;
+    for f in &API {
+        let Some((last, parents)) = f.path.split_last() else {
+            continue;
+        };
+        let mut table = host.clone();
+        for part in parents {
+            table = match table.raw_get::<Option<Table>>(*part)? {
+                Some(t) => t,
+                None => {
+                    let t = lua.create_table()?;
+                    table.raw_set(*part, &t)?;
+                    t
+                }
+            };
+        }
+        table.raw_set(*last, host_function(lua, f)?)?;
     }
-    log.set_readonly(true);
-    host.raw_set("log", log)?;
     let cfg = marshal::to_lua(lua, config)?;
-    if let Value::Table(t) = &cfg {
-        marshal::deep_freeze(t)?;
-    }
     lua.set_named_registry_value(CONFIG_KEY, &cfg)?;
     host.raw_set("config", cfg)?;
-    host.set_readonly(true);
+    marshal::deep_freeze(&host)?;
     globals.raw_set("host", host)?;
 
     globals.raw_set("require", lua.create_function(require)?)?;
-    globals.raw_set(
-        "print",
-        lua.create_function(|lua, args: MultiValue| {
-            host_log(lua, LogLevel::Info, &args);
-            Ok(())
-        })?,
-    )?;
+    if let Some(info) = api::find(&["log", "info"]) {
+        globals.raw_set("print", host_function(lua, info)?)?;
+    }
     Ok(())
 }
 
-fn text_of(args: &MultiValue) -> String {
+/// `f` as a Lua function named `host.<path>` in errors; memoized per resident message when
+/// [`HostFn::per_message`].
+fn host_function(lua: &Lua, f: &'static HostFn) -> mlua::Result<Function> {
+    let name = format!("host.{}", f.path.join("."));
+    let func = lua.create_function(move |lua, args: MultiValue| call(lua, f, &name, &args))?;
+    if !f.per_message {
+        return Ok(func);
+    }
+    let resident = lua
+        .app_data_ref::<Resident>()
+        .ok_or_else(|| rt("no resident state"))?;
+    resident.memoized(func)
+}
+
+/// One call of `f`: the arguments converted as its params say, run, the result converted back.
+fn call(lua: &Lua, f: &HostFn, name: &str, args: &MultiValue) -> mlua::Result<MultiValue> {
+    let out = {
+        let resident = lua
+            .app_data_ref::<Resident>()
+            .ok_or_else(|| rt("no resident state"))?;
+        let scope = lua
+            .app_data_ref::<HostScope>()
+            .ok_or_else(|| rt("no host scope"))?;
+        let mut budget = Budget::new(scope.limits().max_result_bytes);
+        let mut values = Args::default();
+        for (i, (param, slot)) in f.params.iter().zip(&mut values).enumerate() {
+            let v = args.get(i).unwrap_or(&Value::Nil);
+            let converted = match param {
+                Param::Value(p) => {
+                    marshal::host_value(lua, &resident, v, &mut budget).map_err(|e| e.describe(p))
+                }
+                Param::Fields(p, fields) => {
+                    marshal::host_fields(lua, &resident, v, fields, &mut budget)
+                        .map_err(|e| e.describe(p))
+                }
+                Param::Text => Ok(HostValue::Text(text_of(args.iter().skip(i)))),
+            };
+            *slot = converted.map_err(|e| rt(format!("{name}: {e}")))?;
+        }
+        scope.run(f, name, values).map_err(lua_error)?
+    };
+    let mut results = MultiValue::new();
+    push_out(lua, out, args.front(), &mut results)?;
+    Ok(results)
+}
+
+/// A failed host call as a Lua error: a host fault stays recognisable (the worker classifies it
+/// as `Host`), a script error is an ordinary runtime error.
+fn lua_error(e: HostError) -> mlua::Error {
+    if e.is_host_fault() {
+        mlua::Error::external(e)
+    } else {
+        rt(e.message())
+    }
+}
+
+/// Appends what a host function returned to `results`; messages the script passed in
+/// (`given`, the first argument) come back as its very tables.
+fn push_out(
+    lua: &Lua,
+    out: HostOut,
+    given: Option<&Value>,
+    results: &mut MultiValue,
+) -> mlua::Result<()> {
+    let v = match out {
+        HostOut::Nil => return Ok(()),
+        HostOut::Count(n) => n.into_lua(lua)?,
+        HostOut::Number(n) => Value::Number(n),
+        HostOut::Data(j) => marshal::to_lua(lua, &j)?,
+        HostOut::Messages(kept) => {
+            let out = lua.create_table_with_capacity(kept.len(), 0)?;
+            out.set_metatable(Some(lua.array_metatable()))?;
+            for (i, k) in kept.into_iter().enumerate() {
+                let t = match (k, given) {
+                    (Kept::Given(j), Some(Value::Table(list))) => list.raw_get::<Value>(j + 1)?,
+                    (Kept::Given(_), _) => return Err(rt("a kept message has no list")),
+                    (Kept::New(m), _) => Value::Table(
+                        lua.app_data_mut::<Resident>()
+                            .ok_or_else(|| rt("no resident state"))?
+                            .temp_for(lua, &m)?,
+                    ),
+                };
+                out.raw_set(i + 1, t)?;
+            }
+            Value::Table(out)
+        }
+        HostOut::Many(outs) => {
+            for o in outs {
+                push_out(lua, o, given, results)?;
+            }
+            return Ok(());
+        }
+    };
+    results.push_back(v);
+    Ok(())
+}
+
+/// Lua values as `print` shows them, tab-separated.
+fn text_of<'a>(args: impl Iterator<Item = &'a Value>) -> String {
     let mut out = String::new();
-    for (i, v) in args.iter().enumerate() {
+    for (i, v) in args.enumerate() {
         if i > 0 {
             out.push('\t');
         }
@@ -147,30 +184,8 @@ fn text_of(args: &MultiValue) -> String {
             Value::Nil => out.push_str("nil"),
             other => out.push_str(&format!("<{}>", other.type_name())),
         }
-        if out.len() > 64 << 10 {
-            out.truncate(64 << 10);
-            out.push('…');
-            break;
-        }
     }
     out
-}
-
-fn host_log(lua: &Lua, level: LogLevel, args: &MultiValue) {
-    let text = text_of(args);
-    if let Some(scope) = lua.app_data_ref::<CallScope>() {
-        scope.call.log(level, &text);
-        return;
-    }
-    let engine = lua
-        .app_data_ref::<ApiEnv>()
-        .map(|e| e.engine_id.clone())
-        .unwrap_or_default();
-    match level {
-        LogLevel::Debug => tracing::debug!(engine, "{text}"),
-        LogLevel::Info => tracing::info!(engine, "{text}"),
-        LogLevel::Warn => tracing::warn!(engine, "{text}"),
-    }
 }
 
 /// `require(name)`: only the host's stdlib, loaded as text chunks named `@stdlib/<name>.lua`
@@ -208,154 +223,4 @@ fn require(lua: &Lua, name: mlua::LuaString) -> mlua::Result<Value> {
     };
     cache.raw_set(name.as_str(), &value)?;
     Ok(value)
-}
-
-fn tokens_of_table(
-    lua: &Lua,
-    call: &HostCall,
-    resident: &Resident,
-    t: &Table,
-    budget: &mut Budget,
-) -> mlua::Result<u64> {
-    if let Some(k) = resident.lookup(t) {
-        if let Some(n) = k.tokens.get() {
-            return Ok(n);
-        }
-        let n = call.tokens_message(&k.message);
-        k.tokens.set(Some(n));
-        return Ok(n);
-    }
-    let m = marshal::message_from(lua, resident, &Value::Table(t.clone()), budget)
-        .map_err(|e| rt(format!("host.tokens: {e}")))?;
-    Ok(call.tokens_message(&m))
-}
-
-/// `host.tokens(x)`: a string, one message, or a list of messages; the second value says
-/// whether `x` is a resident message (whose count the Lua side may memoize).
-fn host_tokens(lua: &Lua, v: Value) -> mlua::Result<(u64, bool)> {
-    let scope = lua
-        .app_data_ref::<CallScope>()
-        .ok_or_else(|| rt("host.tokens is only available inside a lifecycle call"))?;
-    let call = &scope.call;
-    match &v {
-        Value::String(s) => Ok((call.tokens_text(&s.to_string_lossy()), false)),
-        Value::Table(t) => {
-            let resident = lua
-                .app_data_ref::<Resident>()
-                .ok_or_else(|| rt("host.tokens: no resident messages"))?;
-            let mut budget = Budget::new(byte_cap(lua));
-            if resident.lookup(t).is_some() {
-                return Ok((tokens_of_table(lua, call, &resident, t, &mut budget)?, true));
-            }
-            if t.raw_get::<Value>("role")?.is_string() {
-                return Ok((
-                    tokens_of_table(lua, call, &resident, t, &mut budget)?,
-                    false,
-                ));
-            }
-            let mut total = 0u64;
-            for i in 1..=t.raw_len() {
-                match t.raw_get::<Value>(i)? {
-                    Value::Table(m) => {
-                        total += tokens_of_table(lua, call, &resident, &m, &mut budget)
-                            .map_err(|e| rt(format!("[{i}]: {e}")))?;
-                    }
-                    Value::String(s) => total += call.tokens_text(&s.to_string_lossy()),
-                    other => {
-                        return Err(rt(format!(
-                            "host.tokens: item {i} is a {}, expected a message",
-                            other.type_name()
-                        )));
-                    }
-                }
-            }
-            Ok((total, false))
-        }
-        Value::Nil => Ok((0, false)),
-        other => Err(rt(format!(
-            "host.tokens expects a string, a message or a list of messages, got {}",
-            other.type_name()
-        ))),
-    }
-}
-
-fn messages_arg(lua: &Lua, name: &str, v: &Value) -> mlua::Result<Vec<Arc<Message>>> {
-    let resident = lua
-        .app_data_ref::<Resident>()
-        .ok_or_else(|| rt(format!("{name}: no resident messages")))?;
-    let mut budget = Budget::new(byte_cap(lua));
-    marshal::messages_from(lua, &resident, v, &mut budget, max_messages(lua))
-        .map_err(|e| rt(format!("{name}: messages {e}")))
-}
-
-fn json_arg(lua: &Lua, name: &str, v: &Value) -> mlua::Result<Json> {
-    let mut budget = Budget::new(byte_cap(lua));
-    marshal::to_json(lua, v, &mut budget).map_err(|e| rt(format!("{name}: {}", e.describe(""))))
-}
-
-/// `host.summarize(messages, opts)` → `{text, tokens}`.
-fn host_summarize(lua: &Lua, (messages, opts): (Value, Value)) -> mlua::Result<Table> {
-    let messages = messages_arg(lua, "host.summarize", &messages)?;
-    let opts = match &opts {
-        Value::Nil => None,
-        v => Some(json_arg(lua, "host.summarize opts", v)?),
-    };
-    let opts = script::summarize_options(opts).map_err(rt)?;
-    let out = with_call(lua, "host.summarize", |call| {
-        call.summarize(&messages, &opts)
-    })?
-    .map_err(|e| rt(format!("host.summarize: {e}")))?;
-    let t = lua.create_table()?;
-    t.raw_set("text", out.text)?;
-    t.raw_set("tokens", out.tokens)?;
-    Ok(t)
-}
-
-/// `host.delegateCompaction(p)` → the built-in compaction's `CompactResult` as a table.
-fn host_delegate_compaction(lua: &Lua, p: Table) -> mlua::Result<Value> {
-    let mut map = Map::new();
-    for field in script::COMPACT_FIELDS {
-        let v: Value = p.raw_get(field)?;
-        if !v.is_nil() {
-            map.insert(
-                field.to_string(),
-                json_arg(lua, &format!("host.delegateCompaction p.{field}"), &v)?,
-            );
-        }
-    }
-    let params = script::delegate_params(map).map_err(rt)?;
-    let result = with_call(lua, "host.delegateCompaction", |call| {
-        call.delegate_compaction(&params)
-    })?;
-    marshal::to_lua(lua, &result)
-}
-
-/// `host.repairPairing(messages)` → the repaired list and the number of repairs.
-fn host_repair_pairing(lua: &Lua, messages: Value) -> mlua::Result<(Table, usize)> {
-    let input = messages_arg(lua, "host.repairPairing", &messages)?;
-    // The tables the script passed, by message, so unchanged messages come back identical.
-    let mut given: PtrMap<Table> = PtrMap::default();
-    if let Value::Table(t) = &messages {
-        for (i, m) in input.iter().enumerate() {
-            if let Value::Table(mt) = t.raw_get::<Value>(i + 1)? {
-                given.insert(Arc::as_ptr(m) as usize, mt);
-            }
-        }
-    }
-    let repaired = with_call(lua, "host.repairPairing", |call| call.repair_pairing(input))?;
-    let out = lua.create_table_with_capacity(repaired.messages.len(), 0)?;
-    out.set_metatable(Some(lua.array_metatable()))?;
-    for (i, m) in repaired.messages.iter().enumerate() {
-        let t = match given.get(&(Arc::as_ptr(m) as usize)) {
-            Some(t) => t.clone(),
-            None => {
-                let mut resident = lua
-                    .app_data_mut::<Resident>()
-                    .ok_or_else(|| rt("host.repairPairing: no resident messages"))?;
-                resident.temp_for(lua, m)?
-            }
-        };
-        out.raw_set(i + 1, t)?;
-    }
-    Ok((out, repaired.repairs.len()))
 }

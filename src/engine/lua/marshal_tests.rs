@@ -106,7 +106,7 @@ fn resident_sync_appends_and_reuses_tables() {
     let arr3 = r.sync(&lua, &ctx3).unwrap();
     let tb3: Table = arr3.raw_get(2).unwrap();
     assert_eq!(tb.to_pointer(), tb3.to_pointer());
-    assert!(Arc::ptr_eq(&r.lookup(&tb3).unwrap().message, &b));
+    assert!(Arc::ptr_eq(r.lookup(&tb3).unwrap().message(), &b));
     assert!(r.lookup(&ta).is_none());
     assert!(tb3.is_readonly() && arr3.is_readonly());
 }

@@ -3,28 +3,26 @@
 //!
 //! Loading, validation, the worker thread per instance, params, result conversion and error
 //! classification are shared with every language ([`crate::engine::script`]); this module only
-//! says how a Luau VM is built ([`worker`]), how values cross ([`marshal`]) and what `host`
-//! looks like in Lua ([`api`]). Inside the VM the watchdog's flag stops runaway scripts at their
-//! next call or loop iteration, the memory cap stops allocation bombs, and the session's
-//! messages stay resident between calls.
+//! says how a Luau VM is built ([`worker`]), how values cross ([`marshal`]), which messages
+//! stay resident in it between calls (`resident`) and how the shared `host` API is registered
+//! in Lua ([`api`]). Inside the VM the watchdog's flag stops runaway scripts at their next call
+//! or loop iteration and the memory cap stops allocation bombs.
 
 pub mod api;
 mod interrupt;
 pub mod marshal;
+mod resident;
 pub mod worker;
 
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::engine::EngineFactory;
 use crate::engine::script::{self, Boot, Language, Loaded, ScriptFactory, ScriptInstance};
-use crate::engine::{EngineFactory, InstanceContext};
 use crate::error::EngineError;
 use crate::sandbox::Limits;
 
 pub use crate::engine::script::LoadOptions;
-
-/// Worker thread stack: room for Luau's C recursion and the host's converters.
-const WORKER_STACK: usize = 16 << 20;
 
 /// The Lua language for [`script`]: the program is the source text (each VM loads it).
 #[derive(Debug)]
@@ -33,14 +31,15 @@ pub struct Lua;
 impl Language for Lua {
     type Vm = worker::Vm;
     type Program = Arc<str>;
+    type Limits = ();
     const THREAD: &'static str = "ctxhost-lua";
-    const STACK: usize = WORKER_STACK;
 
     fn compile(
         _file: &str,
         source: &str,
         _label: &str,
         _limits: &Limits,
+        _lang: &(),
     ) -> Result<Arc<str>, EngineError> {
         Ok(source.into())
     }
@@ -56,21 +55,9 @@ pub type LuaFactory = ScriptFactory<Lua>;
 /// One Lua engine instance: a VM on its own worker thread, serving one session.
 pub type LuaEngine = ScriptInstance<worker::Vm>;
 
-/// Loads and validates a Lua engine file (contract §2, §3, §6).
+/// Loads and validates a Lua engine file (contract §2, §3, §6) (typed: [`LuaFactory::load`]).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Arc<dyn EngineFactory>, EngineError> {
-    Ok(load_factory(path, opts)?)
-}
-
-/// Like [`load`], keeping the concrete type (for [`LuaFactory::instantiate_lua`]).
-pub fn load_factory(path: &Path, opts: &LoadOptions) -> Result<Arc<LuaFactory>, EngineError> {
-    script::load::<Lua>(path, opts)
-}
-
-impl ScriptFactory<Lua> {
-    /// A fresh instance with its own VM and worker thread, typed (for [`LuaEngine::cancel_flag`]).
-    pub fn instantiate_lua(&self, cx: &InstanceContext) -> Result<LuaEngine, EngineError> {
-        self.instantiate_typed(cx)
-    }
+    script::load::<Lua>(path, opts, ())
 }
 
 #[cfg(test)]

@@ -11,15 +11,15 @@ use std::sync::Arc;
 use mlua::{Function, Lua, LuaSerdeExt, Table, Value, VmState};
 use serde_json::{Map, Value as Json};
 
-use super::api::{self, ApiEnv, CallScope};
+use super::api;
 use super::interrupt;
 use super::marshal::{self, Resident};
-use crate::contract::{EngineInfo, Method};
+use crate::contract::Method;
 use crate::engine::script::{
-    self, Boot, Budget, Expect, Fault, Feed, Loaded, Reply, Returned, Rollbacks, ScriptVm, Site,
+    self, Boot, Expect, Fault, Feed, Loaded, Reply, Returned, Rollbacks, ScriptVm, Site,
 };
 use crate::error::{EngineError, EngineErrorKind, Op};
-use crate::host::HostCall;
+use crate::host::{HostCall, HostError, HostScope};
 use crate::message::Message;
 use crate::sandbox::StopReason;
 
@@ -52,10 +52,7 @@ impl std::error::Error for Stopped {}
 /// `sandbox(true)`, the interrupt and the memory cap.
 fn sandboxed_lua(boot: &Boot) -> mlua::Result<Lua> {
     let lua = Lua::new();
-    lua.set_app_data(ApiEnv {
-        engine_id: boot.label.clone(),
-        limits: boot.limits.results.clone(),
-    });
+    lua.set_app_data(HostScope::new(&boot.label, boot.limits.results.clone()));
     lua.set_app_data(Resident::new(&lua)?);
     api::install(&lua, &boot.config)?;
     lua.sandbox(true)?;
@@ -144,6 +141,11 @@ fn fault(file: &str, err: &mlua::Error, default: EngineErrorKind) -> Fault {
     let (msg, full) = texts(err);
     let kind = if matches!(err, mlua::Error::SyntaxError { .. }) {
         EngineErrorKind::Syntax
+    } else if err
+        .downcast_ref::<HostError>()
+        .is_some_and(HostError::is_host_fault)
+    {
+        EngineErrorKind::Host
     } else if chain_has_memory(err) || msg.contains("not enough memory") {
         EngineErrorKind::Memory
     } else if msg.contains("stack overflow") {
@@ -163,7 +165,6 @@ impl Vm {
     /// Builds the VM, runs the chunk (and factory) and reads the engine table.
     pub fn boot(source: &Arc<str>, boot: &Boot) -> Result<(Vm, Loaded), EngineError> {
         let file = boot.file.clone();
-        let label = boot.label.clone();
         let mut site = Site::of(boot);
         let err = |op: Op, e: &mlua::Error, kind| site.fail(op, fault(&file, e, kind));
         let lua = sandboxed_lua(boot).map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
@@ -177,15 +178,6 @@ impl Vm {
         let top: Value = chunk
             .call(())
             .map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
-        let contract_err = |m: String, line: Option<u32>| {
-            EngineError::new(
-                crate::error::Op::Validate,
-                &label,
-                EngineErrorKind::Contract,
-                m,
-            )
-            .at(script::located(&file, line))
-        };
         let engine = match top {
             Value::Table(t) => t,
             Value::Function(factory) => {
@@ -210,30 +202,28 @@ impl Vm {
                 {
                     Value::Table(t) => t,
                     other => {
-                        return Err(EngineError::new(
-                            crate::error::Op::Factory,
-                            &label,
+                        return Err(site.error(
+                            Op::Factory,
                             EngineErrorKind::Factory,
                             format!(
                                 "the factory must return the engine table, got {}",
                                 other.type_name()
                             ),
-                        )
-                        .at(script::located(&file, line)));
+                            line,
+                        ));
                     }
                 }
             }
             other => {
-                return Err(EngineError::new(
-                    crate::error::Op::Load,
-                    &label,
+                return Err(site.error(
+                    Op::Load,
                     EngineErrorKind::Contract,
                     format!(
                         "the script must return the engine table or a factory function, got {}",
                         other.type_name()
                     ),
-                )
-                .at(script::located(&file, None)));
+                    None,
+                ));
             }
         };
         if boot.signals.check().is_some() {
@@ -249,7 +239,7 @@ impl Vm {
         let mut lines = HashMap::new();
         let mut functions = HashMap::new();
         for pair in engine.pairs::<Value, Value>() {
-            let (k, v) = pair.map_err(|e| contract_err(e.to_string(), None))?;
+            let (k, v) = pair.map_err(|e| site.contract(e.to_string(), None))?;
             let Value::String(name) = k else { continue };
             let name = name.to_string_lossy();
             let is_fn = matches!(v, Value::Function(_));
@@ -267,32 +257,27 @@ impl Vm {
         members.sort();
         let info_value: Value = engine
             .raw_get("info")
-            .map_err(|e| contract_err(e.to_string(), None))?;
-        let info: EngineInfo = match &info_value {
-            Value::Table(_) => {
-                let mut budget = Budget::new(1 << 20);
-                let json = marshal::to_json(&lua, &info_value, &mut budget)
-                    .map_err(|e| contract_err(e.describe("info"), None))?;
-                script::info_from_json(json, "table").map_err(|m| contract_err(m, None))?
-            }
-            Value::Nil => {
-                return Err(contract_err("the engine has no `info` table".into(), None));
-            }
+            .map_err(|e| site.contract(e.to_string(), None))?;
+        let info = match &info_value {
+            Value::Table(_) => site.info(
+                |budget| marshal::to_json(&lua, &info_value, budget),
+                <Vm as ScriptVm>::NOUN,
+            )?,
+            Value::Nil => return Err(site.contract("the engine has no `info` table", None)),
             other => {
-                return Err(contract_err(
+                return Err(site.contract(
                     format!("`info` must be a table, got {}", other.type_name()),
                     None,
                 ));
             }
         };
-        if let Some(mut env) = lua.app_data_mut::<ApiEnv>() {
-            env.engine_id = info.id.clone();
-        }
         let state = lua
             .create_table()
             .map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
-        if !info.id.is_empty() {
-            site.engine = info.id.clone();
+        if site.name_by(&info)
+            && let Some(mut scope) = lua.app_data_mut::<HostScope>()
+        {
+            scope.rename(&info.id);
         }
         let vm = Vm {
             lua,
@@ -322,10 +307,17 @@ impl Vm {
         fields: Map<String, Json>,
         feed: Feed,
     ) -> Result<Value, EngineError> {
-        self.lua.set_app_data(CallScope { call: call.clone() });
+        self.set_call(Some(call.clone()));
         let out = self.call_inner(call, method, f, fields, feed);
-        self.lua.remove_app_data::<CallScope>();
+        self.set_call(None);
         out
+    }
+
+    /// What `host.*` sees as the running call.
+    fn set_call(&self, call: Option<HostCall>) {
+        if let Some(mut scope) = self.lua.app_data_mut::<HostScope>() {
+            scope.set_call(call);
+        }
     }
 
     fn call_inner(
@@ -505,6 +497,8 @@ impl Vm {
 }
 
 impl ScriptVm for Vm {
+    const NOUN: &'static str = "table";
+
     fn invoke(
         &mut self,
         call: &HostCall,

@@ -2,35 +2,40 @@
 //! `host::delegateCompaction`, `host::repairPairing`, `host::log::*`, `host::config`,
 //! `host::now`).
 //!
-//! Every behaviour lives in [`HostCall`]; this module only converts arguments and results. Each
-//! instance builds its own module whose functions share a [`Bridge`] with the VM: the current
-//! call's `HostCall` (set for the duration of a lifecycle call) and the resident messages.
+//! Every `host` function is an entry of [`API`]: this module registers each under
+//! `host::<path>` (once per accepted arity) and converts values, Rhai values in as
+//! [`HostValue`]s ([`values::host_value`]) and [`HostOut`]s back. Each instance builds its own
+//! module whose functions share a [`Bridge`] with the VM: its [`HostScope`] (engine, caps and
+//! the running lifecycle call) and its resident messages.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use rhai::{Array, Dynamic, EvalAltResult, FLOAT, INT, Map, Module, Shared};
-use serde_json::{Map as JsonMap, Value as Json};
+use rhai::{Array, Dynamic, EvalAltResult, FLOAT, INT, Map, Module, Position, Shared};
+use serde_json::Value as Json;
 
-use super::messages::ScriptMessage;
 use super::values::{self, Resident};
 use crate::contract::ResultLimits;
-use crate::engine::script::{self, Budget};
-use crate::host::{HostCall, LogLevel};
+use crate::engine::script::Budget;
+use crate::host::{
+    API, Args, HostError, HostFn, HostOut, HostScope, HostValue, Kept, LogLevel, Param,
+};
 
 /// What the `host` functions share with their VM.
 #[derive(Debug)]
 pub struct Bridge {
-    /// The running lifecycle call, if any.
-    pub call: Mutex<Option<HostCall>>,
+    /// The engine, the caps on arguments and the running lifecycle call.
+    pub scope: Mutex<HostScope>,
     /// The VM's resident messages.
     pub resident: Mutex<Resident>,
-    /// Caps applied to values scripts pass to `host::*`.
-    pub limits: ResultLimits,
-    /// For log lines outside a call.
-    pub engine_id: Mutex<String>,
 }
+
+/// A failure the host, not the script, is to blame for (a `host` function's
+/// [`HostError::host`]), thrown as this type so that scripts cannot forge one: the VM
+/// classifies it as `Host`. A script that catches it sees its message via `to_string`.
+#[derive(Clone, Debug)]
+pub struct HostFault(pub String);
 
 type Out<T> = Result<T, Box<EvalAltResult>>;
 
@@ -38,206 +43,113 @@ fn fail(msg: impl Into<String>) -> Box<EvalAltResult> {
     msg.into().into()
 }
 
-impl Bridge {
-    /// A bridge with no call running and no resident messages.
-    pub fn new(engine_id: &str, limits: ResultLimits) -> Self {
-        Bridge {
-            call: Mutex::new(None),
-            resident: Mutex::new(Resident::default()),
-            limits,
-            engine_id: Mutex::new(engine_id.to_string()),
-        }
-    }
-
-    fn with_call<R>(&self, name: &str, f: impl FnOnce(&HostCall) -> R) -> Out<R> {
-        let guard = self.call.lock();
-        let call = guard
-            .as_ref()
-            .ok_or_else(|| fail(format!("{name} is only available inside a lifecycle call")))?;
-        Ok(f(call))
-    }
-
-    fn budget(&self) -> Budget {
-        Budget::new(self.limits.max_result_bytes)
-    }
-
-    fn json_arg(&self, name: &str, v: &Dynamic) -> Out<Json> {
-        values::to_json(v, &mut self.budget())
-            .map_err(|e| fail(format!("{name}: {}", e.describe(""))))
-    }
-
-    fn messages_arg(&self, name: &str, v: &Dynamic) -> Out<Vec<Arc<crate::message::Message>>> {
-        values::messages_from(v, &mut self.budget(), self.limits.max_result_messages)
-            .map_err(|e| fail(format!("{name}: messages {e}")))
-    }
-
-    /// `host::tokens(x)`: a string, one message, or a list of messages (or strings).
-    fn tokens(&self, v: &Dynamic) -> Out<INT> {
-        let guard = self.call.lock();
-        let call = guard
-            .as_ref()
-            .ok_or_else(|| fail("host::tokens is only available inside a lifecycle call"))?;
-        let mut budget = self.budget();
-        let one = |item: &Dynamic, budget: &mut Budget| -> Out<u64> {
-            if let Ok(s) = item.as_immutable_string_ref() {
-                return Ok(call.tokens_text(&s));
-            }
-            if let Some(m) = item.read_lock::<ScriptMessage>() {
-                return Ok(m.tokens(|msg| call.tokens_message(msg)));
-            }
-            let m = values::message_from(item, budget)
-                .map_err(|e| fail(format!("host::tokens: {e}")))?;
-            Ok(call.tokens_message(&m))
-        };
-        let message_like = |d: &Dynamic| d.is_map() || d.is_string() || d.is::<ScriptMessage>();
-        let n = if v.is_unit() {
-            0
-        } else if message_like(v) {
-            one(v, &mut budget)?
-        } else if let Ok(total) = values::with_items(v, |items| -> Out<u64> {
-            let mut total = 0u64;
-            for (i, item) in items.iter().enumerate() {
-                if !message_like(item) {
-                    return Err(fail(format!(
-                        "host::tokens: item {} is a {}, expected a message",
-                        i + 1,
-                        item.type_name()
-                    )));
-                }
-                total += one(item, &mut budget)?;
-            }
-            Ok(total)
-        }) {
-            total?
-        } else {
-            return Err(fail(format!(
-                "host::tokens expects a string, a message or a list of messages, got {}",
-                v.type_name()
-            )));
-        };
-        Ok(INT::try_from(n).unwrap_or(INT::MAX))
-    }
-
-    /// `host::summarize(messages, opts)` → `#{text, tokens}`.
-    fn summarize(&self, messages: &Dynamic, opts: Option<&Dynamic>) -> Out<Dynamic> {
-        let messages = self.messages_arg("host::summarize", messages)?;
-        let opts = match opts {
-            Some(o) if !o.is_unit() => Some(self.json_arg("host::summarize opts", o)?),
-            _ => None,
-        };
-        let opts = script::summarize_options(opts).map_err(fail)?;
-        let out = self
-            .with_call("host::summarize", |call| call.summarize(&messages, &opts))?
-            .map_err(|e| fail(format!("host::summarize: {e}")))?;
-        let mut m = Map::new();
-        m.insert("text".into(), out.text.into());
-        m.insert(
-            "tokens".into(),
-            INT::try_from(out.tokens).unwrap_or(INT::MAX).into(),
-        );
-        Ok(Dynamic::from_map(m))
-    }
-
-    /// `host::delegateCompaction(p)` → the built-in compaction's `CompactResult` as a map.
-    fn delegate_compaction(&self, p: &Dynamic) -> Out<Dynamic> {
-        let p = p
-            .as_map_ref()
-            .map_err(|t| fail(format!("host::delegateCompaction expects p, got {t}")))?;
-        let mut fields = JsonMap::new();
-        for field in script::COMPACT_FIELDS {
-            if let Some(v) = p.get(field).filter(|v| !v.is_unit()) {
-                let j = self.json_arg(&format!("host::delegateCompaction p.{field}"), v)?;
-                fields.insert(field.to_string(), j);
-            }
-        }
-        let params = script::delegate_params(fields).map_err(fail)?;
-        let result = self.with_call("host::delegateCompaction", |call| {
-            call.delegate_compaction(&params)
-        })?;
-        let json = serde_json::to_value(&result).map_err(|e| fail(e.to_string()))?;
-        values::from_json(&json).map_err(fail)
-    }
-
-    /// `host::repairPairing(messages)` → the repaired array; messages that survive are the very
-    /// values passed in.
-    fn repair_pairing(&self, messages: &Dynamic) -> Out<Dynamic> {
-        let input = self.messages_arg("host::repairPairing", messages)?;
-        let mut given: HashMap<usize, Dynamic> = HashMap::new();
-        let _ = values::with_items(messages, |list| {
-            for (m, item) in input.iter().zip(list.iter()) {
-                given.insert(Arc::as_ptr(m) as usize, item.clone());
-            }
-        });
-        let repaired = self.with_call("host::repairPairing", |call| call.repair_pairing(input))?;
-        let mut out = Array::with_capacity(repaired.messages.len());
-        for m in &repaired.messages {
-            match given.get(&(Arc::as_ptr(m) as usize)) {
-                Some(v) => out.push(v.clone()),
-                None => out.push(self.resident.lock().value_for(m).map_err(fail)?),
-            }
-        }
-        Ok(Dynamic::from_array(out))
-    }
-
-    fn log(&self, level: LogLevel, v: &Dynamic) {
-        let mut text = v.to_string();
-        if text.len() > 64 << 10 {
-            let mut cut = 64 << 10;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-            text.push('…');
-        }
-        if let Some(call) = self.call.lock().as_ref() {
-            call.log(level, &text);
-            return;
-        }
-        let engine = self.engine_id.lock().clone();
-        match level {
-            LogLevel::Debug => tracing::debug!(engine, "{text}"),
-            LogLevel::Info => tracing::info!(engine, "{text}"),
-            LogLevel::Warn => tracing::warn!(engine, "{text}"),
-        }
+fn rhai_error(e: HostError) -> Box<EvalAltResult> {
+    if e.is_host_fault() {
+        let fault = Dynamic::from(HostFault(e.message().to_string()));
+        EvalAltResult::ErrorRuntime(fault, Position::NONE).into()
+    } else {
+        fail(e.message())
     }
 }
 
-/// The `host` module of one instance, with `host::config` set to `config`.
+impl Bridge {
+    /// A bridge for the engine labelled `engine`, with no call running and no resident messages.
+    pub fn new(engine: &str, limits: ResultLimits) -> Self {
+        Bridge {
+            scope: Mutex::new(HostScope::new(engine, limits)),
+            resident: Mutex::new(Resident::default()),
+        }
+    }
+
+    /// Logs script text (`print`, `debug`) like `host::log::*`.
+    pub fn log(&self, level: LogLevel, text: String) {
+        self.scope.lock().log(level, text);
+    }
+
+    /// One call of `f` as `name` with `args`: converted as its params say, run, converted back.
+    fn call(&self, f: &HostFn, name: &str, args: &[Dynamic]) -> Out<Dynamic> {
+        let out = {
+            let scope = self.scope.lock();
+            let mut budget = Budget::new(scope.limits().max_result_bytes);
+            let mut values = Args::default();
+            for ((param, v), slot) in f.params.iter().zip(args).zip(&mut values) {
+                let converted = match param {
+                    Param::Value(p) => {
+                        values::host_value(v, &mut budget).map_err(|e| e.describe(p))
+                    }
+                    Param::Fields(p, fields) => {
+                        values::host_fields(v, fields, &mut budget).map_err(|e| e.describe(p))
+                    }
+                    Param::Text => Ok(HostValue::Text(v.to_string())),
+                };
+                *slot = converted.map_err(|e| fail(format!("{name}: {e}")))?;
+            }
+            scope.run(f, name, values).map_err(rhai_error)?
+        };
+        self.value_of(out, args.first())
+    }
+
+    /// What a host function returned, as a Rhai value (the first of several); messages the
+    /// script passed in (`given`, the first argument) come back as its very values.
+    fn value_of(&self, out: HostOut, given: Option<&Dynamic>) -> Out<Dynamic> {
+        Ok(match out {
+            HostOut::Nil => Dynamic::UNIT,
+            HostOut::Count(n) => Dynamic::from(INT::try_from(n).unwrap_or(INT::MAX)),
+            HostOut::Number(n) => Dynamic::from(n as FLOAT),
+            HostOut::Data(j) => values::from_json(&j).map_err(fail)?,
+            HostOut::Messages(kept) => {
+                let mut out = Array::with_capacity(kept.len());
+                for k in kept {
+                    out.push(match k {
+                        Kept::Given(i) => given
+                            .and_then(|g| values::with_items(g, |items| items.get(i).cloned()).ok())
+                            .flatten()
+                            .ok_or_else(|| fail("a kept message has no list"))?,
+                        Kept::New(m) => self.resident.lock().value_for(&m).map_err(fail)?,
+                    });
+                }
+                Dynamic::from_array(out)
+            }
+            HostOut::Many(outs) => match outs.into_iter().next() {
+                Some(first) => self.value_of(first, given)?,
+                None => Dynamic::UNIT,
+            },
+        })
+    }
+}
+
+/// Registers `f` in `module` under its last path segment, once per accepted arity.
+fn register(module: &mut Module, f: &'static HostFn, bridge: &Arc<Bridge>) -> Result<(), String> {
+    let name: Arc<str> = format!("host::{}", f.path.join("::")).into();
+    let Some(last) = f.path.last() else {
+        return Ok(());
+    };
+    for arity in f.required..=f.params.len() {
+        let (b, n) = (bridge.clone(), name.clone());
+        match arity {
+            0 => module.set_native_fn(*last, move || b.call(f, &n, &[])),
+            1 => module.set_native_fn(*last, move |a: Dynamic| b.call(f, &n, &[a])),
+            2 => module.set_native_fn(*last, move |a: Dynamic, c: Dynamic| b.call(f, &n, &[a, c])),
+            _ => return Err(format!("{name} takes more arguments than Rhai registers")),
+        };
+    }
+    Ok(())
+}
+
+/// The `host` module of one instance, with `host::config` set to `config` (`#{}` when none).
 pub fn host_module(bridge: &Arc<Bridge>, config: &Json) -> Result<Shared<Module>, String> {
     let mut host = Module::new();
-    let b = bridge.clone();
-    host.set_native_fn("tokens", move |x: Dynamic| b.tokens(&x));
-    let b = bridge.clone();
-    host.set_native_fn("summarize", move |m: Dynamic| b.summarize(&m, None));
-    let b = bridge.clone();
-    host.set_native_fn("summarize", move |m: Dynamic, o: Dynamic| {
-        b.summarize(&m, Some(&o))
-    });
-    let b = bridge.clone();
-    host.set_native_fn("delegateCompaction", move |p: Dynamic| {
-        b.delegate_compaction(&p)
-    });
-    let b = bridge.clone();
-    host.set_native_fn("repairPairing", move |m: Dynamic| b.repair_pairing(&m));
-    host.set_native_fn("now", || -> Out<FLOAT> {
-        Ok(std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64() * 1000.0)
-            .unwrap_or(0.0))
-    });
-    let mut log = Module::new();
-    for (name, level) in [
-        ("debug", LogLevel::Debug),
-        ("info", LogLevel::Info),
-        ("warn", LogLevel::Warn),
-    ] {
-        let b = bridge.clone();
-        log.set_native_fn(name, move |v: Dynamic| -> Out<()> {
-            b.log(level, &v);
-            Ok(())
-        });
+    let mut subs: BTreeMap<&str, Module> = BTreeMap::new();
+    for f in &API {
+        match f.path {
+            [_] => register(&mut host, f, bridge)?,
+            [sub, _] => register(subs.entry(sub).or_default(), f, bridge)?,
+            _ => return Err(format!("host::{} is nested too deep", f.path.join("::"))),
+        }
     }
-    host.set_sub_module("log", log);
+    for (name, sub) in subs {
+        host.set_sub_module(name, sub);
+    }
     let config = match config {
         Json::Null => Dynamic::from_map(Map::new()),
         c => values::from_json(c)?,

@@ -18,22 +18,21 @@
 //!   the same handles. Mutating methods fail with a message saying so.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rhai::{Array, Dynamic, EvalAltResult, INT, Map, Module, NativeCallContext, Shared};
 
+use crate::host::HeldMessage;
 use crate::message::Message;
 
 /// One host message as a script sees it.
 #[derive(Clone)]
 pub struct ScriptMessage(Arc<HostMessage>);
 
-/// What a [`ScriptMessage`] points at: the host's message and its map view, built once.
+/// What a [`ScriptMessage`] points at: the host's message (with its token count once counted)
+/// and its map view, built once.
 pub struct HostMessage {
-    message: Arc<Message>,
+    held: Arc<HeldMessage>,
     map: Map,
-    /// `host::tokens` of the message once counted (`u64::MAX`: not yet).
-    tokens: AtomicU64,
 }
 
 impl std::fmt::Debug for ScriptMessage {
@@ -50,27 +49,19 @@ impl ScriptMessage {
             .try_cast::<Map>()
             .ok_or_else(|| "a message did not become a map".to_string())?;
         Ok(ScriptMessage(Arc::new(HostMessage {
-            message: m.clone(),
+            held: Arc::new(HeldMessage::new(m.clone())),
             map,
-            tokens: AtomicU64::new(u64::MAX),
         })))
     }
 
     /// The host's message behind the handle.
     pub fn message(&self) -> &Arc<Message> {
-        &self.0.message
+        self.0.held.message()
     }
 
-    /// Its token count, counted by `count` the first time.
-    pub fn tokens(&self, count: impl FnOnce(&Arc<Message>) -> u64) -> u64 {
-        match self.0.tokens.load(Ordering::Relaxed) {
-            u64::MAX => {
-                let n = count(&self.0.message);
-                self.0.tokens.store(n, Ordering::Relaxed);
-                n
-            }
-            n => n,
-        }
+    /// The message as the host API holds it (identity and token count).
+    pub fn held(&self) -> &Arc<HeldMessage> {
+        &self.0.held
     }
 
     fn field(&self, key: &str) -> Dynamic {

@@ -18,6 +18,7 @@ use serde_json::{Map as JsonMap, Value as Json};
 
 use super::messages::{MessageList, ScriptMessage};
 use crate::engine::script::{self, Budget, ConvError, Nesting};
+use crate::host::HostValue;
 use crate::message::Message;
 
 /// The messages resident in one VM.
@@ -149,6 +150,44 @@ fn cell(d: &Dynamic) -> Option<usize> {
         .map(|g| &*g as *const Dynamic as usize)
 }
 
+/// Converts each item of a list with `f`; an error names the item (`[i]`, counted from 1).
+fn each<T>(
+    items: &[Dynamic],
+    mut f: impl FnMut(&Dynamic) -> Result<T, ConvError>,
+) -> Result<Vec<T>, ConvError> {
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        out.push(f(item).map_err(|e| e.under(format!("[{}]", i + 1)))?);
+    }
+    Ok(out)
+}
+
+/// Runs `f` one nesting level down, inside the container at address `key`.
+fn nested<T>(
+    nest: &mut Nesting,
+    key: usize,
+    f: impl FnOnce(&mut Nesting) -> Result<T, ConvError>,
+) -> Result<T, ConvError> {
+    nest.enter(key)?;
+    let out = f(nest);
+    nest.leave();
+    out
+}
+
+/// Runs `f` on the value a shared `Dynamic` holds, one nesting level down (a shared value can
+/// hold itself).
+fn inside_shared<T>(
+    v: &Dynamic,
+    nest: &mut Nesting,
+    f: impl FnOnce(&Dynamic, &mut Nesting) -> Result<T, ConvError>,
+) -> Result<T, ConvError> {
+    let key = cell(v).unwrap_or(0);
+    let guard = v
+        .read_lock::<Dynamic>()
+        .ok_or_else(|| ConvError::new("a shared value is locked"))?;
+    nested(nest, key, |nest| f(&guard, nest))
+}
+
 /// A host message as JSON, its size charged to `budget` like any other result text.
 fn message_json(m: &Message, budget: &mut Budget) -> Result<Json, ConvError> {
     let j = serde_json::to_value(m).map_err(|e| ConvError::new(e.to_string()))?;
@@ -161,21 +200,10 @@ fn conv(v: &Dynamic, budget: &mut Budget, nest: &mut Nesting) -> Result<Json, Co
         return message_json(m.message(), budget);
     }
     if let Some(l) = v.read_lock::<MessageList>() {
-        let mut out = Vec::with_capacity(l.0.len());
-        for (i, item) in l.0.iter().enumerate() {
-            out.push(conv(item, budget, nest).map_err(|e| e.under(format!("[{}]", i + 1)))?);
-        }
-        return Ok(Json::Array(out));
+        return each(&l.0, |item| conv(item, budget, nest)).map(Json::Array);
     }
     if v.is_shared() {
-        let key = cell(v).unwrap_or(0);
-        let guard = v
-            .read_lock::<Dynamic>()
-            .ok_or_else(|| ConvError::new("a shared value is locked"))?;
-        nest.enter(key)?;
-        let out = conv(&guard, budget, nest);
-        nest.leave();
-        return out;
+        return inside_shared(v, nest, |inner, nest| conv(inner, budget, nest));
     }
     if v.is_unit() {
         return Ok(Json::Null);
@@ -196,36 +224,20 @@ fn conv(v: &Dynamic, budget: &mut Budget, nest: &mut Nesting) -> Result<Json, Co
         return budget.string(&c.to_string());
     }
     if let Ok(a) = v.as_array_ref() {
-        nest.enter(&*a as *const Array as usize)?;
-        let mut out = Vec::with_capacity(a.len());
-        for (i, item) in a.iter().enumerate() {
-            match conv(item, budget, nest) {
-                Ok(j) => out.push(j),
-                Err(e) => {
-                    nest.leave();
-                    return Err(e.under(format!("[{}]", i + 1)));
-                }
-            }
-        }
-        nest.leave();
-        return Ok(Json::Array(out));
+        let key = &*a as *const Array as usize;
+        return nested(nest, key, |nest| each(&a, |item| conv(item, budget, nest)))
+            .map(Json::Array);
     }
     if let Ok(m) = v.as_map_ref() {
-        nest.enter(&*m as *const Map as usize)?;
-        let mut out = JsonMap::new();
-        for (k, item) in m.iter() {
-            match conv(item, budget, nest) {
-                Ok(j) => {
-                    out.insert(k.to_string(), j);
-                }
-                Err(e) => {
-                    nest.leave();
-                    return Err(e.under(k.to_string()));
-                }
+        let key = &*m as *const Map as usize;
+        return nested(nest, key, |nest| {
+            let mut out = JsonMap::new();
+            for (k, item) in m.iter() {
+                let j = conv(item, budget, nest).map_err(|e| e.under(k.to_string()))?;
+                out.insert(k.to_string(), j);
             }
-        }
-        nest.leave();
-        return Ok(Json::Object(out));
+            Ok(Json::Object(out))
+        });
     }
     let what = if v.is_fnptr() {
         "a function".to_string()
@@ -233,6 +245,77 @@ fn conv(v: &Dynamic, budget: &mut Budget, nest: &mut Nesting) -> Result<Json, Co
         format!("a value of type {}", v.type_name())
     };
     Err(ConvError::new(format!("{what} cannot be part of a result")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Script values → `host` arguments
+
+/// A script value passed to a `host` function: a message handle as its message, a list (array
+/// or message list) as a list, a map as JSON, a string as text.
+pub fn host_value(v: &Dynamic, budget: &mut Budget) -> Result<HostValue, ConvError> {
+    host_value_in(v, budget, &mut Nesting::default())
+}
+
+fn host_value_in(
+    v: &Dynamic,
+    budget: &mut Budget,
+    nest: &mut Nesting,
+) -> Result<HostValue, ConvError> {
+    if let Some(m) = v.read_lock::<ScriptMessage>() {
+        return Ok(HostValue::Message(m.held().clone()));
+    }
+    if let Some(l) = v.read_lock::<MessageList>() {
+        return each(&l.0, |item| host_value_in(item, budget, nest)).map(HostValue::List);
+    }
+    if v.is_shared() {
+        return inside_shared(v, nest, |inner, nest| host_value_in(inner, budget, nest));
+    }
+    if v.is_unit() {
+        return Ok(HostValue::Nil);
+    }
+    if let Ok(s) = v.as_immutable_string_ref() {
+        return Ok(HostValue::Text(s.to_string()));
+    }
+    if let Ok(c) = v.as_char() {
+        return Ok(HostValue::Text(c.to_string()));
+    }
+    if let Ok(a) = v.as_array_ref() {
+        let key = &*a as *const Array as usize;
+        return nested(nest, key, |nest| {
+            each(&a, |item| host_value_in(item, budget, nest))
+        })
+        .map(HostValue::List);
+    }
+    if v.is_map() {
+        return match conv(v, budget, nest)? {
+            Json::Object(m) => Ok(HostValue::Map(Box::new(m))),
+            other => Ok(HostValue::Data(Box::new(other))),
+        };
+    }
+    if v.is_bool() || v.is_int() || v.is_float() {
+        return conv(v, budget, nest).map(|j| HostValue::Data(Box::new(j)));
+    }
+    Ok(HostValue::Other(v.type_name()))
+}
+
+/// Only `fields` of a map passed to a `host` function, as a [`HostValue::Map`] (the rest of the
+/// map is never read); anything but a map as itself.
+pub fn host_fields(
+    v: &Dynamic,
+    fields: &[&str],
+    budget: &mut Budget,
+) -> Result<HostValue, ConvError> {
+    let Ok(map) = v.as_map_ref() else {
+        return host_value(v, budget);
+    };
+    let mut out = JsonMap::new();
+    for field in fields {
+        if let Some(item) = map.get(*field).filter(|item| !item.is_unit()) {
+            let j = to_json(item, budget).map_err(|e| e.under((*field).to_string()))?;
+            out.insert((*field).to_string(), j);
+        }
+    }
+    Ok(HostValue::Map(Box::new(out)))
 }
 
 /// A host value (params, state, config, a compaction result) as a script value.
@@ -250,7 +333,7 @@ pub fn message_from(v: &Dynamic, budget: &mut Budget) -> Result<Arc<Message>, St
         return Err(format!("expected a message map, got {}", v.type_name()));
     }
     let json = to_json(v, budget).map_err(|e| e.describe(""))?;
-    script::message_from_json(json)
+    crate::host::message_from_json(json)
 }
 
 /// Runs `f` on the items of a script list of messages (an array or the host's list, never

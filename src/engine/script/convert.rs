@@ -1,0 +1,123 @@
+//! Script values → JSON: errors naming the path inside the value, the byte budget, and the
+//! nesting / cycle guard. Each adapter walks its own values; these are the rules they share.
+
+use serde_json::Value as Json;
+
+/// Deepest nesting accepted in a script value.
+pub const MAX_DEPTH: usize = 128;
+
+/// A conversion failure: the path inside the value and what is wrong.
+#[derive(Debug)]
+pub struct ConvError {
+    path: Vec<String>,
+    message: String,
+}
+
+impl ConvError {
+    /// A failure at the current value.
+    pub fn new(message: impl Into<String>) -> Self {
+        ConvError {
+            path: Vec::new(),
+            message: message.into(),
+        }
+    }
+
+    /// The same failure, one level down (`name` or `[i]`).
+    pub fn under(mut self, segment: String) -> Self {
+        self.path.push(segment);
+        self
+    }
+
+    /// `field.path: message`, with `root` as the first segment.
+    pub fn describe(&self, root: &str) -> String {
+        let mut p = root.to_string();
+        for seg in self.path.iter().rev() {
+            if seg.starts_with('[') || p.is_empty() {
+                p.push_str(seg);
+            } else {
+                p.push('.');
+                p.push_str(seg);
+            }
+        }
+        if p.is_empty() {
+            self.message.clone()
+        } else {
+            format!("{p}: {}", self.message)
+        }
+    }
+}
+
+/// Byte budget of one conversion (all strings added up), and the nesting guard.
+#[derive(Debug)]
+pub struct Budget {
+    /// Bytes still allowed.
+    pub left: usize,
+    /// The cap, for messages.
+    pub cap: usize,
+}
+
+impl Budget {
+    /// A budget of `cap` bytes.
+    pub fn new(cap: usize) -> Self {
+        Budget { left: cap, cap }
+    }
+
+    /// Takes `bytes` of text from the budget.
+    pub fn take(&mut self, bytes: usize) -> Result<(), ConvError> {
+        if bytes > self.left {
+            return Err(ConvError::new(format!(
+                "the result holds more than {} bytes of text",
+                self.cap
+            )));
+        }
+        self.left -= bytes;
+        Ok(())
+    }
+
+    /// A string counted against the budget.
+    pub fn string(&mut self, s: &str) -> Result<Json, ConvError> {
+        self.take(s.len())?;
+        Ok(Json::String(s.to_owned()))
+    }
+}
+
+/// Guards nesting depth and cycles: `enter` before a container, `leave` after.
+#[derive(Debug, Default)]
+pub struct Nesting(Vec<usize>);
+
+impl Nesting {
+    /// Enters the container identified by `key` (its address).
+    pub fn enter(&mut self, key: usize) -> Result<(), ConvError> {
+        if self.0.contains(&key) {
+            return Err(ConvError::new("a value contains itself (cyclic)"));
+        }
+        if self.0.len() >= MAX_DEPTH {
+            return Err(ConvError::new(format!(
+                "values nested deeper than {MAX_DEPTH} levels"
+            )));
+        }
+        self.0.push(key);
+        Ok(())
+    }
+
+    /// Leaves the innermost container.
+    pub fn leave(&mut self) {
+        self.0.pop();
+    }
+}
+
+/// A script number as JSON: NaN and infinities refused, whole floats become integers.
+pub fn number(n: f64) -> Result<Json, ConvError> {
+    if n.is_nan() {
+        return Err(ConvError::new("number is NaN"));
+    }
+    if n.is_infinite() {
+        return Err(ConvError::new(format!("number is {n}")));
+    }
+    if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_992.0 {
+        return Ok(Json::from(n as i64));
+    }
+    Ok(serde_json::Number::from_f64(n)
+        .map(Json::Number)
+        .unwrap_or(Json::Null))
+}

@@ -1,0 +1,139 @@
+//! What a language adapter implements: [`Language`] (compile a file, boot a VM) and
+//! [`ScriptVm`] (call one lifecycle function), and the values that pass between them and the
+//! shared layer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value as Json};
+
+use crate::contract::{EngineInfo, Method};
+use crate::error::EngineError;
+use crate::host::HostCall;
+use crate::message::Message;
+use crate::sandbox::{Limits, StopSignals};
+
+/// What a VM is booted from (the compiled program aside).
+#[derive(Clone, Debug)]
+pub struct Boot {
+    /// The script path as shown in errors.
+    pub file: String,
+    /// The engine's entry config (`host.config`, `ctx.config`).
+    pub config: Arc<Json>,
+    /// `ctx.agentDir`.
+    pub agent_dir: String,
+    /// `ctx.workspaceDir`.
+    pub workspace_dir: String,
+    /// Budgets.
+    pub limits: Limits,
+    /// The engine's name in errors before `info` is known.
+    pub label: String,
+    /// The flags the VM's interrupt reads.
+    pub signals: Arc<StopSignals>,
+}
+
+/// What booting a VM found, for validation.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// `info`, converted.
+    pub info: EngineInfo,
+    /// Top-level members and whether each is a function.
+    pub members: Vec<(String, bool)>,
+    /// The line where each function member is defined.
+    pub lines: HashMap<String, u32>,
+}
+
+/// A script language: how a file becomes a program and a program a VM.
+pub trait Language: Send + Sync + std::fmt::Debug + 'static {
+    /// One live VM.
+    type Vm: ScriptVm;
+    /// A compiled engine file, shared by every instance.
+    type Program: Send + Sync + std::fmt::Debug + 'static;
+    /// Budgets only this language has (Rhai's operation and nesting limits), given at load;
+    /// `()` when it has none.
+    type Limits: Clone + Default + Send + Sync + std::fmt::Debug + 'static;
+    /// Worker thread name.
+    const THREAD: &'static str;
+    /// Compiles the file once (a syntax error is reported here when the language can); the
+    /// program keeps the language's own `lang` limits for its VMs.
+    fn compile(
+        file: &str,
+        source: &str,
+        label: &str,
+        limits: &Limits,
+        lang: &Self::Limits,
+    ) -> Result<Self::Program, EngineError>;
+    /// Builds a VM for one instance: runs the file (and factory) and reads the engine's members.
+    fn boot(program: &Arc<Self::Program>, boot: &Boot) -> Result<(Self::Vm, Loaded), EngineError>;
+}
+
+/// What goes under `p.message` / `p.messages` besides the params' own fields.
+#[derive(Clone, Debug)]
+pub enum Feed {
+    /// Nothing.
+    Nothing,
+    /// `p.message`: one host message.
+    One(Arc<Message>),
+    /// `p.messages`: a list of host messages (a batch, a turn).
+    List(Vec<Arc<Message>>),
+    /// `p.messages`: the session context (`call.context()`), kept resident in the VM.
+    Context,
+}
+
+/// What the host wants back from a call, so the adapter converts only that.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// The result is ignored (`afterTurn`, `onSubagentEnded`, `dispose`, a rollback).
+    Nothing,
+    /// The result as JSON (nil / `()` becomes `null`).
+    Json,
+    /// `assemble`: the fields as JSON except `messages`, which map back to host messages.
+    Assembled,
+    /// `prepareSubagentSpawn`: nothing, or a map holding only a `rollback` function.
+    Rollback,
+}
+
+/// A script's result, converted.
+#[derive(Debug)]
+pub enum Returned {
+    /// Ignored, or nil / `()`.
+    Nothing,
+    /// The whole result.
+    Json(Json),
+    /// `assemble`: the other fields, and the messages.
+    Assembled(Map<String, Json>, Vec<Arc<Message>>),
+    /// `prepareSubagentSpawn`: the VM's handle of the rollback function, if one was returned.
+    Rollback(Option<u64>),
+}
+
+/// One call's outcome from the VM: the line of the function (for result errors) and the
+/// converted result, or what is wrong with it.
+#[derive(Debug)]
+pub struct Reply {
+    /// Where the called function is defined.
+    pub line: Option<u32>,
+    /// The converted result, or a message naming the field at fault.
+    pub value: Result<Returned, String>,
+}
+
+/// One live VM of some language, driven by [`ScriptInstance`](super::ScriptInstance) on its worker thread.
+pub trait ScriptVm: Send + 'static {
+    /// What the language calls a map of fields (`table`, `map`), in result errors.
+    const NOUN: &'static str;
+    /// Calls `method` with `p` = `fields` + `feed` + per-session state. `Ok(None)` when the
+    /// script does not define it; `Err` for a failed call (thrown, stopped, limit).
+    fn invoke(
+        &mut self,
+        call: &HostCall,
+        method: Method,
+        fields: Map<String, Json>,
+        feed: Feed,
+        expect: Expect,
+    ) -> Result<Option<Reply>, EngineError>;
+    /// Calls and forgets the rollback function behind `handle`.
+    fn rollback(&mut self, call: &HostCall, handle: u64) -> Result<(), EngineError>;
+    /// The per-session state as JSON.
+    fn save_state(&self) -> Result<Json, EngineError>;
+    /// Replaces the per-session state with saved JSON (`null` gives an empty state).
+    fn restore_state(&mut self, state: &Json) -> Result<(), EngineError>;
+}

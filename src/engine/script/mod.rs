@@ -1,0 +1,44 @@
+//! What every script language shares: loading and validating an engine file, the per-instance
+//! worker thread and deadline plumbing, the params each lifecycle method receives, turning a
+//! script's converted result into the contract's types, and classifying failures.
+//!
+//! A language adapter implements [`Language`] (compile a file, boot a VM) and [`ScriptVm`] (call
+//! one lifecycle function with prepared params and hand back its result as JSON, or as host
+//! messages for `assemble`). Everything else is written once here, so Lua and Rhai engines
+//! validate, fail and report identically:
+//!
+//! - [`load`](mod@load): reading, compiling and validating a file into a [`ScriptFactory`];
+//! - [`instance`]: [`ScriptInstance`], the [`Engine`](crate::engine::Engine) implementation;
+//! - [`site`]: [`Site`], where failures are classified and located;
+//! - [`convert`]: [`Budget`] / [`ConvError`], the size and shape checks of script values;
+//! - [`result`]: script results as the contract's types;
+//! - [`context`] and [`rollbacks`]: what every VM keeps the same way.
+
+pub mod context;
+pub mod convert;
+pub mod instance;
+pub mod language;
+pub mod load;
+pub mod result;
+pub mod rollbacks;
+pub mod site;
+
+pub use context::{ContextChange, context_change};
+pub use convert::{Budget, ConvError, MAX_DEPTH, Nesting, number};
+pub use instance::{ScriptInstance, params_object};
+pub use language::{Boot, Expect, Feed, Language, Loaded, Reply, Returned, ScriptVm};
+pub use load::{LoadOptions, ScriptFactory, load};
+pub use result::{at_index, check_count, info_from_json, json_reply, messages_error, typed};
+pub use rollbacks::Rollbacks;
+pub use site::{Fault, Site};
+
+use crate::error::ScriptLocation;
+
+/// Stack of each VM's worker thread: room for Luau's C recursion, Rhai's recursive evaluator at
+/// its call-level limit, and the host's converters.
+pub const WORKER_STACK: usize = 16 << 20;
+
+/// A location in a script file, for errors.
+pub fn located(file: &str, line: Option<u32>) -> Option<ScriptLocation> {
+    Some(ScriptLocation::new(file, line))
+}

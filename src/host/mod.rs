@@ -1,0 +1,120 @@
+//! The `host` API that scripts see (contract §5), written once in Rust.
+//!
+//! [`API`] is the table of every `host` function: its path under `host`, its parameters and a
+//! Rust function over plain values ([`HostValue`] in, [`HostOut`] back). The Lua and Rhai
+//! adapters only register each entry under the name scripts use (`host.tokens` /
+//! `host::tokens`) and convert values to and from their VM; every behaviour lives here, one
+//! module per surface: [`tokens`], [`summarize`], [`compaction`], [`pairing`], [`log`](mod@log) and
+//! [`clock`]. `host.config` is a value, not a function: each adapter installs the entry config
+//! ([`HostCall::config`]) as its language shows a map.
+//!
+//! A [`HostCall`] is made for each lifecycle call and owns (cheap `Arc`s of) everything the call
+//! may touch; the VM's [`HostScope`] holds it for the duration of the call.
+//!
+//! ```
+//! use ctxhost::host::API;
+//! let names: Vec<String> = API.iter().map(|f| f.path.join(".")).collect();
+//! assert!(names.contains(&"tokens".to_string()));
+//! assert!(names.contains(&"log.info".to_string()));
+//! ```
+
+pub mod api;
+pub mod clock;
+pub mod compaction;
+pub mod log;
+pub mod pairing;
+pub mod summarize;
+pub mod tokens;
+pub mod value;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::compaction::CompactionSettings;
+use crate::contract::ResultLimits;
+use crate::message::Message;
+use crate::summarize::Summarizer;
+use crate::tokens::TokenCache;
+
+pub use api::{API, Args, Ctx, HostFn, HostScope, MAX_PARAMS, Param};
+pub use compaction::COMPACT_FIELDS;
+pub use log::{LOG_CAP, LogLevel, cut_log_text, log};
+pub use summarize::{SummarizeOptions, SummarizeOutput};
+pub use tokens::HeldMessage;
+pub use value::{HostError, HostOut, HostValue, Kept, message_from_json};
+
+/// What a session shares with every call into its engine.
+#[derive(Debug)]
+pub struct SessionServices {
+    /// Token counts, cached per message.
+    pub tokens: TokenCache,
+    /// The summarizer behind `host.summarize` and built-in compaction.
+    pub summarizer: Arc<dyn Summarizer>,
+    /// Built-in compaction settings.
+    pub compaction: CompactionSettings,
+    /// Caps on engine results.
+    pub limits: ResultLimits,
+}
+
+/// Everything one lifecycle call may use: the session context and the host services.
+#[derive(Clone, Debug)]
+pub struct HostCall {
+    engine_id: Arc<str>,
+    session_id: Arc<str>,
+    context: Arc<Vec<Arc<Message>>>,
+    services: Arc<SessionServices>,
+    config: Arc<Value>,
+    token_budget: u64,
+}
+
+impl HostCall {
+    /// A call context for one lifecycle call.
+    pub fn new(
+        engine_id: Arc<str>,
+        session_id: Arc<str>,
+        context: Arc<Vec<Arc<Message>>>,
+        services: Arc<SessionServices>,
+        config: Arc<Value>,
+        token_budget: u64,
+    ) -> Self {
+        HostCall {
+            engine_id,
+            session_id,
+            context,
+            services,
+            config,
+            token_budget,
+        }
+    }
+
+    /// The engine this call is for.
+    pub fn engine_id(&self) -> &str {
+        &self.engine_id
+    }
+
+    /// The session this call is for.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The session's context (what `assemble` and `afterTurn` receive as `messages`).
+    pub fn context(&self) -> &Arc<Vec<Arc<Message>>> {
+        &self.context
+    }
+
+    /// The session services.
+    pub fn services(&self) -> &SessionServices {
+        &self.services
+    }
+
+    /// `host.config`: the engine's entry config.
+    pub fn config(&self) -> &Value {
+        &self.config
+    }
+
+    /// The current turn's token budget.
+    pub fn token_budget(&self) -> u64 {
+        self.token_budget
+    }
+}

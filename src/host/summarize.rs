@@ -1,0 +1,86 @@
+//! `host.summarize(messages, opts)`: the session's summarizer (built-in or LLM) on any messages
+//! the script picks → `{text, tokens}`.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::HostCall;
+use super::api::{Args, Ctx};
+use super::value::{HostError, HostOut};
+use crate::contract::opt_count;
+use crate::message::Message;
+use crate::summarize::SummaryRequest;
+
+/// Options of `host.summarize(messages, opts)`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SummarizeOptions {
+    /// Token budget of the summary; default: the compaction summary budget for this turn.
+    #[serde(default, deserialize_with = "opt_count")]
+    pub max_tokens: Option<u64>,
+    /// A summary to fold in.
+    #[serde(default)]
+    pub previous_summary: Option<String>,
+    /// Extra focus.
+    #[serde(default)]
+    pub instructions: Option<String>,
+}
+
+/// What `host.summarize` returns to scripts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SummarizeOutput {
+    /// The summary text.
+    pub text: String,
+    /// Its tokens.
+    pub tokens: u64,
+}
+
+impl HostCall {
+    /// Summarizes `messages` with the session's summarizer and compaction settings.
+    pub fn summarize(
+        &self,
+        messages: &[Arc<Message>],
+        opts: &SummarizeOptions,
+    ) -> crate::Result<SummarizeOutput> {
+        let s = &self.services;
+        let request = SummaryRequest {
+            messages,
+            previous_summary: opts.previous_summary.as_deref(),
+            max_tokens: opts
+                .max_tokens
+                .unwrap_or_else(|| s.compaction.summary_tokens_for(self.token_budget)),
+            instructions: opts.instructions.as_deref(),
+            identifier_policy: s.compaction.identifier_policy,
+        };
+        let summary = s
+            .summarizer
+            .summarize(&request, s.tokens.counter().as_ref())?;
+        Ok(SummarizeOutput {
+            text: summary.text,
+            tokens: summary.tokens,
+        })
+    }
+}
+
+/// `host.summarize(messages, opts)` → `{text, tokens}`. Bad arguments are the script's fault; a
+/// failing summarizer (an LLM endpoint down) is the host's.
+pub(super) fn summarize(cx: &Ctx<'_>, [messages, opts]: Args) -> Result<HostOut, HostError> {
+    let max = cx.scope().limits().max_result_messages;
+    let messages = messages
+        .into_messages(max)
+        .map_err(|e| cx.script_error(format!("messages {e}")))?;
+    let opts: SummarizeOptions = match opts.into_json() {
+        None => return Err(cx.script_error("opts must be a map")),
+        Some(serde_json::Value::Null) => SummarizeOptions::default(),
+        Some(v) => serde_json::from_value(v).map_err(|e| cx.script_error(format!("opts: {e}")))?,
+    };
+    let out = cx
+        .call()?
+        .summarize(&messages, &opts)
+        .map_err(|e| cx.host_error(e))?;
+    Ok(HostOut::Data(
+        json!({"text": out.text, "tokens": out.tokens}),
+    ))
+}
