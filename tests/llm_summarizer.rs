@@ -674,6 +674,67 @@ async fn llm_compaction_entry_records_the_summarizer() {
     assert_eq!(model.requests().len(), 1);
 }
 
+/// Through a real host: `maxCallsPerTurn` counts one session's calls until its next turn
+/// begins, and a capped compaction is written by the offline summarizer instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_call_cap_is_per_session_turn_through_the_host() {
+    let model = FakeModel::start(vec![], Reply::answer(GOOD));
+    let mut config = common::replay::config(8_000, None);
+    let mut llm = settings(&model);
+    llm.max_calls_per_turn = 1;
+    config.host.summarizer = SummarizerSettings::Llm(llm);
+    let host = ctxhost::runtime::Host::new(config).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.jsonl");
+    let session = host
+        .create_session(ctxhost::runtime::SessionSpec::new("s", &file))
+        .await
+        .unwrap();
+    let batch = |n: usize, tag: &str| -> Vec<Message> {
+        (0..n)
+            .map(|i| {
+                let text = format!(
+                    "{tag} {i}: {} touched {PATH} for job {UUID}",
+                    "words ".repeat(60)
+                );
+                if i % 2 == 0 {
+                    Message::user(text)
+                } else {
+                    Message::assistant(text)
+                }
+            })
+            .collect()
+    };
+    session.record(batch(60, "first")).await.unwrap();
+    assert!(session.compact(None).await.unwrap().compacted);
+    session.record(batch(40, "second")).await.unwrap();
+    assert!(session.compact(None).await.unwrap().compacted);
+    session.record(batch(40, "third")).await.unwrap();
+    let turn = session
+        .begin_turn(ctxhost::session::TurnInput {
+            user: Message::user("go on"),
+            is_heartbeat: false,
+        })
+        .await
+        .unwrap();
+    assert!(turn.assembled_tokens <= turn.token_budget);
+    session
+        .end_turn(vec![Message::assistant("done")])
+        .await
+        .unwrap();
+    session.close().await.unwrap();
+    let (_, stored, _) = TranscriptStore::open(&file).unwrap();
+    let who: Vec<String> = stored
+        .iter()
+        .filter_map(|m| match &m.body {
+            MessageBody::CompactionSummary(s) => Some(s.extra["details"]["summarizer"].to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(who, ["\"llm:fake\"", "\"builtin\"", "\"llm:fake\""]);
+    assert_eq!(model.requests().len(), 2);
+}
+
 /// A shared transcript replayed at a small window with the LLM summarizer (against the fake)
 /// keeps every budget and pairing guarantee, and its summaries say the model wrote them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
