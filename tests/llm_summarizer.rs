@@ -269,6 +269,23 @@ const GOOD: &str = "## Goal\n- Fix the crash in /srv/acme/api/src/main.rs (job 3
 
 const MISSING_URL: &str = "## Goal\n- Fix the crash in /srv/acme/api/src/main.rs (job 3f2b8c1e-9a4d-4e7f-b6a2-1c5d8e9f0a7b)\n## Progress\n- A fix was opened\n## Open questions / pending\n- Add a regression test\n## Exact identifiers\n- 0a1b2c3d4e5f6789";
 
+/// `n` alternating user and assistant messages of about 100 tokens each, naming PATH and UUID.
+fn history(n: usize, tag: &str) -> Vec<Message> {
+    (0..n)
+        .map(|i| {
+            let text = format!(
+                "{tag} {i}: {} touched {PATH} for job {UUID}",
+                "words ".repeat(60)
+            );
+            if i % 2 == 0 {
+                Message::user(text)
+            } else {
+                Message::assistant(text)
+            }
+        })
+        .collect()
+}
+
 fn settings(model: &FakeModel) -> LlmSettings {
     let mut s = LlmSettings::new(model.url(), "fake");
     s.timeout_ms = 10_000;
@@ -627,19 +644,7 @@ fn llm_tokens_per_day_are_capped() {
 async fn llm_compaction_entry_records_the_summarizer() {
     let model = FakeModel::start(vec![], Reply::answer(GOOD));
     let dir = tempfile::tempdir().unwrap();
-    let history: Vec<Message> = (0..60)
-        .map(|i| {
-            let text = format!(
-                "step {i}: {} touched {PATH} for job {UUID}",
-                "words ".repeat(60)
-            );
-            if i % 2 == 0 {
-                Message::user(text)
-            } else {
-                Message::assistant(text)
-            }
-        })
-        .collect();
+    let history = history(60, "step");
     let llm: Arc<dyn Summarizer> = Arc::new(LlmSummarizer::new(&settings(&model), None).unwrap());
     let hosts = [
         (
@@ -690,26 +695,11 @@ async fn llm_call_cap_is_per_session_turn_through_the_host() {
         .create_session(ctxhost::runtime::SessionSpec::new("s", &file))
         .await
         .unwrap();
-    let batch = |n: usize, tag: &str| -> Vec<Message> {
-        (0..n)
-            .map(|i| {
-                let text = format!(
-                    "{tag} {i}: {} touched {PATH} for job {UUID}",
-                    "words ".repeat(60)
-                );
-                if i % 2 == 0 {
-                    Message::user(text)
-                } else {
-                    Message::assistant(text)
-                }
-            })
-            .collect()
-    };
-    session.record(batch(60, "first")).await.unwrap();
+    session.record(history(60, "first")).await.unwrap();
     assert!(session.compact(None).await.unwrap().compacted);
-    session.record(batch(40, "second")).await.unwrap();
+    session.record(history(40, "second")).await.unwrap();
     assert!(session.compact(None).await.unwrap().compacted);
-    session.record(batch(40, "third")).await.unwrap();
+    session.record(history(40, "third")).await.unwrap();
     let turn = session
         .begin_turn(ctxhost::session::TurnInput {
             user: Message::user("go on"),
