@@ -133,6 +133,7 @@ pub fn compact(
                 "summarizedMessages": span.len(),
                 "identifiersFound": summary.identifiers_found,
                 "identifiersKept": summary.identifiers_kept,
+                "summarizer": summary.summarizer,
             })),
             session_id: None,
             session_target: None,

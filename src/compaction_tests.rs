@@ -32,6 +32,7 @@ impl Summarizer for ListIds {
             identifiers_kept: 0,
             read_files: vec![],
             modified_files: vec![],
+            summarizer: "test".into(),
         })
     }
 }
@@ -183,6 +184,7 @@ fn a_summary_larger_than_what_it_replaces_is_not_reported_as_success() {
                 identifiers_kept: 0,
                 read_files: vec![],
                 modified_files: vec![],
+                summarizer: "test".into(),
             })
         }
     }

@@ -182,6 +182,9 @@ pub struct HostSettings {
     pub durability: crate::transcript::Durability,
     /// Built-in compaction.
     pub compaction: CompactionSettings,
+    /// Which summarizer writes compaction summaries: `{kind: "builtin"}` (default, offline)
+    /// or `{kind: "llm", baseUrl, model, ...}` (an OpenAI-compatible endpoint).
+    pub summarizer: crate::llm::SummarizerSettings,
     /// Script limits: per-call deadline and grace, memory, result caps, Rhai's operations.
     pub limits: HostLimits,
     /// How much engine time one turn may take, and what happens to an engine that keeps
@@ -321,6 +324,7 @@ impl Default for HostSettings {
             window: 32_000,
             durability: crate::transcript::Durability::default(),
             compaction: CompactionSettings::default(),
+            summarizer: crate::llm::SummarizerSettings::default(),
             limits: HostLimits::default(),
             turn_budget: TurnBudget::default(),
             watch: WatchSettings::default(),

@@ -74,6 +74,35 @@ fn an_explicit_config_file_must_exist() {
 }
 
 #[test]
+fn llm_summarizer_section_parses_with_defaults_and_refuses_unknown_keys() {
+    use crate::llm::SummarizerSettings;
+    let cfg = Config::parse("{}", "t").unwrap();
+    assert_eq!(cfg.host.summarizer, SummarizerSettings::Builtin);
+    let cfg = Config::parse(r#"{host: {summarizer: {kind: "builtin"}}}"#, "t").unwrap();
+    assert_eq!(cfg.host.summarizer, SummarizerSettings::Builtin);
+    let cfg = Config::parse(
+        r#"{host: {summarizer: {kind: "llm", baseUrl: "http://127.0.0.1:8080/v1", model: "qwen", apiKeyEnv: "KEY", maxCallsPerTurn: 2}}}"#,
+        "t",
+    )
+    .unwrap();
+    let SummarizerSettings::Llm(llm) = &cfg.host.summarizer else {
+        panic!("{:?}", cfg.host.summarizer)
+    };
+    assert_eq!(llm.model, "qwen");
+    assert_eq!(llm.api_key_env.as_deref(), Some("KEY"));
+    assert_eq!(llm.max_calls_per_turn, 2);
+    assert_eq!(llm.timeout_ms, 60_000);
+    let err = Config::parse(
+        r#"{host: {summarizer: {kind: "llm", baseUrl: "http://x", model: "m", modle: "x"}}}"#,
+        "t",
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("modle"), "{err}");
+    let err = Config::parse(r#"{host: {summarizer: {kind: "gpt"}}}"#, "t").unwrap_err();
+    assert!(err.to_string().contains("gpt"), "{err}");
+}
+
+#[test]
 fn host_limits_keys_map_to_the_shared_and_the_rhai_limits() {
     let cfg = Config::parse(
         r#"{ host: { limits: { deadlineMs: 20, graceMs: 30, memoryBytes: 1024,

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub(crate) mod fit;
 pub mod host;
+pub mod llm;
 pub mod message;
 pub mod pairing;
 mod quarantine;

@@ -29,7 +29,7 @@ use crate::error::{EngineError, EngineErrorKind, Error, Op, Result};
 use crate::message::Message;
 use crate::quarantine::Quarantine;
 use crate::session::{Assembly, Session, SessionSetup, TurnInput, TurnStats};
-use crate::summarize::{BuiltinSummarizer, Summarizer};
+use crate::summarize::Summarizer;
 use crate::tokens::{self, TokenCounter};
 
 /// Serves sessions with one configured engine.
@@ -75,6 +75,13 @@ impl Host {
     /// tables, VM boot): inside an async runtime use [`Host::start`]. An engine that fails
     /// to load is quarantined, and its sessions answer from `legacy` (or fail, when strict).
     pub fn new(config: Config) -> Result<Host> {
+        let summarizer = crate::llm::configured_summarizer(&config.host.summarizer)?;
+        Host::with_summarizer(config, summarizer)
+    }
+
+    /// [`Host::new`] with the embedder's own summarizer in place of the one `host.summarizer`
+    /// configures (which is then ignored).
+    pub fn with_summarizer(config: Config, summarizer: Arc<dyn Summarizer>) -> Result<Host> {
         let tokens = tokens::counter(config.host.tokenizer)?;
         let quarantine = Arc::new(Quarantine::default());
         let (entry, engine, engine_config) = match config.engine_entry() {
@@ -101,7 +108,7 @@ impl Host {
         Ok(Host {
             config,
             tokens,
-            summarizer: Arc::new(BuiltinSummarizer),
+            summarizer,
             quarantine,
             engine,
         })

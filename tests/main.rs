@@ -13,6 +13,7 @@ mod engines;
 mod guide;
 mod hostile;
 mod house;
+mod llm_summarizer;
 mod lua_engine;
 mod reload;
 mod replay;

@@ -193,7 +193,10 @@ impl Session {
     ) -> Result<Session> {
         let services = Arc::new(SessionServices {
             tokens: TokenCache::new(Arc::clone(&setup.tokens)),
-            summarizer: Arc::clone(&setup.summarizer),
+            summarizer: setup
+                .summarizer
+                .for_session()
+                .unwrap_or_else(|| Arc::clone(&setup.summarizer)),
             compaction: setup.compaction.clone(),
             limits: setup.limits.clone(),
         });

@@ -1,5 +1,5 @@
 //! The built-in summarizer (contract §9): offline, deterministic, sectioned, and strict about
-//! identifiers. An LLM-backed summarizer can implement the same trait later.
+//! identifiers. The LLM summarizer (`crate::llm`) implements the same trait and falls back to it.
 //!
 //! This module holds the public API (the [`Summarizer`] trait, its request and result, and
 //! [`BuiltinSummarizer`]); the built-in summarizer's parts live in one private submodule each:
@@ -74,6 +74,9 @@ pub struct Summary {
     pub read_files: Vec<String>,
     /// Files the span modified.
     pub modified_files: Vec<String>,
+    /// Which summarizer wrote `text` (`builtin`, `llm:<model>`), recorded in the compaction
+    /// entry so a reader knows whether a model or the offline heuristics produced it.
+    pub summarizer: String,
 }
 
 /// Turns a span of messages into a summary within a token budget.
@@ -84,7 +87,39 @@ pub trait Summarizer: Send + Sync + std::fmt::Debug {
         request: &SummaryRequest<'_>,
         counter: &dyn TokenCounter,
     ) -> Result<Summary>;
+
+    /// A view of this summarizer for one session, so that per-turn limits count that
+    /// session's turns; `None` (the default) shares this one.
+    fn for_session(&self) -> Option<Arc<dyn Summarizer>> {
+        None
+    }
+
+    /// A turn of the session this summarizer serves begins: per-turn limits start again.
+    fn begin_turn(&self) {}
 }
+
+/// What the built-in extraction finds in a span, for other summarizers to audit and report.
+pub(crate) struct SpanFacts {
+    /// Distinct opaque identifiers of the span and previous summary, in order of appearance.
+    pub(crate) identifiers: Vec<String>,
+    /// Files the span read.
+    pub(crate) read_files: Vec<String>,
+    /// Files the span modified.
+    pub(crate) modified_files: Vec<String>,
+}
+
+/// Runs the built-in extraction over a request (the same one [`BuiltinSummarizer`] keeps).
+pub(crate) fn span_facts(request: &SummaryRequest<'_>) -> SpanFacts {
+    let ex = Extraction::run(request);
+    SpanFacts {
+        read_files: ex.read_only(),
+        modified_files: ex.modified.items,
+        identifiers: ex.identifiers.items,
+    }
+}
+
+/// The name the built-in summarizer records in the summaries it writes.
+pub const BUILTIN_NAME: &str = "builtin";
 
 /// The offline, deterministic summarizer used when no LLM summarizer is configured (§9).
 ///
@@ -122,6 +157,7 @@ impl Summarizer for BuiltinSummarizer {
             identifiers_kept,
             read_files: ex.read_only(),
             modified_files: ex.modified.items.clone(),
+            summarizer: BUILTIN_NAME.to_owned(),
             text,
         })
     }

@@ -16,6 +16,11 @@ use ctxhost::transcript::{TranscriptStore, import};
 
 /// A host at `window` tokens with `engine` (an engine file) in the slot, or `legacy`.
 pub fn host(window: u64, engine: Option<&Path>) -> Arc<Host> {
+    Arc::new(Host::new(config(window, engine)).expect("host"))
+}
+
+/// The configuration of [`host`]: `window` tokens, `engine` in the slot or `legacy`.
+pub fn config(window: u64, engine: Option<&Path>) -> Config {
     let mut config = Config::default();
     config.host.window = window;
     if let Some(path) = engine {
@@ -33,7 +38,7 @@ pub fn host(window: u64, engine: Option<&Path>) -> Arc<Host> {
             },
         );
     }
-    Arc::new(Host::new(config).expect("host"))
+    config
 }
 
 /// One model call as the model saw it: tokens and the ids of the messages.
@@ -65,7 +70,19 @@ pub async fn replay_checked(
     restart_at: Option<usize>,
     dir: &Path,
 ) -> Checked {
-    let mut host = host(window, engine);
+    replay_checked_with(path, &config(window, engine), max_sessions, restart_at, dir).await
+}
+
+/// [`replay_checked`] with a host built from `config` (e.g. another summarizer).
+pub async fn replay_checked_with(
+    path: &Path,
+    config: &Config,
+    max_sessions: usize,
+    restart_at: Option<usize>,
+    dir: &Path,
+) -> Checked {
+    let new_host = || Arc::new(Host::new(config.clone()).expect("host"));
+    let mut host = new_host();
     let imported = import(path).expect("import");
     assert!(imported.problems.is_empty(), "{:?}", imported.problems);
     let mut checked = Checked::default();
@@ -81,7 +98,7 @@ pub async fn replay_checked(
             if restart_at == Some(t) {
                 session.close().await.expect("close before restart");
                 drop(session);
-                host = self::host(window, engine);
+                host = new_host();
                 session = host.open_session(spec.clone()).await.expect("reopen");
             }
             let mut steps = model_steps(replies);

@@ -1,0 +1,433 @@
+//! A blocking OpenAI-compatible Chat Completions client: the request and response types, one
+//! deadline per use, retries with backoff on 429 and 5xx, and errors that name the endpoint
+//! and never the API key.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The most bytes of a response body read (4 MiB): a summary is a few KiB.
+const MAX_BODY_BYTES: u64 = 4 << 20;
+
+/// The most characters of an error body kept in an error message.
+const MAX_ERROR_BODY_CHARS: usize = 300;
+
+/// Attempts per call, the first included, when the server answers 429 or 5xx.
+const MAX_ATTEMPTS: u32 = 4;
+
+/// The first backoff; each retry doubles it, and a `Retry-After` replaces it.
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+
+/// The longest single wait between attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// An API key: sent only in the `Authorization` header, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key (e.g. from a secrets manager) so that it cannot be printed by accident.
+    pub fn new(key: impl Into<String>) -> Self {
+        ApiKey(key.into())
+    }
+
+    /// The key as sent, for removing it from anything the server echoes back.
+    fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// Why a model call gave no usable answer; each names the endpoint, none holds the key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LlmError {
+    /// No connection could be made (refused, no such host, TLS failure).
+    #[error("the summary model at {endpoint} is unreachable: {cause}")]
+    Unreachable {
+        /// The URL called.
+        endpoint: String,
+        /// What the connection attempt said.
+        cause: String,
+    },
+    /// The deadline passed before an answer came.
+    #[error("the summary model at {endpoint} did not answer within {timeout_ms} ms")]
+    Timeout {
+        /// The URL called.
+        endpoint: String,
+        /// The deadline of the call.
+        timeout_ms: u64,
+    },
+    /// The server answered with an error status (after retries, for 429 and 5xx).
+    #[error("the summary model at {endpoint} answered HTTP {status}: {body}")]
+    Http {
+        /// The URL called.
+        endpoint: String,
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body, the key removed.
+        body: String,
+    },
+    /// The body was not a Chat Completions response.
+    #[error("the summary model at {endpoint} sent a malformed answer: {cause}")]
+    Malformed {
+        /// The URL called.
+        endpoint: String,
+        /// What did not parse.
+        cause: String,
+    },
+    /// The model declined to summarize.
+    #[error("the summary model at {endpoint} refused: {reason}")]
+    Refused {
+        /// The refusal text or finish reason.
+        reason: String,
+        /// The URL called.
+        endpoint: String,
+    },
+    /// The answer had no text.
+    #[error("the summary model at {endpoint} sent an empty answer")]
+    Empty {
+        /// The URL called.
+        endpoint: String,
+    },
+    /// The summary budget cannot hold the model's answer nor its identifiers.
+    #[error("a summary budget of {max_tokens} tokens cannot hold the model's answer")]
+    Budget {
+        /// The request's summary budget.
+        max_tokens: u64,
+    },
+    /// The turn's model calls (`maxCallsPerTurn`) are spent.
+    #[error("the {limit} summary model calls this turn allows are spent")]
+    CallsPerTurn {
+        /// The configured limit.
+        limit: u32,
+    },
+    /// The day's tokens (`maxTokensPerDay`) would be exceeded.
+    #[error(
+        "the summary model's day budget is spent: {spent} of {limit} tokens used in the last 24 h, this call needs up to {needed}"
+    )]
+    TokensPerDay {
+        /// Tokens used in the last 24 hours.
+        spent: u64,
+        /// What this call could use.
+        needed: u64,
+        /// The configured limit.
+        limit: u64,
+    },
+}
+
+/// One chat message of a request.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(super) struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub(super) role: &'static str,
+    /// The text.
+    pub(super) content: String,
+}
+
+impl ChatMessage {
+    /// A message with `role` and `content`.
+    pub(super) fn new(role: &'static str, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role,
+            content: content.into(),
+        }
+    }
+}
+
+/// The body of `POST /chat/completions`.
+#[derive(Debug, Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: &'a [ChatMessage],
+    max_tokens: u64,
+    temperature: f32,
+    stream: bool,
+}
+
+/// The parts of a Chat Completions response the summarizer reads.
+#[derive(Debug, Deserialize)]
+struct ChatResponse {
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    message: AnswerMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AnswerMessage {
+    /// A string, or (from some servers) a list of `{type: "text", text}` parts.
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+/// Token usage as the server reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub(super) struct Usage {
+    /// Tokens of the prompt.
+    #[serde(default)]
+    pub(super) prompt_tokens: u64,
+    /// Tokens of the answer.
+    #[serde(default)]
+    pub(super) completion_tokens: u64,
+}
+
+/// A model's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Completion {
+    /// The answer text, trimmed, never empty.
+    pub(super) text: String,
+    /// What the server reported, when it did.
+    pub(super) usage: Option<Usage>,
+}
+
+/// A Chat Completions endpoint with its model and key.
+pub(super) struct ChatClient {
+    agent: ureq::Agent,
+    endpoint: String,
+    model: String,
+    key: Option<ApiKey>,
+}
+
+impl fmt::Debug for ChatClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChatClient")
+            .field("endpoint", &self.endpoint)
+            .field("model", &self.model)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// How one attempt ended when it gave no answer.
+enum Failure {
+    /// Worth another attempt (429, 5xx), after the server's `Retry-After` when it sent one.
+    Retry(LlmError, Option<Duration>),
+    /// Final.
+    Stop(LlmError),
+}
+
+impl ChatClient {
+    /// A client for `base_url` (`/chat/completions` appended unless present).
+    pub(super) fn new(base_url: &str, model: &str, key: Option<ApiKey>) -> Self {
+        let base = base_url.trim_end_matches('/');
+        let endpoint = if base.ends_with("/chat/completions") {
+            base.to_owned()
+        } else {
+            format!("{base}/chat/completions")
+        };
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .user_agent(concat!("ctxhost/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        ChatClient {
+            agent,
+            endpoint,
+            model: model.to_owned(),
+            key,
+        }
+    }
+
+    /// The URL every request goes to.
+    pub(super) fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Asks for a completion of `messages`, retrying 429 and 5xx with backoff, all before
+    /// `deadline` (`timeout_ms` is what the caller allowed, for the error message).
+    pub(super) fn complete(
+        &self,
+        messages: &[ChatMessage],
+        max_tokens: u64,
+        deadline: Instant,
+        timeout_ms: u64,
+    ) -> Result<Completion, LlmError> {
+        let request = ChatRequest {
+            model: &self.model,
+            messages,
+            max_tokens,
+            temperature: 0.2,
+            stream: false,
+        };
+        let body = serde_json::to_vec(&request).map_err(|e| LlmError::Malformed {
+            endpoint: self.endpoint.clone(),
+            cause: format!("the request could not be encoded: {e}"),
+        })?;
+        let timeout = || LlmError::Timeout {
+            endpoint: self.endpoint.clone(),
+            timeout_ms,
+        };
+        let mut backoff = FIRST_BACKOFF;
+        for attempt in 1..=MAX_ATTEMPTS {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+                .ok_or_else(timeout)?;
+            match self.attempt(&body, left, timeout_ms) {
+                Ok(answer) => return Ok(answer),
+                Err(Failure::Stop(e)) => return Err(e),
+                Err(Failure::Retry(e, retry_after)) => {
+                    let wait = retry_after.unwrap_or(backoff).min(MAX_BACKOFF);
+                    let last = attempt == MAX_ATTEMPTS;
+                    if last || Instant::now() + wait >= deadline {
+                        return Err(e);
+                    }
+                    tracing::info!(
+                        endpoint = %self.endpoint,
+                        attempt,
+                        "retrying the summary model in {} ms: {e}",
+                        wait.as_millis()
+                    );
+                    std::thread::sleep(wait);
+                    backoff = backoff.saturating_mul(2);
+                }
+            }
+        }
+        Err(timeout())
+    }
+
+    /// One HTTP request within `left`.
+    fn attempt(&self, body: &[u8], left: Duration, timeout_ms: u64) -> Result<Completion, Failure> {
+        let mut request = self
+            .agent
+            .post(&self.endpoint)
+            .config()
+            .timeout_global(Some(left))
+            .build()
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json");
+        if let Some(key) = &self.key {
+            request = request.header("Authorization", format!("Bearer {}", key.expose()));
+        }
+        let mut response = request
+            .send(body)
+            .map_err(|e| Failure::Stop(self.transport_error(&e, timeout_ms)))?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_BODY_BYTES)
+            .read_to_string()
+            .map_err(|e| Failure::Stop(self.transport_error(&e, timeout_ms)))?;
+        if !(200..300).contains(&status) {
+            let error = LlmError::Http {
+                endpoint: self.endpoint.clone(),
+                status,
+                body: self.redact(&clip(&text, MAX_ERROR_BODY_CHARS)),
+            };
+            return Err(if status == 429 || status >= 500 {
+                Failure::Retry(error, retry_after)
+            } else {
+                Failure::Stop(error)
+            });
+        }
+        self.parse(&text).map_err(Failure::Stop)
+    }
+
+    /// Reads a 2xx body as a completion.
+    fn parse(&self, text: &str) -> Result<Completion, LlmError> {
+        let malformed = |cause: String| LlmError::Malformed {
+            endpoint: self.endpoint.clone(),
+            cause: self.redact(&cause),
+        };
+        let response: ChatResponse =
+            serde_json::from_str(text).map_err(|e| malformed(e.to_string()))?;
+        let choice = response
+            .choices
+            .into_iter()
+            .next()
+            .ok_or_else(|| malformed("no choices".into()))?;
+        let refused = |reason: String| LlmError::Refused {
+            reason: self.redact(&clip(&reason, MAX_ERROR_BODY_CHARS)),
+            endpoint: self.endpoint.clone(),
+        };
+        if let Some(reason) = choice.message.refusal.filter(|r| !r.trim().is_empty()) {
+            return Err(refused(reason));
+        }
+        if choice.finish_reason.as_deref() == Some("content_filter") {
+            return Err(refused("finish_reason content_filter".into()));
+        }
+        let text = match choice.message.content {
+            Some(Value::String(s)) => s,
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => return Err(malformed(format!("content is {other}, not text"))),
+        };
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(LlmError::Empty {
+                endpoint: self.endpoint.clone(),
+            });
+        }
+        Ok(Completion {
+            text: text.to_owned(),
+            usage: response.usage,
+        })
+    }
+
+    /// A transport error as the caller should read it.
+    fn transport_error(&self, e: &ureq::Error, timeout_ms: u64) -> LlmError {
+        let timed_out = match e {
+            ureq::Error::Timeout(_) => true,
+            ureq::Error::Io(io) => io.kind() == std::io::ErrorKind::TimedOut,
+            _ => false,
+        };
+        if timed_out {
+            return LlmError::Timeout {
+                endpoint: self.endpoint.clone(),
+                timeout_ms,
+            };
+        }
+        LlmError::Unreachable {
+            endpoint: self.endpoint.clone(),
+            cause: self.redact(&e.to_string()),
+        }
+    }
+
+    /// `text` with the API key replaced, for anything a server may have echoed.
+    fn redact(&self, text: &str) -> String {
+        match &self.key {
+            Some(key) if !key.expose().is_empty() => text.replace(key.expose(), "<redacted>"),
+            _ => text.to_owned(),
+        }
+    }
+}
+
+/// At most `max` characters of `text`, with "…" when cut.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+#[path = "client_tests.rs"]
+mod tests;
