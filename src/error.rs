@@ -135,18 +135,25 @@ impl fmt::Display for ScriptLocation {
 /// The longest engine error message kept, in bytes (4 KiB); the rest is cut and counted.
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 4 << 10;
 
-fn capped(mut message: String) -> String {
-    if message.len() <= MAX_ERROR_MESSAGE_BYTES {
-        return message;
+fn capped(message: String) -> String {
+    cut_text(message, MAX_ERROR_MESSAGE_BYTES)
+}
+
+/// `text` cut to `cap` bytes on a character boundary, ending with how many bytes were cut: the
+/// one cut for every text a script controls (error messages, log lines), so none can flood a
+/// log or a report, nor panic the host by cutting inside a character.
+pub fn cut_text(mut text: String, cap: usize) -> String {
+    if text.len() <= cap {
+        return text;
     }
-    let mut cut = MAX_ERROR_MESSAGE_BYTES;
-    while !message.is_char_boundary(cut) {
-        cut -= 1;
+    let mut end = cap;
+    while !text.is_char_boundary(end) {
+        end -= 1;
     }
-    let dropped = message.len() - cut;
-    message.truncate(cut);
-    message.push_str(&format!("… ({dropped} more bytes)"));
-    message
+    let cut = text.len() - end;
+    text.truncate(end);
+    text.push_str(&format!("… ({cut} more bytes cut)"));
+    text
 }
 
 /// What the host was doing when an engine failed: a lifecycle method, or one of the host's own

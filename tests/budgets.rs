@@ -172,7 +172,7 @@ return M
         failure.message.len()
     );
     assert!(
-        failure.message.contains("more bytes)"),
+        failure.message.contains("more bytes cut)"),
         "{}",
         &failure.message[..200]
     );

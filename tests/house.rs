@@ -82,6 +82,18 @@ fn session_on_full_disk(host: &Host, file: &Path) -> (Session, Disk) {
     (session, Disk { full, refused })
 }
 
+/// `scripts/delegating.lua` (a non-owning engine) in a 3,000-token window over a [`FullDisk`].
+fn delegating_on_full_disk(file: &Path) -> (Host, Session, Disk) {
+    let host = Host::new(config_with(
+        "delegating",
+        &repo_file("scripts/delegating.lua"),
+        3_000,
+    ))
+    .unwrap();
+    let (session, disk) = session_on_full_disk(&host, file);
+    (host, session, disk)
+}
+
 fn big_turn(session: &mut Session, n: usize) -> ctxhost::Result<()> {
     session.begin_turn(TurnInput {
         user: Message::user(format!("step {n}: please go on with the refactor")),
@@ -103,14 +115,8 @@ fn stored_messages(file: &Path) -> usize {
 #[test]
 fn a_full_disk_during_auto_compaction_is_the_hosts_error_not_the_engines() {
     let dir = tempfile::tempdir().unwrap();
-    let host = Host::new(config_with(
-        "delegating",
-        &repo_file("scripts/delegating.lua"),
-        3_000,
-    ))
-    .unwrap();
     let file = dir.path().join("s.jsonl");
-    let (mut session, disk) = session_on_full_disk(&host, &file);
+    let (host, mut session, disk) = delegating_on_full_disk(&file);
     // Fill the window without compacting.
     let mut n = 0;
     while session.context_tokens() < session.token_budget() {
@@ -146,14 +152,8 @@ fn a_full_disk_during_auto_compaction_is_the_hosts_error_not_the_engines() {
 #[test]
 fn a_full_disk_during_an_engines_compact_quarantines_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let host = Host::new(config_with(
-        "delegating",
-        &repo_file("scripts/delegating.lua"),
-        3_000,
-    ))
-    .unwrap();
     let file = dir.path().join("s.jsonl");
-    let (mut session, disk) = session_on_full_disk(&host, &file);
+    let (host, mut session, disk) = delegating_on_full_disk(&file);
     for n in 1..=3 {
         big_turn(&mut session, n).unwrap();
     }

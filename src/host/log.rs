@@ -19,21 +19,7 @@ pub enum LogLevel {
 /// The most bytes of script text one log line keeps; the rest is cut (on a character boundary).
 pub const LOG_CAP: usize = 64 << 10;
 
-/// `text` cut to `cap` bytes on a character boundary, ending with how many bytes were cut, so
-/// a script cannot flood the log (nor panic the host by cutting inside a character).
-pub fn cut_log_text(mut text: String, cap: usize) -> String {
-    if text.len() <= cap {
-        return text;
-    }
-    let mut end = cap;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let cut = text.len() - end;
-    text.truncate(end);
-    text.push_str(&format!("… ({cut} more bytes cut)"));
-    text
-}
+pub use crate::error::cut_text as cut_log_text;
 
 /// Logs a script's line at `level`, tagged with the engine and, inside a call, the session;
 /// the text is cut to [`LOG_CAP`] by [`cut_log_text`].
