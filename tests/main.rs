@@ -15,6 +15,7 @@ mod hostile;
 mod house;
 mod llm_summarizer;
 mod lua_engine;
+mod memory;
 mod reload;
 mod replay;
 mod rhai_engine;

@@ -338,6 +338,7 @@ impl Vm {
             Value::Table(t) => t,
             _ => self.lua.create_table().map_err(host_err)?,
         };
+        let after_params = self.lua.used_memory();
         {
             let mut res = self
                 .lua
@@ -362,17 +363,23 @@ impl Vm {
         }
         p.raw_set("state", &self.state).map_err(host_err)?;
         let after = self.lua.used_memory();
-        self.host_bytes = self.host_bytes.saturating_add(after.saturating_sub(before));
-        self.lua
-            .set_memory_limit(
-                after.saturating_add(self.site.limits.memory_bytes).max(
-                    self.site
-                        .limits
-                        .memory_bytes
-                        .saturating_add(self.host_bytes),
-                ),
-            )
-            .map_err(host_err)?;
+        // The cap is for the VM's whole life: what the script keeps between calls counts, what
+        // the host put in does not (the resident messages it keeps, this call's params).
+        self.host_bytes = self
+            .host_bytes
+            .saturating_add(after.saturating_sub(after_params));
+        let transient = after_params.saturating_sub(before);
+        let limit = self
+            .site
+            .limits
+            .memory_bytes
+            .saturating_add(self.host_bytes)
+            .saturating_add(transient);
+        if after > limit / 4 * 3 {
+            // Near the cap: collect the garbage of earlier calls before judging what is kept.
+            self.lua.gc_collect().map_err(host_err)?;
+        }
+        self.lua.set_memory_limit(limit).map_err(host_err)?;
 
         let guard = self.site.start_call();
         let result = f.call::<Value>(p);

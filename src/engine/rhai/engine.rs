@@ -55,6 +55,10 @@ pub(super) fn instance_engine(
     bridge: &Arc<Bridge>,
 ) -> Result<RhaiEngine, String> {
     let mut e = configured(limits);
+    // Rhai's data-size limits would bound each value by `host.limits.memoryBytes`, but with any
+    // of them set Rhai walks a container after every call that returns or changes it, which
+    // makes building one O(N^2); Rhai memory stays bounded by the deadline and the operation
+    // budget instead (see docs/contract.md §11).
     e.register_static_module("host", host);
     for name in stdlib_names() {
         if let Some(m) = stdlib_module(name).map_err(|e| format!("stdlib {name}: {e}"))? {

@@ -75,7 +75,7 @@ pub(super) fn fault(err: &EvalAltResult, limits: &RhaiLimits, default: EngineErr
                 limits.max_call_levels
             ),
         ),
-        EvalAltResult::ErrorDataTooLarge(..) => (EngineErrorKind::Limit, bare(e)),
+        EvalAltResult::ErrorDataTooLarge(..) => (EngineErrorKind::Memory, bare(e)),
         EvalAltResult::ErrorRuntime(v, _) if v.is::<HostFault>() => {
             (EngineErrorKind::Host, bare(e))
         }
