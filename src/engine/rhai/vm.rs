@@ -37,14 +37,8 @@ impl Vm {
         let bridge = Arc::new(Bridge::new(&boot.label, boot.limits.results.clone()));
         let setup = |m: String| site.error(Op::Load, EngineErrorKind::Runtime, m, None);
         let host = api::host_module(&bridge, &boot.config).map_err(setup)?;
-        let engine = instance_engine(
-            &program.limits,
-            boot.limits.memory_bytes,
-            &boot.signals,
-            host,
-            &bridge,
-        )
-        .map_err(setup)?;
+        let engine =
+            instance_engine(&program.limits, &boot.signals, host, &bridge).map_err(setup)?;
 
         let mut members = Vec::new();
         let mut lines = HashMap::new();
