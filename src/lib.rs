@@ -15,6 +15,7 @@ pub mod contract;
 pub mod engine;
 pub mod error;
 pub mod fit;
+pub mod guarantee;
 pub mod host;
 pub mod message;
 pub mod pairing;

@@ -30,7 +30,9 @@ use crate::tokens::TokenCounter;
 use extract::Extraction;
 use render::Doc;
 
+pub use identifiers::{IdKind, find_identifiers};
 pub use sections::SECTION_HEADINGS;
+pub use tools::telling_line;
 
 /// Whether opaque identifiers of the summarized span must survive verbatim.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,6 +14,40 @@ static PATCH_FILE_RE: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// A line that names a failure outright: `Error: …`, `error[E0502]: …`, `TypeError`, a panic,
+/// `FAILED`, `fatal:`, an errno name.
+static STRONG_ERROR_RE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?:\b[A-Z][A-Za-z]*(?:Error|Exception)\b|\b(?:error|Error|ERROR)(?:\[[A-Z]?\d+\])?:|\bpanicked at\b|\bFAIL(?:ED)?\b|\bfatal:|\bE(?:NOENT|ACCES|PERM|EXIST|ADDRINUSE|CONNREFUSED|TIMEDOUT)\b|Traceback \(most recent)",
+    )
+});
+/// A line that mentions failing.
+static WEAK_ERROR_RE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:error|errors|failed|failure|cannot|can't|could not|couldn't|not found|no such|denied|refused|invalid|undefined|unexpected|timed out|exit code [1-9]|non-zero)\b",
+    )
+});
+
+/// The most telling line of a tool's output: for a failure, the line that names the error
+/// (not a banner or a progress line before it), else the last line; otherwise the first line.
+pub fn telling_line(text: &str, is_error: bool) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let pick = if is_error {
+        lines
+            .iter()
+            .find(|l| STRONG_ERROR_RE.is_match(l))
+            .or_else(|| lines.iter().find(|l| WEAK_ERROR_RE.is_match(l)))
+            .or(lines.last())
+    } else {
+        lines.first()
+    };
+    pick.map_or_else(|| "(no output)".to_owned(), |l| item(l, 400))
+}
+
 /// Calls `f` on every string inside a JSON value, in document order.
 pub(super) fn walk_strings<'v>(value: &'v Value, f: &mut impl FnMut(Option<&str>, &'v str)) {
     fn go<'v>(value: &'v Value, key: Option<&str>, f: &mut impl FnMut(Option<&str>, &'v str)) {
