@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 use ctxhost::config::{Config, Entry};
 use ctxhost::guarantee::{Violation, violations};
 use ctxhost::message::{Message, MessageBody, Role};
-use ctxhost::replay::{model_steps, split_turns};
+use ctxhost::replay::drive;
 use ctxhost::runtime::{Host, SessionSpec};
-use ctxhost::session::{Session, TurnInput};
+use ctxhost::session::Session;
 use ctxhost::summarize::{
     BuiltinSummarizer, IdKind, SECTION_HEADINGS, Summarizer, Summary, SummaryRequest,
     find_identifiers,
@@ -418,34 +418,9 @@ fn run(transcript: &Path, window: u64, engine: &str, dir: &Path) -> anyhow::Resu
         setup.summarizer = Arc::clone(&recorder) as Arc<dyn Summarizer>;
         setup.durability = Durability::None;
         let mut session = Session::create(setup, &file, "")?;
-        let (preamble, turns) = split_turns(source.messages);
-        session.record(preamble)?;
-        for (user, replies) in turns {
-            let text = user.text();
-            if let Some(rest) = text.trim_start().strip_prefix("/compact") {
-                let rest = rest.trim();
-                session.compact_now((!rest.is_empty()).then(|| rest.to_owned()))?;
-            }
-            let mut steps = model_steps(replies);
-            let last = steps.pop().unwrap_or_default();
-            let a = session.begin_turn(TurnInput {
-                user,
-                is_heartbeat: false,
-            })?;
-            // The request just stored; a compaction later in the turn may summarize it away.
-            let request = session
-                .context()
-                .iter()
-                .rev()
-                .find(|m| m.role() == Role::User)
-                .cloned();
-            measure(&session, request.as_ref(), &a, &mut calls);
-            for step in steps {
-                let a = session.continue_turn(step)?;
-                measure(&session, request.as_ref(), &a, &mut calls);
-            }
-            session.end_turn(last)?;
-        }
+        drive(&mut session, source.messages, |session, a| {
+            measure(session, session.current_request(), a, &mut calls);
+        })?;
         session.close()?;
         let _ = std::fs::remove_file(&file);
     }

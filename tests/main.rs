@@ -8,6 +8,7 @@ mod sessions;
 mod bad_input;
 mod conformance;
 mod engines;
+mod guarantees;
 mod guide;
 mod hostile;
 mod house;
