@@ -133,6 +133,8 @@ pub fn compact(
                 "summarizedMessages": span.len(),
                 "identifiersFound": summary.identifiers_found,
                 "identifiersKept": summary.identifiers_kept,
+                "carriedIdentifiersFound": summary.carried_found,
+                "carriedIdentifiersKept": summary.carried_kept,
             })),
             session_id: None,
             session_target: None,

@@ -30,6 +30,8 @@ impl Summarizer for ListIds {
             text,
             identifiers_found: 0,
             identifiers_kept: 0,
+            carried_found: 0,
+            carried_kept: 0,
             read_files: vec![],
             modified_files: vec![],
         })
@@ -181,6 +183,8 @@ fn a_summary_larger_than_what_it_replaces_is_not_reported_as_success() {
                 text,
                 identifiers_found: 0,
                 identifiers_kept: 0,
+                carried_found: 0,
+                carried_kept: 0,
                 read_files: vec![],
                 modified_files: vec![],
             })

@@ -18,7 +18,7 @@ static PATCH_FILE_RE: LazyLock<Regex> = LazyLock::new(|| {
 /// `FAILED`, `fatal:`, an errno name.
 static STRONG_ERROR_RE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?:\b[A-Z][A-Za-z]*(?:Error|Exception)\b|\b(?:error|Error|ERROR)(?:\[[A-Z]?\d+\])?:|\bpanicked at\b|\bFAIL(?:ED)?\b|\bfatal:|\bE(?:NOENT|ACCES|PERM|EXIST|ADDRINUSE|CONNREFUSED|TIMEDOUT)\b|Traceback \(most recent)",
+        r"(?:\b[A-Z][A-Za-z]*(?:Error|Exception)\b|\b(?:error|Error|ERROR)(?:\[[A-Z]?\d+\])?:|\bpanicked at\b|\bFAIL(?:ED)?\b|\bfatal:|\bERR!|\*\*\*|\bE(?:NOENT|ACCES|PERM|EXIST|ADDRINUSE|CONNREFUSED|TIMEDOUT)\b|Traceback \(most recent)",
     )
 });
 /// A line that mentions failing.
@@ -29,7 +29,7 @@ static WEAK_ERROR_RE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The most telling line of a tool's output: for a failure, the line that names the error
-/// (not a banner or a progress line before it), else the last line; otherwise the first line.
+/// (not a banner or a progress line before it), else its first line; otherwise the first line.
 pub fn telling_line(text: &str, is_error: bool) -> String {
     let lines: Vec<&str> = text
         .lines()
@@ -41,7 +41,7 @@ pub fn telling_line(text: &str, is_error: bool) -> String {
             .iter()
             .find(|l| STRONG_ERROR_RE.is_match(l))
             .or_else(|| lines.iter().find(|l| WEAK_ERROR_RE.is_match(l)))
-            .or(lines.last())
+            .or(lines.first())
     } else {
         lines.first()
     };
@@ -190,6 +190,39 @@ pub(super) fn classify_tool(name: &str, args: &Value) -> ToolKind {
     } else {
         ToolKind::Other
     }
+}
+
+/// What a successful tool call did, for the "Done" section: a command that changes something
+/// (`ran \`cargo test\``) or the files an edit touched. Reads and listings are left out.
+pub(super) fn action(name: &str, args: &Value) -> Option<String> {
+    match classify_tool(name, args) {
+        ToolKind::Modify => {
+            let mut paths = path_args(args);
+            walk_strings(args, &mut |_, s| paths.extend(patch_paths(s)));
+            paths.dedup();
+            (!paths.is_empty()).then(|| format!("edited {}", paths.join(", ")))
+        }
+        ToolKind::Shell => {
+            let command = command_line(args)?;
+            let program = command.split_whitespace().next().unwrap_or("");
+            let program = program.rsplit('/').next().unwrap_or(program);
+            let reads =
+                READ_COMMANDS.contains(&program) || matches!(program, "cd" | "echo" | "pwd");
+            (!reads).then(|| format!("ran `{}`", item(command, 100)))
+        }
+        ToolKind::Todo | ToolKind::Read | ToolKind::Other => None,
+    }
+}
+
+/// The first line of a shell call's command.
+pub(super) fn command_line(args: &Value) -> Option<&str> {
+    let mut command = None;
+    walk_strings(args, &mut |key, s| {
+        if command.is_none() && matches!(key, Some("command" | "cmd" | "script")) {
+            command = Some(s);
+        }
+    });
+    command?.lines().map(str::trim).find(|l| !l.is_empty())
 }
 
 /// Shell commands that only read the files they name.
