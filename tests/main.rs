@@ -13,6 +13,7 @@ mod guide;
 mod hostile;
 mod house;
 mod lua_engine;
+mod quality;
 mod reload;
 mod replay;
 mod rhai_engine;
