@@ -10,20 +10,20 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use ctxhost::check::check_engine;
-use ctxhost::config::{Config, Entry, FailurePolicy};
+use ctxhost::config::Config;
 use ctxhost::guarantee::{Violation, violations};
 use ctxhost::message::Role;
 use ctxhost::pairing::is_well_paired;
 use ctxhost::replay::drive;
-use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::runtime::SessionSpec;
 use ctxhost::session::Session;
 
 fn engine_path(rel: &str) -> PathBuf {
     common::repo_root().join(rel)
 }
 
-/// Every model call of `transcript` at `window` through `engine` (`None`: legacy), strict, so
-/// a failing engine fails the test instead of hiding behind fallback.
+/// Every model call of `transcript` at `window` through `engine` (`None`: legacy); a call that
+/// fell back to `legacy` is a problem too.
 struct Calls {
     calls: usize,
     with_summary: usize,
@@ -32,26 +32,7 @@ struct Calls {
 }
 
 fn replay(transcript: &str, window: u64, engine: Option<&Path>) -> Calls {
-    let mut config = Config::default();
-    config.host.window = window;
-    config.host.failure_policy = FailurePolicy::Strict;
-    if let Some(path) = engine {
-        let id = path
-            .file_stem()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .replace('_', "-");
-        config.plugins.slots.context_engine = Some(id.clone());
-        config.plugins.entries.insert(
-            id,
-            Entry {
-                path: Some(path.to_path_buf()),
-                ..Entry::default()
-            },
-        );
-    }
-    let host = Host::new(config).expect("host");
+    let host = common::replay::host(window, engine);
     let path = common::shared_dir()
         .join("data/transcripts")
         .join(transcript);
@@ -86,6 +67,10 @@ fn replay(transcript: &str, window: u64, engine: Option<&Path>) -> Calls {
                     "call {call}: {} tokens over {}",
                     a.assembled_tokens, a.token_budget
                 ));
+            }
+            if a.fallback {
+                out.problems
+                    .push(format!("call {call}: fell back to legacy"));
             }
             if !is_well_paired(&a.messages) {
                 out.problems

@@ -9,29 +9,15 @@ use crate::common;
 
 use std::path::Path;
 
-use ctxhost::config::{Config, Entry, FailurePolicy};
 use ctxhost::message::Role;
 use ctxhost::replay::drive;
-use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::runtime::SessionSpec;
 use ctxhost::session::Session;
 
 /// Every `systemPromptAddition` and every compaction summary text one replay produced.
 fn texts(transcript: &str, window: u64, engine: Option<&str>) -> (Vec<String>, Vec<String>) {
-    let mut config = Config::default();
-    config.host.window = window;
-    config.host.failure_policy = FailurePolicy::Strict;
-    if let Some(rel) = engine {
-        let path = common::repo_root().join(rel);
-        config.plugins.slots.context_engine = Some("hierarchical".into());
-        config.plugins.entries.insert(
-            "hierarchical".into(),
-            Entry {
-                path: Some(path),
-                ..Entry::default()
-            },
-        );
-    }
-    let host = Host::new(config).expect("host");
+    let engine = engine.map(|rel| common::repo_root().join(rel));
+    let host = common::replay::host(window, engine.as_deref());
     let path = common::shared_dir()
         .join("data/transcripts")
         .join(transcript);
@@ -45,6 +31,7 @@ fn texts(transcript: &str, window: u64, engine: Option<&str>) -> (Vec<String>, V
     let mut session = Session::create(host.session_setup(&spec), Path::new(&file), "").unwrap();
     let (mut additions, mut summaries) = (Vec::new(), Vec::new());
     drive(&mut session, source.messages, |s, a| {
+        assert!(!a.fallback, "no call falls back to legacy");
         if let Some(text) = &a.system_prompt_addition {
             additions.push(text.clone());
         }
