@@ -21,6 +21,8 @@ pub(super) struct Doc {
 #[derive(Clone, Debug)]
 struct Dropped {
     focus: bool,
+    /// Sections that never had an item are left out, headings and all (tight budgets only).
+    bare: bool,
     items: [Vec<bool>; NSEC],
 }
 
@@ -55,6 +57,7 @@ impl Doc {
     fn none_dropped(&self) -> Dropped {
         Dropped {
             focus: false,
+            bare: false,
             items: std::array::from_fn(|i| vec![false; self.secs[i].len()]),
         }
     }
@@ -81,7 +84,9 @@ impl Doc {
                 .filter(|(_, d)| !**d)
                 .map(|(i, _)| i)
                 .collect();
-            if sec == Sec::Earlier && kept.is_empty() {
+            if kept.is_empty()
+                && (matches!(sec, Sec::Earlier | Sec::Done) || (dropped.bare && items.is_empty()))
+            {
                 continue;
             }
             out.push_str("## ");
@@ -167,6 +172,7 @@ impl Doc {
 
     fn dropped_first(&self, order: &[Part], k: usize) -> Dropped {
         let mut dropped = self.none_dropped();
+        dropped.bare = true;
         for part in &order[..k] {
             match *part {
                 Part::Focus => dropped.focus = true,
@@ -176,9 +182,9 @@ impl Doc {
         dropped
     }
 
-    /// The best rendering within `max_tokens`: trim items, then drop parts in order (and let
-    /// the survivors grow back if they then fit), then cut the bare skeleton to the longest
-    /// prefix that fits.
+    /// The best rendering within `max_tokens`: trim items, then leave out empty sections and
+    /// drop parts in order (and let the survivors grow back if they then fit), then cut the
+    /// bare skeleton to the longest prefix that fits.
     pub(super) fn fit(&self, max_tokens: u64, counter: &dyn TokenCounter) -> String {
         let fits = |text: &str| counter.count_text(text) <= max_tokens;
         let none = self.none_dropped();
@@ -190,6 +196,14 @@ impl Doc {
         }
         let level = CLIP_LEVELS[CLIP_LEVELS.len() - 1];
         let order = self.drop_order(max_tokens, counter);
+        // Without empty sections, nothing dropped yet.
+        let bare = self.dropped_first(&order, 0);
+        for level in CLIP_LEVELS {
+            let text = self.render(level, &bare);
+            if fits(&text) {
+                return text;
+            }
+        }
         let all = self.render(level, &self.dropped_first(&order, order.len()));
         if !fits(&all) {
             return longest_fitting_prefix(&all, &fits);
