@@ -7,6 +7,8 @@
 //!
 //! - calls without history (goal 0): the session had history, the call carries none of it;
 //! - calls missing the current request (goal 0), calls missing the newest summary (goal 0);
+//! - compactions after which the session context was still over budget (the fitting then
+//!   trims or stubs; counted only for compactions a model call followed in the same turn);
 //! - span identifiers kept by kind: identifiers of the summarized messages (not of a previous
 //!   summary) found verbatim in the summary, counted only where the summary budget could hold
 //!   them all (the others are counted apart);
@@ -83,9 +85,9 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
 
     println!(
-        "| engine | window | calls | no history | no request | no summary | over budget | summaries | span ids kept (fit) | ids that could not fit | fill | sum/span tok | larger than span | folds grown | summarizer ms |"
+        "| engine | window | calls | no history | no request | no summary | over budget | compactions leaving the context over budget | summaries | span ids kept (fit) | ids that could not fit | fill | sum/span tok | larger than span | folds grown | summarizer ms |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut kinds_rows = Vec::new();
     for engine in &engines {
         for &window in &windows {
@@ -156,6 +158,8 @@ struct Stats {
     no_request: u64,
     no_summary: u64,
     over_budget: u64,
+    compactions: u64,
+    compactions_over: u64,
     summaries: usize,
     ids_kept: u64,
     ids_found: u64,
@@ -181,6 +185,8 @@ impl Stats {
         self.no_request += o.no_request;
         self.no_summary += o.no_summary;
         self.over_budget += o.over_budget;
+        self.compactions += o.compactions;
+        self.compactions_over += o.compactions_over;
         self.summaries += o.summaries;
         self.ids_kept += o.ids_kept;
         self.ids_found += o.ids_found;
@@ -224,12 +230,14 @@ impl Stats {
             )
         };
         format!(
-            "| {name} | {window} | {} | {} | {} | {} | {} | {} | {} | {} | {fill} | {ratio} | {} | {}/{} | {:.0} |",
+            "| {name} | {window} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {fill} | {ratio} | {} | {}/{} | {:.0} |",
             self.calls,
             self.no_history,
             self.no_request,
             self.no_summary,
             self.over_budget,
+            self.compactions_over,
+            self.compactions,
             self.summaries,
             pct(self.ids_kept, self.ids_found),
             if self.unfit_found == 0 {
@@ -418,8 +426,22 @@ fn run(transcript: &Path, window: u64, engine: &str, dir: &Path) -> anyhow::Resu
         setup.summarizer = Arc::clone(&recorder) as Arc<dyn Summarizer>;
         setup.durability = Durability::None;
         let mut session = Session::create(setup, &file, "")?;
+        let (mut seen_compactions, mut turn) = (0, String::new());
         drive(&mut session, source.messages, |session, a| {
             measure(session, session.current_request(), a, &mut calls);
+            // Turn stats restart every turn: a rise is a compaction since the last call.
+            let request = session.current_request().map(|m| m.id.clone());
+            if request.as_deref() != Some(turn.as_str()) {
+                turn = request.unwrap_or_default();
+                seen_compactions = 0;
+            }
+            let now = session.stats().compactions;
+            if now > seen_compactions {
+                calls.compactions += 1;
+                calls.compactions_over +=
+                    u64::from(session.context_tokens() > session.token_budget());
+            }
+            seen_compactions = now;
         })?;
         session.close()?;
         let _ = std::fs::remove_file(&file);
