@@ -1,9 +1,12 @@
-//! Fitting a context to a token budget when it does not fit as it is: trim oversized tool
-//! results, then drop the oldest tool groups, never splitting a call from its results.
+//! Fitting a context to a token budget when it does not fit as it is: the summary and the
+//! current request stay (trimmed if they must), the newest turn's tool results are trimmed and
+//! then stubbed oldest first, and history before the request is cut first, whole tool groups
+//! at a time, never splitting a call from its results.
 //!
 //! The built-in `legacy` engine passes the session through unchanged when it fits; this is what
 //! keeps it within budget when a single message is larger than compaction can help with (a
-//! 40,000-token file read in an 8,000-token window).
+//! 40,000-token file read in an 8,000-token window). The session uses it too when it puts a
+//! request or summary back into a script engine's assembly ([`crate::guarantee`]).
 
 use std::sync::Arc;
 
