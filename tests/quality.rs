@@ -101,17 +101,18 @@ fn legacy_summaries_of_a_long_coding_session_carry_the_thread() {
             })
             .count()
     };
-    for heading in [
-        "Goal",
-        "Decisions",
-        "Done",
-        "Open TODOs",
-        "Exact identifiers",
+    // Open items are fewer: a next step or question is dropped once the user speaks again.
+    for (heading, share) in [
+        ("Goal", 0.9),
+        ("Decisions", 0.5),
+        ("Done", 0.5),
+        ("Open TODOs", 0.3),
+        ("Exact identifiers", 0.9),
     ] {
+        let n = filled(heading);
         assert!(
-            filled(heading) * 2 > summaries.len(),
-            "{heading} filled in {} of {}",
-            filled(heading),
+            n as f64 >= share * summaries.len() as f64,
+            "{heading} filled in {n} of {}",
             summaries.len()
         );
     }

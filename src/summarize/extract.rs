@@ -316,7 +316,9 @@ impl Extraction {
                 .iter()
                 .find(|m| !matches!(m.body, MessageBody::ToolResult(_)))
                 .is_some_and(|m| matches!(m.body, MessageBody::User(_)));
-            if moved_on || (i + 1 == n && !ANNOUNCE_RE.is_match(&first)) {
+            // "Fixed." says less than the commands and edits around it.
+            let telling = first.split_whitespace().count() >= 4;
+            if telling && (moved_on || (i + 1 == n && !ANNOUNCE_RE.is_match(&first))) {
                 done.push((i, item(&format!("answered: {first}"), 160)));
             }
         }
@@ -324,6 +326,11 @@ impl Extraction {
         done.into_iter()
             .for_each(|(_, d)| ex.secs[Sec::Done.idx()].push(d));
         let last_user = user_turns.last().map(|(i, _)| *i);
+        // Once the user spoke again, earlier next steps and questions were taken up.
+        if last_user.is_some() {
+            ex.secs[Sec::Todos.idx()]
+                .retain(|t| !t.starts_with("next: ") && !t.starts_with("open question: "));
+        }
         if let Some((_, text)) =
             last_assistant_text.filter(|(i, _)| last_user.is_none_or(|u| *i > u))
         {
@@ -333,8 +340,8 @@ impl Extraction {
                 }
             }
         }
-        // A question the final answer leaves to the user is open.
-        if let Some(f) = last_final
+        // A question the final answer leaves to the user is open until the user answers.
+        if let Some(f) = last_final.filter(|f| last_user.is_none_or(|u| *f > u))
             && let MessageBody::Assistant(a) = &request.messages[f].body
         {
             for b in &a.content {

@@ -20,6 +20,18 @@ impl Ordered {
         }
     }
 
+    /// Keeps the items `keep` accepts, in order.
+    pub(super) fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        let seen = &mut self.seen;
+        self.items.retain(|i| {
+            let k = keep(i);
+            if !k {
+                seen.remove(i);
+            }
+            k
+        });
+    }
+
     pub(super) fn contains(&self, item: &str) -> bool {
         self.seen.contains(item)
     }
