@@ -5,11 +5,14 @@
 -- verbatim part outgrows its share of the budget, its oldest messages are condensed, a chunk of
 -- about `leafChunkTokens` at a time (whole tool groups), into *leaf* summaries (depth 0) with
 -- `host.summarize`. When `fanout` summaries pile up at one depth, the oldest of them are folded
--- into one summary a level up (depth 1, 2, ...), each depth with its own focus: decisions and
--- file operations, then identifiers and a timeline, then the trajectory, then durable facts.
--- When all summaries together outgrow `summaryShare` of the budget, folding is forced (two at a
--- time, then everything into one), and as a last resort the text is truncated, so the budget
--- always holds. The summaries live in `p.state` and reach the model as `systemPromptAddition`,
+-- into one summary a level up (depth 1, 2, ... up to `maxDepth`; at the top depth the oldest
+-- summaries fold into one of the same depth). A fold never grows: its summary gets at most the
+-- tokens of what it folds (a leaf, at most those of its messages; a leaf of a few dozen tokens
+-- keeps their text). When all summaries together outgrow `summaryShare` of the budget, folding
+-- is forced (two at a time, then everything into one), and as a last resort the text is
+-- truncated, so the budget always holds. A fresh tail larger than three quarters of what the
+-- summaries leave (a single-turn agentic session's tool loop) is condensed too, oldest tool
+-- groups first; the request that started it is still sent verbatim. The summaries live in `p.state` and reach the model as `systemPromptAddition`,
 -- oldest first, each labelled with its depth, how many messages it covers and their id range.
 --
 -- Compaction: `ownsCompaction = true`. `compact` condenses everything before the fresh tail and
@@ -26,24 +29,19 @@
 --   leafChunkTokens    number  default min(20000, budget/4)    tokens condensed per leaf
 --   leafTokens         number  default min(2400, budget/16)    size of a leaf summary
 --   condensedTokens    number  default min(2000, budget/10)    size of a folded summary
+--   maxDepth           number  default 3                       deepest summary level
 
 local groups = require("groups")
 local fit = require("fit")
 local msg = require("msg")
 local tail = require("tail")
 
-local FOCUS = {
-  [0] = "Summarize this span of the conversation: decisions, open TODOs, files read and modified.",
-  [1] = "Condense these summaries: keep names, paths, URLs and identifiers verbatim, a short timeline, and decisions that were superseded.",
-  [2] = "Condense these summaries into the overall trajectory of the work.",
-}
-local DURABLE = "Condense these summaries to durable facts only."
-
 return function(ctx)
   local config = ctx.config or {}
   local fanout = math.max(2, config.fanout or 4)
   local summary_share = config.summaryShare or 0.25
   local min_tail = config.freshTailMessages or 8
+  local max_depth = math.max(1, config.maxDepth or 3)
 
   local M = {
     info = {
@@ -70,19 +68,23 @@ return function(ctx)
   end
 
   local function summarize_nodes(nodes, depth, max_tokens)
-    local ms, count = {}, 0
+    local ms, count, input = {}, 0, 0
     for i, node in ipairs(nodes) do
       -- As summaries, so the summarizer folds their sections instead of reading them as asks.
       ms[i] = { role = "compactionSummary", summary = node.text, tokensBefore = 0 }
       count += node.count
+      input += host.tokens(node.text)
     end
-    local s = host.summarize(ms, { maxTokens = max_tokens, instructions = FOCUS[depth] or DURABLE })
+    -- A fold never grows: at most the tokens of what it folds.
+    local s = host.summarize(ms, { maxTokens = math.max(1, math.min(max_tokens, input)) })
     return { depth = depth, text = s.text, count = count, first = nodes[1].first, last = nodes[#nodes].last }
   end
 
-  -- Folds the oldest k summaries of level lv into one summary on level lv + 1.
+  -- Folds the oldest k summaries of level lv into one summary on level lv + 1, or, at the
+  -- deepest level, into one summary that stays the oldest of that level.
   local function fold(state, lv, k, max_tokens)
     local L = levels(state)
+    local up = math.min(lv + 1, max_depth + 1)
     local take, rest = {}, {}
     for i, node in ipairs(L[lv]) do
       if i <= k then
@@ -92,8 +94,13 @@ return function(ctx)
       end
     end
     L[lv] = rest
-    L[lv + 1] = L[lv + 1] or {}
-    table.insert(L[lv + 1], summarize_nodes(take, lv, max_tokens))
+    L[up] = L[up] or {}
+    local node = summarize_nodes(take, up - 1, max_tokens)
+    if up == lv then
+      table.insert(L[up], 1, node)
+    else
+      table.insert(L[up], node)
+    end
   end
 
   local function render(state)
@@ -147,11 +154,12 @@ return function(ctx)
         if #all <= 1 then
           break
         end
-        local top = summarize_nodes(all, #L, sz.condensed)
+        local top_lv = math.min(#L + 1, max_depth + 1)
+        local top = summarize_nodes(all, top_lv - 1, sz.condensed)
         for i = 1, #L do
           L[i] = {}
         end
-        L[#L + 1] = { top }
+        L[top_lv] = { top }
       end
     end
   end
@@ -181,11 +189,22 @@ return function(ctx)
         end
         j = e + 1
       until j > to or acc >= sz.chunk
-      local s = host.summarize(groups.slice(messages, { first = i, last = j - 1 }), {
-        maxTokens = sz.leaf,
-        instructions = FOCUS[0],
-      })
-      table.insert(L[1], { depth = 0, text = s.text, count = j - i, first = messages[i].id, last = messages[j - 1].id })
+      -- A leaf never grows either; a few dozen tokens are kept as their text.
+      local text
+      if acc < 64 then
+        local lines = {}
+        for x = i, j - 1 do
+          local said = msg.text(messages[x])
+          if said ~= "" then
+            lines[#lines + 1] = messages[x].role .. ": " .. said
+          end
+        end
+        text = msg.trim_text(table.concat(lines, "\n"), math.max(1, acc))
+      else
+        local slice = groups.slice(messages, { first = i, last = j - 1 })
+        text = host.summarize(slice, { maxTokens = math.min(sz.leaf, acc) }).text
+      end
+      table.insert(L[1], { depth = 0, text = text, count = j - i, first = messages[i].id, last = messages[j - 1].id })
       state.through = messages[j - 1].id
       state.throughAt = j - 1
       while #L[1] >= fanout do
@@ -233,14 +252,44 @@ return function(ctx)
     return nil
   end
 
-  -- The first message not yet condensed (never inside the fresh tail, which starts at t).
+  -- The first message not yet condensed (the fresh tail, which starts at t, is moved past
+  -- anything already condensed).
   local function first_raw(state, messages, t)
     local start = skip_summaries(state, messages, t)
-    local at = find(messages, state.through, state.throughAt, start, t - 1)
+    local at = find(messages, state.through, state.throughAt, start, #messages)
     if at then
       start = at + 1
     end
     return start
+  end
+
+  -- Where the fresh tail starts, and its request: the tail holds at most three quarters of
+  -- what the summaries leave, so a long tool loop is condensed from its oldest groups on (the
+  -- newest group always stays). Returns the tail's start and the request's index, or nil.
+  local function fresh(state, messages, budget, sz)
+    local n = #messages
+    local t = tail.fresh_tail(messages, { minMessages = min_tail })
+    local request = nil
+    for i = n, t, -1 do
+      if messages[i].role == "user" then
+        request = i
+        break
+      end
+    end
+    local limit = (budget - sz.cap) * 3 // 4
+    local tokens = tail.tokens(messages, t)
+    while tokens > limit do
+      local e = group_end(messages, t, n)
+      if e >= n then
+        break
+      end
+      for x = t, e do
+        tokens -= host.tokens(messages[x])
+      end
+      t = e + 1
+    end
+    local start = first_raw(state, messages, t)
+    return math.max(t, start), request, start
   end
 
   local function bounded(text, cap)
@@ -258,8 +307,7 @@ return function(ctx)
     local messages, budget, state = p.messages, p.tokenBudget, p.state
     local n = #messages
     local sz = sizes(budget)
-    local t = tail.fresh_tail(messages, { minMessages = min_tail })
-    local start = first_raw(state, messages, t)
+    local t, request, start = fresh(state, messages, budget, sz)
     local tail_tokens = tail.tokens(messages, t)
 
     -- Condense the oldest verbatim messages when they outgrow their room, a chunk at a time.
@@ -285,9 +333,17 @@ return function(ctx)
 
     local addition = bounded(render(state), sz.cap)
     local add_tokens = addition ~= "" and host.tokens(addition) or 0
+    -- The request of a condensed tool loop is still sent, before what is left of its turn.
+    local req_tokens = 0
+    if request and request < start then
+      req_tokens = host.tokens(messages[request])
+    end
     local out, used
-    if raw + tail_tokens + add_tokens <= budget then
-      out, used = groups.slice(messages, { first = start, last = n }), raw + tail_tokens
+    if raw + tail_tokens + add_tokens + req_tokens <= budget then
+      out, used = groups.slice(messages, { first = start, last = n }), raw + tail_tokens + req_tokens
+      if req_tokens > 0 then
+        table.insert(out, 1, messages[request])
+      end
     else
       -- The fresh tail alone is too big: squeeze (big results trimmed, oldest groups dropped).
       out, used = fit.squeeze(groups.slice(messages, { first = start, last = n }), budget - add_tokens)
@@ -302,8 +358,7 @@ return function(ctx)
   function M.compact(p)
     local messages, state = p.messages, p.state
     local sz = sizes(p.tokenBudget)
-    local t = tail.fresh_tail(messages, { minMessages = min_tail })
-    local start = first_raw(state, messages, t)
+    local t, _, start = fresh(state, messages, p.tokenBudget, sz)
     if start < t then
       condense(state, messages, start, t - 1, sz)
     end

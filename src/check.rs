@@ -12,9 +12,10 @@ use crate::config::{Config, Entry};
 use crate::config::{FailurePolicy, SlowEnginePolicy};
 use crate::contract::{ContextMode, Method, SubagentEndReason};
 use crate::engine::legacy::LEGACY_ID;
+use crate::guarantee::{Violation, violations};
 use crate::message::Message;
 use crate::runtime::{Host, SessionSpec};
-use crate::session::{MethodTimes, Session, TurnInput};
+use crate::session::{Assembly, MethodTimes, Session, TurnInput};
 
 /// The window the synthetic session runs in: small, so compaction is exercised.
 pub const CHECK_WINDOW: u64 = 4_000;
@@ -168,6 +169,9 @@ fn drive(session: &mut Session, report: &mut CheckReport) -> bool {
             is_heartbeat: false,
         }) {
             Ok(a) => {
+                if let Err(e) = carries(session, &a) {
+                    return report.failed(step, e);
+                }
                 if a.assembled_tokens > a.token_budget {
                     return report.failed(
                         step,
@@ -219,10 +223,13 @@ fn drive(session: &mut Session, report: &mut CheckReport) -> bool {
         user: Message::user("Continue."),
         is_heartbeat: false,
     }) {
-        Ok(a) if a.assembled_tokens <= a.token_budget => report.pass(
-            &step,
-            format!("{} / {} tokens", a.assembled_tokens, a.token_budget),
-        ),
+        Ok(a) if a.assembled_tokens <= a.token_budget => match carries(session, &a) {
+            Ok(()) => report.pass(
+                &step,
+                format!("{} / {} tokens", a.assembled_tokens, a.token_budget),
+            ),
+            Err(e) => return report.failed(step, e),
+        },
         Ok(a) => {
             return report.failed(
                 step,
@@ -237,6 +244,9 @@ fn drive(session: &mut Session, report: &mut CheckReport) -> bool {
     match session.end_turn(vec![Message::assistant("Done.")]) {
         Ok(stats) => report.slowest_turn_ms = report.slowest_turn_ms.max(stats.engine_ms),
         Err(e) => return report.failed("end turn after compaction".into(), e.to_string()),
+    }
+    if let Err(e) = long_turn(session, report) {
+        return report.failed(LONG_TURN_STEP.to_owned(), e);
     }
     if session.defines(Method::PrepareSubagentSpawn) {
         let step = "prepareSubagentSpawn, then rollback of a failed spawn".to_owned();
@@ -263,6 +273,69 @@ fn drive(session: &mut Session, report: &mut CheckReport) -> bool {
         Err(e) => return report.failed("save state and dispose".into(), e.to_string()),
     }
     true
+}
+
+/// Whether an assembly carries what a model needs (contract §1, [`crate::guarantee`]): the
+/// current request and the newest summary when one exists.
+fn carries(session: &Session, a: &Assembly) -> Result<(), String> {
+    let v: Vec<&str> = violations(
+        session.context(),
+        session.current_request(),
+        &a.messages,
+        a.system_prompt_addition.as_deref(),
+    )
+    .into_iter()
+    .filter(|v| *v != Violation::NoHistory)
+    .map(Violation::describe)
+    .collect();
+    if v.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "a model call went out without what a model needs to continue: {}",
+            v.join(", ")
+        ))
+    }
+}
+
+const LONG_TURN_STEP: &str = "a turn larger than the budget keeps its request and the summary";
+
+/// One request whose tool loop alone outgrows the budget: every model call of it must still
+/// carry the request, the newest summary, and fit the budget.
+fn long_turn(session: &mut Session, report: &mut CheckReport) -> Result<(), String> {
+    let budget = session.token_budget();
+    let check = |session: &Session, a: &Assembly| -> Result<(), String> {
+        carries(session, a)?;
+        if a.assembled_tokens > a.token_budget {
+            return Err(format!(
+                "{} tokens over a budget of {}",
+                a.assembled_tokens, a.token_budget
+            ));
+        }
+        Ok(())
+    };
+    let a = session
+        .begin_turn(TurnInput {
+            user: Message::user("Run the whole test suite and fix every failure you find."),
+            is_heartbeat: false,
+        })
+        .map_err(|e| e.to_string())?;
+    check(session, &a)?;
+    let mut calls = 1;
+    while session.context_tokens() <= budget * 2 && calls < 16 {
+        let step: Vec<Message> = replies(100 + calls).into_iter().take(2).collect();
+        let a = session.continue_turn(step).map_err(|e| e.to_string())?;
+        check(session, &a)?;
+        calls += 1;
+    }
+    session
+        .end_turn(vec![Message::assistant("All tests pass.")])
+        .map_err(|e| e.to_string())?;
+    report.pass(
+        LONG_TURN_STEP,
+        format!("{calls} model calls, each with the request"),
+    );
+    Ok(())
 }
 
 /// A turn's replies: a tool call, a large tool result with identifiers, and an answer.

@@ -57,7 +57,8 @@ impl CompactionSettings {
     }
 }
 
-/// Runs built-in compaction over a session context and says what it would append.
+/// Runs built-in compaction over a session context and says what it would append. The kept
+/// part is the newest `keepRecentTokens`, less when more would leave no room for the summary.
 pub fn compact(
     context: &[Arc<Message>],
     tokens: &TokenCache,
@@ -93,6 +94,19 @@ pub fn compact(
             ),
         );
     };
+    // What is kept verbatim must leave room for the summary: a kept part that alone fills the
+    // budget (a large tool result just after the cut) moves the cut forward, a message at a
+    // time, never to a tool result.
+    let room = params
+        .token_budget
+        .saturating_sub(settings.summary_tokens_for(params.token_budget));
+    let mut cut = cut;
+    while tokens.messages(&rest[cut..]) > room {
+        match (cut + 1..rest.len()).find(|j| rest[*j].role() != Role::ToolResult) {
+            Some(next) => cut = next,
+            None => break,
+        }
+    }
     let span = &rest[..cut];
     let kept = &context[offset + cut..];
     let request = SummaryRequest {
@@ -134,6 +148,8 @@ pub fn compact(
                 "identifiersFound": summary.identifiers_found,
                 "identifiersKept": summary.identifiers_kept,
                 "summarizer": summary.summarizer,
+                "carriedIdentifiersFound": summary.carried_found,
+                "carriedIdentifiersKept": summary.carried_kept,
             })),
             session_id: None,
             session_target: None,

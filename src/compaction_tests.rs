@@ -30,6 +30,8 @@ impl Summarizer for ListIds {
             text,
             identifiers_found: 0,
             identifiers_kept: 0,
+            carried_found: 0,
+            carried_kept: 0,
             read_files: vec![],
             modified_files: vec![],
             summarizer: "test".into(),
@@ -182,6 +184,8 @@ fn a_summary_larger_than_what_it_replaces_is_not_reported_as_success() {
                 text,
                 identifiers_found: 0,
                 identifiers_kept: 0,
+                carried_found: 0,
+                carried_kept: 0,
                 read_files: vec![],
                 modified_files: vec![],
                 summarizer: "test".into(),
@@ -212,4 +216,27 @@ fn keep_and_summary_budgets_scale_with_the_turn_budget() {
     assert_eq!(s.keep_for(6_000), 3_000);
     assert_eq!(s.keep_for(100_000), 20_000);
     assert_eq!(s.summary_tokens_for(6_000), 1_500);
+}
+
+#[test]
+fn the_kept_part_leaves_room_for_the_summary() {
+    // keep 1,000 of a 2,000 budget: walking back reaches the 1,600-token u1, which alone
+    // leaves too little room for a 500-token summary, so the cut moves past it.
+    let context = vec![
+        msg(json!({"id":"u0","role":"user","content":"u".repeat(400)})),
+        msg(json!({"id":"u1","role":"user","content":"v".repeat(6_400)})),
+        msg(json!({"id":"a1","role":"assistant","content":[{"type":"text","text":"ok"}]})),
+        msg(json!({"id":"u2","role":"user","content":"and now?"})),
+    ];
+    let cache = TokenCache::new(Arc::new(Estimate));
+    let r = compact(
+        &context,
+        &cache,
+        &ListIds,
+        &settings(1_000),
+        &params(2_000, true),
+    );
+    let outcome = r.result.expect("compacted");
+    assert_eq!(outcome.first_kept_entry_id.as_deref(), Some("a1"));
+    assert!(outcome.tokens_after.expect("after") <= 2_000);
 }

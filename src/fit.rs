@@ -1,9 +1,12 @@
-//! Fitting a context to a token budget when it does not fit as it is: trim oversized tool
-//! results, then drop the oldest tool groups, never splitting a call from its results.
+//! Fitting a context to a token budget when it does not fit as it is: the summary and the
+//! current request stay (trimmed if they must), the newest turn's tool results are trimmed and
+//! then stubbed oldest first, and history before the request is cut first, whole tool groups
+//! at a time, never splitting a call from its results.
 //!
 //! The built-in `legacy` engine passes the session through unchanged when it fits; this is what
 //! keeps it within budget when a single message is larger than compaction can help with (a
-//! 40,000-token file read in an 8,000-token window).
+//! 40,000-token file read in an 8,000-token window). The session uses it too when it puts a
+//! request or summary back into a script engine's assembly ([`crate::guarantee`]).
 
 use std::sync::Arc;
 
@@ -13,19 +16,29 @@ use crate::tokens::TokenCache;
 /// What fitting did, for diagnostics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FitReport {
-    /// Tool results whose text was trimmed.
+    /// Tool results whose text was trimmed (head and tail kept) or replaced by a one-line stub.
     pub trimmed_results: usize,
+    /// Tool results of the newest turn replaced by a one-line stub, oldest first.
+    pub stubbed_results: usize,
     /// Messages left out, oldest first.
     pub dropped_messages: usize,
-    /// Whether the newest turn itself had to be cut.
+    /// Whether the newest turn itself had to be cut (stubs, dropped groups or trimmed text).
     pub cut_newest: bool,
+    /// Whether the summary had to be trimmed to a third of the budget.
+    pub trimmed_summary: bool,
+    /// Whether the current request had to be trimmed (head and tail kept).
+    pub trimmed_request: bool,
 }
 
 /// Fits `messages` into `budget` tokens. Returns them unchanged (same `Arc`s) when they fit.
 ///
-/// Otherwise it keeps the newest contiguous run of tool groups that fits, with tool results
-/// larger than an eighth of the budget trimmed (head and tail kept), plus a leading compaction
-/// summary when there is room for it. Only kept groups are trimmed, so the cost follows what is
+/// What survives, in order of precedence, so that a model can always continue: the leading
+/// compaction summary (trimmed to a third of the budget if it is larger), the current request
+/// (the last user message; trimmed, never dropped), the newest tool group of its turn, the
+/// turn's older tool groups (results larger than an eighth of the budget trimmed head and
+/// tail; then the oldest results replaced by one-line stubs, then the oldest groups dropped),
+/// and last the history before the request, newest whole groups first. History is cut before
+/// the summary or the request is. Only kept groups are trimmed, so the cost follows what is
 /// kept, not the length of the session.
 pub fn fit_to_budget(
     messages: &[Arc<Message>],
@@ -40,72 +53,178 @@ pub fn fit_to_budget(
     let summary = messages
         .first()
         .filter(|m| m.role() == Role::CompactionSummary)
-        .cloned();
+        .map(|s| {
+            let most = budget / 3;
+            if tokens.message(s) > most {
+                report.trimmed_summary = true;
+                Arc::new(trim_message(s, most, tokens))
+            } else {
+                Arc::clone(s)
+            }
+        });
     let body = &messages[usize::from(summary.is_some())..];
-    let summary_tokens = summary.as_ref().map_or(0, |m| tokens.message(m));
+    let mut room = budget.saturating_sub(summary.as_ref().map_or(0, |m| tokens.message(m)));
 
-    // Newest-first: take whole groups while they fit.
+    // The current request and the rest of its turn.
+    let request_at = body.iter().rposition(|m| m.role() == Role::User);
+    let (history, request, turn) = match request_at {
+        Some(r) => (&body[..r], Some(&body[r]), &body[r + 1..]),
+        None => (body, None, &body[body.len()..]),
+    };
+    // The request leaves the rest of its turn at least half the room, if the turn needs it.
+    let turn_wants = tokens.messages(turn).min(room / 2);
+    let request = request.map(|m| {
+        let most = room.saturating_sub(turn_wants).max(1);
+        if tokens.message(m) > most {
+            report.trimmed_request = true;
+            report.cut_newest = true;
+            Arc::new(trim_message(m, most, tokens))
+        } else {
+            Arc::clone(m)
+        }
+    });
+    room = room.saturating_sub(request.as_ref().map_or(0, |m| tokens.message(m)));
+    let (turn_kept, whole_turn) = if request.is_some() {
+        fit_turn(turn, room, cap, tokens, &mut report)
+    } else {
+        (Vec::new(), true)
+    };
+    room = room.saturating_sub(tokens.messages(&turn_kept));
+
+    // History before the request, newest whole groups first, only behind a whole turn.
     let mut kept_rev: Vec<Vec<Arc<Message>>> = Vec::new();
-    let mut used = 0u64;
-    for range in groups(body).into_iter().rev() {
-        let group: Vec<Arc<Message>> = body[range]
-            .iter()
-            .map(|m| {
-                if m.role() == Role::ToolResult && tokens.message(m) > cap {
-                    Arc::new(trim_message(m, cap, tokens))
-                } else {
-                    Arc::clone(m)
+    if whole_turn {
+        for range in groups(history).into_iter().rev() {
+            let group = trim_group(&history[range], cap, tokens);
+            let size = tokens.messages(&group);
+            if size > room {
+                break;
+            }
+            room -= size;
+            kept_rev.push(group);
+        }
+    }
+    let mut out: Vec<Arc<Message>> = summary.into_iter().collect();
+    if request.is_none()
+        && kept_rev.is_empty()
+        && let Some(last) = groups(history).pop()
+    {
+        // No request and not even the newest group fits: cut that group's text evenly.
+        report.cut_newest = true;
+        out.extend(cut_evenly(&history[last], room, tokens));
+    }
+    out.extend(kept_rev.into_iter().rev().flatten());
+    out.extend(request);
+    out.extend(turn_kept);
+    let out = crate::pairing::repair(out).messages;
+    report.trimmed_results = count_trimmed(&out, messages)
+        .saturating_sub(usize::from(report.trimmed_summary) + usize::from(report.trimmed_request));
+    report.dropped_messages = messages.len().saturating_sub(out.len());
+    (out, report)
+}
+
+/// The messages after the request, fitted into `room`: results trimmed to `cap`, then the
+/// oldest results stubbed, then the oldest groups dropped, then the newest group cut evenly.
+/// Returns what is kept and whether the turn is whole (no stub, no drop, no even cut).
+fn fit_turn(
+    turn: &[Arc<Message>],
+    room: u64,
+    cap: u64,
+    tokens: &TokenCache,
+    report: &mut FitReport,
+) -> (Vec<Arc<Message>>, bool) {
+    let ranges = groups(turn);
+    let mut kept: Vec<Vec<Arc<Message>>> = ranges
+        .iter()
+        .map(|r| trim_group(&turn[r.clone()], cap, tokens))
+        .collect();
+    let total = |kept: &[Vec<Arc<Message>>]| kept.iter().map(|g| tokens.messages(g)).sum::<u64>();
+    if total(&kept) <= room {
+        return (kept.into_iter().flatten().collect(), true);
+    }
+    report.cut_newest = true;
+    // Oldest results first (never the newest group's), inward.
+    let newest = kept.len().saturating_sub(1);
+    for g in 0..newest {
+        for m in kept[g].iter_mut() {
+            if m.role() == Role::ToolResult && !is_stub(m) {
+                let stub = Arc::new(stub_result(m));
+                if tokens.message(&stub) < tokens.message(m) {
+                    *m = stub;
+                    report.stubbed_results += 1;
                 }
-            })
-            .collect();
-        let size = tokens.messages(&group);
-        if used + size > budget {
+            }
+        }
+        if total(&kept) <= room {
             break;
         }
-        used += size;
-        kept_rev.push(group);
     }
-    let kept_groups = kept_rev.len();
-    let mut out: Vec<Arc<Message>> = Vec::new();
-    if let Some(s) = &summary
-        && kept_groups > 0
-        && used + summary_tokens <= budget
+    while total(&kept) > room && kept.len() > 1 {
+        kept.remove(0);
+    }
+    if total(&kept) > room
+        && let Some(last) = kept.pop()
     {
-        out.push(Arc::clone(s));
+        kept.push(cut_evenly(&last, room, tokens));
     }
-    for group in kept_rev.into_iter().rev() {
-        out.extend(group);
-    }
-    report.trimmed_results = count_trimmed(&out, messages);
-    report.dropped_messages = messages.len() - out.len();
+    (kept.into_iter().flatten().collect(), false)
+}
 
-    // The newest group alone is too big: cut its messages' text evenly.
-    if kept_groups == 0 {
-        report.cut_newest = true;
-        let last = groups(body)
-            .pop()
-            .map(|r| body[r].to_vec())
-            .unwrap_or_default();
-        report.dropped_messages = messages.len() - last.len();
-        let share = (budget / last.len().max(1) as u64).max(1);
-        out = last
-            .iter()
-            .map(|m| {
-                if tokens.message(m) > share {
-                    Arc::new(trim_message(m, share, tokens))
-                } else {
-                    Arc::clone(m)
-                }
-            })
-            .collect();
-        // Anything still over (tool-call JSON, images) goes, oldest first.
-        while tokens.messages(&out) > budget && out.len() > 1 {
-            out.remove(0);
-            report.dropped_messages += 1;
-        }
-        out = crate::pairing::repair(out).messages;
+/// A group with its tool results larger than `cap` trimmed.
+fn trim_group(group: &[Arc<Message>], cap: u64, tokens: &TokenCache) -> Vec<Arc<Message>> {
+    group
+        .iter()
+        .map(|m| {
+            if m.role() == Role::ToolResult && tokens.message(m) > cap {
+                Arc::new(trim_message(m, cap, tokens))
+            } else {
+                Arc::clone(m)
+            }
+        })
+        .collect()
+}
+
+/// A group's text cut evenly to share `room`; anything still over (tool-call JSON, images)
+/// goes, oldest first, and pairing is repaired.
+fn cut_evenly(group: &[Arc<Message>], room: u64, tokens: &TokenCache) -> Vec<Arc<Message>> {
+    let share = (room / group.len().max(1) as u64).max(1);
+    let mut out: Vec<Arc<Message>> = group
+        .iter()
+        .map(|m| {
+            if tokens.message(m) > share {
+                Arc::new(trim_message(m, share, tokens))
+            } else {
+                Arc::clone(m)
+            }
+        })
+        .collect();
+    while tokens.messages(&out) > room && out.len() > 1 {
+        out.remove(0);
     }
-    (out, report)
+    crate::pairing::repair(out).messages
+}
+
+const STUB_PREFIX: &str = "[tool result left out to fit the context budget";
+
+fn is_stub(m: &Message) -> bool {
+    m.text().starts_with(STUB_PREFIX)
+}
+
+/// A tool result replaced by one line that says what it was: its size and its most telling
+/// line (the error line of a failure, else its first line).
+pub fn stub_result(m: &Message) -> Message {
+    let mut copy = m.clone();
+    if let MessageBody::ToolResult(r) = &mut copy.body {
+        let text = r.content.joined_text();
+        let gist = crate::summarize::telling_line(&text, r.is_error);
+        let gist: String = gist.chars().take(160).collect();
+        let lines = text.lines().count();
+        r.content = Content::Text(format!(
+            "{STUB_PREFIX}: {lines} lines; {}: {gist}]",
+            if r.is_error { "error" } else { "first line" }
+        ));
+    }
+    copy
 }
 
 /// How many messages of `out` are trimmed copies of a message in `original` (same id, other

@@ -78,3 +78,80 @@ fn trim_text_never_exceeds_the_budget() {
         assert!(Estimate.count_text(&t) <= max, "max {max}");
     }
 }
+
+/// A session whose newest turn alone is far over the budget: a request, then twelve tool
+/// groups of about 500 tokens each.
+fn long_turn() -> Vec<Arc<Message>> {
+    let mut v = vec![
+        msg(
+            json!({"id":"s","role":"compactionSummary","summary":"## Goal\n- ship it","tokensBefore":9}),
+        ),
+        msg(json!({"id":"u0","role":"user","content":"an older question"})),
+        msg(
+            json!({"id":"a0","role":"assistant","content":[{"type":"text","text":"an older answer"}]}),
+        ),
+        msg(json!({"id":"u1","role":"user","content":"Fix the failing build, please."})),
+    ];
+    for i in 0..12 {
+        v.push(msg(json!({"id":format!("a{}", i + 1),"role":"assistant","content":[
+            {"type":"toolCall","id":format!("c{i}"),"name":"bash","arguments":{"command":"npm test"}}]})));
+        v.push(msg(json!({"id":format!("r{i}"),"role":"toolResult","toolCallId":format!("c{i}"),
+            "toolName":"bash","isError":true,
+            "content":format!("npm WARN banner\n{}\nError: step {i} failed", "log line\n".repeat(220))})));
+    }
+    v
+}
+
+#[test]
+fn the_request_and_the_summary_survive_a_turn_too_big_for_the_budget() {
+    let c = cache();
+    for budget in [120u64, 300, 600, 1_200] {
+        let (out, report) = fit_to_budget(&long_turn(), budget, &c);
+        let ids: Vec<_> = out.iter().map(|m| m.id.as_str()).collect();
+        assert!(c.messages(&out) <= budget, "{budget}: {ids:?}");
+        assert_eq!(ids[0], "s", "{budget}: {ids:?}");
+        assert!(ids.contains(&"u1"), "{budget}: {ids:?}");
+        assert!(
+            ids.contains(&"r11"),
+            "the newest result stays: {budget}: {ids:?}"
+        );
+        assert!(report.cut_newest);
+        // History goes before the turn is cut.
+        assert!(!ids.contains(&"u0"), "{budget}: {ids:?}");
+        assert!(crate::pairing::is_well_paired(&out));
+    }
+}
+
+#[test]
+fn oldest_results_of_the_turn_become_stubs_naming_their_error_line() {
+    let c = cache();
+    let (out, report) = fit_to_budget(&long_turn(), 1_200, &c);
+    assert!(report.stubbed_results > 0, "{report:?}");
+    let first = out
+        .iter()
+        .find(|m| m.id == "r0")
+        .expect("r0 kept as a stub");
+    assert!(
+        first.text().contains("Error: step 0 failed"),
+        "{}",
+        first.text()
+    );
+    assert!(!first.text().contains("npm WARN"), "{}", first.text());
+    // The newest result is trimmed head and tail, not stubbed.
+    let last = out.iter().find(|m| m.id == "r11").expect("r11");
+    assert!(last.text().contains("Error: step 11 failed"));
+}
+
+#[test]
+fn a_summary_larger_than_a_third_of_the_budget_is_trimmed_not_dropped() {
+    let c = cache();
+    let mut msgs = session();
+    msgs[0] = msg(
+        json!({"id":"s","role":"compactionSummary","summary":"fact ".repeat(2_000),"tokensBefore":9}),
+    );
+    let (out, report) = fit_to_budget(&msgs, 300, &c);
+    assert!(c.messages(&out) <= 300);
+    assert!(report.trimmed_summary);
+    assert_eq!(out[0].id, "s");
+    assert_eq!(out.last().map(|m| m.id.as_str()), Some("u2"));
+}

@@ -15,6 +15,7 @@ pub mod contract;
 pub mod engine;
 pub mod error;
 pub(crate) mod fit;
+pub mod guarantee;
 pub mod host;
 pub mod llm;
 pub mod message;

@@ -14,10 +14,10 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::error::{EngineError, Error, Result};
+use crate::guarantee::{Violation, violations};
 use crate::message::{Message, Role};
 use crate::runtime::{Host, SessionHandle, SessionSpec};
-use crate::session::TurnInput;
-use crate::session::{CallTimes, MethodTimes};
+use crate::session::{Assembly, CallTimes, MethodTimes, Session, TurnInput};
 use crate::transcript::{Import, ImportedSession};
 
 /// One turn as the model would have seen it.
@@ -274,11 +274,22 @@ async fn replay_turn(
         .await?;
     let mut context_messages = session.with(|s| s.context().len()).await?;
     let mut model_calls = 1;
+    let check = |a: &Assembly| {
+        let (sent, addition) = (a.messages.clone(), a.system_prompt_addition.clone());
+        session.with(move |s| {
+            violations(s.context(), s.current_request(), &sent, addition.as_deref())
+                .into_iter()
+                .filter(|v| *v != Violation::NoHistory)
+                .collect::<Vec<_>>()
+        })
+    };
+    report_violations(name, turn, model_calls, &check(&largest).await?);
     let mut fallback = largest.fallback;
     let mut repairs = largest.pairing_repairs;
     for step in steps {
         let a = session.continue_turn(step).await?;
         model_calls += 1;
+        report_violations(name, turn, model_calls, &check(&a).await?);
         fallback |= a.fallback;
         repairs += a.pairing_repairs;
         if a.assembled_tokens >= largest.assembled_tokens {
@@ -307,6 +318,47 @@ async fn replay_turn(
         engine_ms: stats.engine_ms,
         slow: stats.slow,
     })
+}
+
+/// Replays a conversation into a [`Session`] on this thread (no host, no tasks): the
+/// preamble is recorded, each turn runs `/compact` when its text asks for it, then
+/// `begin_turn`, one `continue_turn` per recorded model step and `end_turn`. `on_call` sees
+/// every model call's assembly with the session as it was at that call.
+pub fn drive(
+    session: &mut Session,
+    messages: Vec<Message>,
+    mut on_call: impl FnMut(&Session, &Assembly),
+) -> Result<()> {
+    let (preamble, turns) = split_turns(messages);
+    session.record(preamble)?;
+    for (user, replies) in turns {
+        let text = user.text();
+        if let Some(rest) = text.trim_start().strip_prefix("/compact") {
+            let rest = rest.trim();
+            session.compact_now((!rest.is_empty()).then(|| rest.to_owned()))?;
+        }
+        let mut steps = model_steps(replies);
+        let last = steps.pop().unwrap_or_default();
+        let a = session.begin_turn(TurnInput {
+            user,
+            is_heartbeat: false,
+        })?;
+        on_call(session, &a);
+        for step in steps {
+            let a = session.continue_turn(step)?;
+            on_call(session, &a);
+        }
+        session.end_turn(last)?;
+    }
+    Ok(())
+}
+
+/// Logs a model call that lacks what a model needs to continue (expected: never, since the
+/// session puts a missing request or summary back).
+fn report_violations(name: &str, turn: u64, call: u32, found: &[Violation]) {
+    for v in found {
+        tracing::warn!(session = name, turn, call, violation = ?v, "{}", v.describe());
+    }
 }
 
 /// Splits a turn's recorded replies into model steps: each assistant message with the tool

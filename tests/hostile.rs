@@ -445,3 +445,21 @@ async fn unmet_host_requirements_fail_closed_without_quarantine(lang: &str) {
         "fail closed is never a quarantine"
     );
 }
+
+/// An engine that leaves out the current request and the newest summary: the host puts both
+/// back into every model call, within the budget (see `guarantees`).
+#[test]
+fn the_host_puts_back_what_a_forgetful_engine_leaves_out() {
+    for engine in [
+        "tests/fixtures/lua/forgetful.lua",
+        "tests/fixtures/rhai/forgetful.rhai",
+    ] {
+        let c = crate::guarantees::replay(
+            crate::guarantees::CODEX,
+            3_000,
+            Some(&crate::guarantees::engine_path(engine)),
+        );
+        assert!(c.problems.is_empty(), "{engine}: {:?}", c.problems);
+        assert!(c.put_back > 0, "{engine}: the host had to repair calls");
+    }
+}

@@ -173,10 +173,25 @@ impl LlmSummarizer {
         let text = fit(&answer, &ids, request.max_tokens, counter).ok_or(LlmError::Budget {
             max_tokens: request.max_tokens,
         })?;
+        // Identifiers the previous summary carried that the span itself does not name.
+        let mut carried: Vec<&str> = request
+            .previous_summary
+            .map(|p| {
+                crate::summarize::find_identifiers(p)
+                    .into_iter()
+                    .map(|(_, id)| id)
+                    .filter(|id| !ids.iter().any(|own| own == id))
+                    .collect()
+            })
+            .unwrap_or_default();
+        carried.sort_unstable();
+        carried.dedup();
         Ok(Summary {
             tokens: counter.count_text(&text),
             identifiers_found: ids.len(),
             identifiers_kept: ids.iter().filter(|id| text.contains(id.as_str())).count(),
+            carried_found: carried.len(),
+            carried_kept: carried.iter().filter(|id| text.contains(*id)).count(),
             read_files: facts.read_files,
             modified_files: facts.modified_files,
             summarizer: s.name.clone(),

@@ -116,6 +116,9 @@ pub struct TurnStats {
     pub engine_ms: f64,
     /// Whether that time exceeded `host.turnBudget.engineMs`.
     pub slow: bool,
+    /// Model calls whose assembly lacked the current request or the newest summary, which the
+    /// host put back (see [`crate::guarantee`]).
+    pub guarantee_repairs: usize,
 }
 
 /// A running session.
@@ -144,6 +147,9 @@ pub struct Session {
     turn_index: u64,
     pre_prompt_count: usize,
     turn_start: usize,
+    /// The user message that started the current turn: every model call of the turn carries
+    /// it, even after a compaction summarized it (see [`crate::guarantee`]).
+    request: Option<Arc<Message>>,
     stats: TurnStats,
     rollbacks: Vec<SpawnRollback>,
     warned_noop_compact: bool,
@@ -215,6 +221,7 @@ impl Session {
             turn_index: 0,
             pre_prompt_count: 0,
             turn_start: 0,
+            request: None,
             stats: TurnStats::default(),
             rollbacks: Vec::new(),
             warned_noop_compact: false,
@@ -230,6 +237,11 @@ impl Session {
         session.instantiate_engine()?;
         session.restore_state()?;
         Ok(session)
+    }
+
+    /// The user message that started the current turn (`None` before the first turn).
+    pub fn current_request(&self) -> Option<&Arc<Message>> {
+        self.request.as_ref()
     }
 
     /// The session id.

@@ -16,8 +16,8 @@ use crate::engine::legacy::LEGACY_ID;
 use crate::error::Result;
 use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::message::Message;
-use crate::pairing;
 use crate::transcript::Durability;
+use crate::{guarantee, pairing};
 
 use super::compact::{invalid, invalid_for};
 use super::{Assembly, Session, TurnInput, TurnStats};
@@ -40,6 +40,7 @@ impl Session {
         self.turn_start = self.context.len();
         let prompt = input.user.text();
         let stored = self.append(vec![input.user])?;
+        self.request = stored.first().cloned();
         self.ingest_new(&stored, input.is_heartbeat)?;
 
         let budget = self.token_budget();
@@ -384,15 +385,28 @@ impl Session {
     ) -> Assembly {
         let repaired = pairing::repair(result.messages);
         let tokens = &self.services.tokens;
+        // Whatever the engine chose, the model sees the request and the newest summary.
+        let (messages, put_back) = guarantee::enforce(
+            &self.context,
+            self.request.as_ref(),
+            repaired.messages,
+            result.system_prompt_addition.as_deref(),
+            budget,
+            tokens,
+        );
+        if !put_back.is_empty() {
+            tracing::debug!(session = &*self.id, engine = %engine, ?put_back, "the host put back what the assembly left out");
+            self.stats.guarantee_repairs += 1;
+        }
         let addition_tokens = result
             .system_prompt_addition
             .as_deref()
             .map(|a| tokens.text(a))
             .unwrap_or(0);
-        let assembled_tokens = tokens.messages(&repaired.messages) + addition_tokens;
+        let assembled_tokens = tokens.messages(&messages) + addition_tokens;
         self.stats.pairing_repairs += repaired.repairs.len();
         Assembly {
-            messages: repaired.messages,
+            messages,
             system_prompt_addition: result.system_prompt_addition,
             token_budget: budget,
             assembled_tokens,

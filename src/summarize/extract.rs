@@ -10,20 +10,33 @@ use serde_json::Value;
 use crate::message::{AssistantMessage, ContentBlock, MessageBody};
 
 use super::SummaryRequest;
-use super::identifiers::scan_identifiers;
+use super::identifiers::{find_identifiers, scan_identifiers};
 use super::previous::parse_previous;
 use super::sections::{NSEC, SECS, Sec};
 use super::text::{
-    Ordered, is_command, is_substantive, item, prose_lines, re, sentences, strip_markers,
+    Ordered, is_command, is_substantive, item, prose_lines, re, sentences, strip_injected,
+    strip_markers,
 };
 use super::tools::{
-    ToolKind, classify_tool, patch_paths, path_args, shell_read_paths, todo_items, walk_strings,
+    ToolKind, action, classify_tool, command_line, patch_paths, path_args, shell_read_paths,
+    telling_line, todo_items, walk_strings,
 };
 
+/// A sentence that records a choice outright.
 static DECISION_RE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)\b(?:I['’]ll|I will|let['’]s|let us|we['’]ll|we will|decided|decision|going with|instead of|I['’]m going to|we['’]re going to|opted|chose to)\b",
+        r"(?i)\b(?:decided|decision|going with|instead of|rather than|opted|chose|settled on|switched to|we['’]ll use|I['’]ll use|the fix is|the cause is|root cause)\b",
     )
+});
+/// A sentence that announces what comes next ("I'll run the tests", "let's check").
+static ANNOUNCE_RE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^(?:now |next,? |then |first,? |ok(?:ay)?,? |so,? )?(?:I['’]ll|I will|let['’]s|let us|we['’]ll|we will|I['’]m going to|we['’]re going to|I need to|we need to)\b",
+    )
+});
+/// A reason given for a choice.
+static REASON_RE: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b(?:because|since|so that|to avoid|as it|as the|due to|in order to|otherwise)\b")
 });
 static CONSTRAINT_RE: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -59,7 +72,13 @@ fn is_final_answer(a: &AssistantMessage) -> bool {
 #[derive(Debug)]
 pub(super) struct Extraction {
     pub(super) secs: [Ordered; NSEC],
+    /// The span's own identifiers, first seen first.
     pub(super) identifiers: Ordered,
+    /// Identifiers carried over from previous summaries and not seen in the span.
+    pub(super) carried: Ordered,
+    /// Per span identifier: how often the span mentions it and when it last did.
+    id_seen: HashMap<String, (u64, u64)>,
+    id_seq: u64,
     pub(super) read: Ordered,
     pub(super) modified: Ordered,
 }
@@ -69,6 +88,9 @@ impl Extraction {
         let mut ex = Extraction {
             secs: std::array::from_fn(|_| Ordered::default()),
             identifiers: Ordered::default(),
+            carried: Ordered::default(),
+            id_seen: HashMap::new(),
+            id_seq: 0,
             read: Ordered::default(),
             modified: Ordered::default(),
         };
@@ -84,12 +106,14 @@ impl Extraction {
         }
         let mut prev_pending = Vec::new();
         let mut prev_latest = None;
+        let mut prev_goals: Vec<Vec<String>> = Vec::new();
         for text in previous {
             let parsed = parse_previous(text);
             for sec in SECS {
                 let items = parsed.secs[sec.idx()].iter().cloned();
                 match sec {
-                    Sec::Identifiers => items.for_each(|i| ex.identifiers.push(i)),
+                    Sec::Identifiers => items.for_each(|i| ex.carried.push(i)),
+                    Sec::Goal => prev_goals.push(items.collect()),
                     Sec::Pending => prev_pending.extend(items),
                     Sec::Latest => prev_latest = parsed.secs[sec.idx()].last().cloned(),
                     _ => items.for_each(|i| ex.secs[sec.idx()].push(i)),
@@ -100,27 +124,36 @@ impl Extraction {
                 .modified
                 .into_iter()
                 .for_each(|p| ex.modified.push(p));
-            scan_identifiers(text, &mut ex.identifiers);
+            scan_identifiers(text, &mut ex.carried);
         }
 
         // The span itself.
-        let mut first_request: Option<String> = None;
+        let mut latest_request: Option<String> = None;
+        let mut last_assistant_text: Option<(usize, String)> = None;
         let mut user_turns: Vec<(usize, String)> = Vec::new();
         let mut last_final: Option<usize> = None;
         let mut call_names: HashMap<&str, &str> = HashMap::new();
         let mut todo_list: Option<Vec<String>> = None;
         let mut todo_extra: Vec<String> = Vec::new();
         let mut failures: Vec<String> = Vec::new();
+        let mut calls: HashMap<&str, (usize, &str, &Value)> = HashMap::new();
+        let mut done: Vec<(usize, String)> = Vec::new();
+        let mut answers: Vec<(usize, String)> = Vec::new();
         for (i, m) in request.messages.iter().enumerate() {
             match &m.body {
                 MessageBody::User(u) => {
-                    let text = u.content.joined_text();
-                    scan_identifiers(&text, &mut ex.identifiers);
+                    let raw = u.content.joined_text();
+                    ex.see_ids(&raw);
+                    // What the user typed, without what the harness injected around it.
+                    let text = strip_injected(&raw);
                     if text.trim().is_empty() || is_command(&text) {
                         continue;
                     }
-                    if first_request.is_none() && is_substantive(&text) {
-                        first_request = Some(item(&text, 240));
+                    // A standing request, not a follow-up question about it.
+                    if is_substantive(&text)
+                        && (!text.trim_end().ends_with('?') || latest_request.is_none())
+                    {
+                        latest_request = Some(item(&text, 240));
                     }
                     for s in sentences(&text) {
                         if CONSTRAINT_RE.is_match(&s) {
@@ -134,26 +167,34 @@ impl Extraction {
                     for block in &a.content {
                         match block {
                             ContentBlock::Text(t) => {
-                                scan_identifiers(&t.text, &mut ex.identifiers);
+                                ex.see_ids(&t.text);
                                 for s in sentences(&t.text) {
-                                    // "Let's check the file:" announces a tool call, not a decision.
-                                    if DECISION_RE.is_match(&s) && !s.ends_with(':') {
+                                    // "I'll check the file" announces a step; a decision says
+                                    // what was chosen, or why.
+                                    let announced = ANNOUNCE_RE.is_match(&s);
+                                    let decided = DECISION_RE.is_match(&s)
+                                        || (announced && REASON_RE.is_match(&s));
+                                    if decided && !s.ends_with(':') {
                                         ex.secs[Sec::Decisions.idx()].push(item(&s, 180));
                                     }
                                 }
                                 ex.todo_lines(&t.text);
+                                if !t.text.trim().is_empty() {
+                                    last_assistant_text = Some((i, t.text.clone()));
+                                }
                             }
                             ContentBlock::Thinking(t) => {
-                                scan_identifiers(&t.thinking, &mut ex.identifiers);
+                                ex.see_ids(&t.thinking);
                             }
                             ContentBlock::ToolCall(call) => {
                                 call_names.insert(&call.id, &call.name);
+                                calls.insert(&call.id, (i, &call.name, &call.arguments));
                                 for p in path_args(&call.arguments) {
-                                    ex.identifiers.push(p);
+                                    ex.see_id(p);
                                 }
-                                walk_strings(&call.arguments, &mut |_, s| {
-                                    scan_identifiers(s, &mut ex.identifiers);
-                                });
+                                let mut strings = Vec::new();
+                                walk_strings(&call.arguments, &mut |_, s| strings.push(s));
+                                strings.into_iter().for_each(|s| ex.see_ids(s));
                                 match classify_tool(&call.name, &call.arguments) {
                                     ToolKind::Todo => {
                                         let (items, whole) = todo_items(&call.arguments);
@@ -195,30 +236,44 @@ impl Extraction {
                     }
                     if is_final_answer(a) {
                         last_final = Some(i);
+                        let answer = a.content.iter().find_map(|b| match b {
+                            ContentBlock::Text(t) => sentences(&t.text).into_iter().next(),
+                            _ => None,
+                        });
+                        if let Some(first) = answer {
+                            answers.push((i, first));
+                        }
                     }
                 }
                 MessageBody::ToolResult(r) => {
                     let text = r.content.joined_text();
-                    scan_identifiers(&text, &mut ex.identifiers);
+                    ex.see_ids(&text);
+                    let name = if r.tool_name.is_empty() {
+                        call_names
+                            .get(r.tool_call_id.as_str())
+                            .copied()
+                            .unwrap_or("tool")
+                    } else {
+                        &r.tool_name
+                    };
+                    let call = calls.get(r.tool_call_id.as_str());
                     if r.is_error {
-                        let name = if r.tool_name.is_empty() {
-                            call_names
-                                .get(r.tool_call_id.as_str())
-                                .copied()
-                                .unwrap_or("tool")
-                        } else {
-                            &r.tool_name
+                        // The line that names the error, not a banner before it.
+                        let line = telling_line(&text, true);
+                        let label = match call.and_then(|(_, _, args)| command_line(args)) {
+                            Some(cmd) => format!("{name} `{}`", item(cmd, 60)),
+                            None => name.to_owned(),
                         };
-                        let first = text.lines().map(str::trim).find(|l| !l.is_empty());
-                        let first = first.unwrap_or("(no error text)");
-                        failures.push(item(&format!("{name}: {first}"), 160));
+                        failures.push(item(&format!("{label}: {line}"), 160));
+                    } else if let Some(what) = call.and_then(|(_, name, args)| action(name, args)) {
+                        done.push((i, item(&what, 160)));
                     }
                 }
                 MessageBody::Custom(c) => {
-                    scan_identifiers(&c.content.joined_text(), &mut ex.identifiers);
+                    ex.see_ids(&c.content.joined_text());
                     for key in ["command", "output"] {
                         if let Some(s) = c.extra.get(key).and_then(Value::as_str) {
-                            scan_identifiers(s, &mut ex.identifiers);
+                            ex.see_ids(s);
                         }
                     }
                 }
@@ -235,11 +290,67 @@ impl Extraction {
             .into_iter()
             .for_each(|f| ex.secs[Sec::Failures.idx()].push(f));
 
-        // Goal: the previous summary's, else the span's first substantive request.
-        if ex.secs[Sec::Goal.idx()].items.is_empty()
-            && let Some(goal) = first_request
+        // Goal: the span's latest standing request, then the goals before it.
+        let goal = Sec::Goal.idx();
+        if let Some(latest) = latest_request {
+            ex.secs[goal].push(latest);
+        }
+        // Newest summary first; each lists its goals newest first.
+        for g in prev_goals.into_iter().rev().flatten() {
+            let g = g.strip_prefix("Earlier goal: ").unwrap_or(&g).to_owned();
+            if ex.secs[goal].items.len() < 3 && !ex.secs[goal].contains(&g) {
+                let labelled = if ex.secs[goal].items.is_empty() {
+                    g
+                } else {
+                    format!("Earlier goal: {g}")
+                };
+                ex.secs[goal].push(labelled);
+            }
+        }
+
+        // Done, oldest first: an answer counts once the user moved on (or if it announces
+        // nothing); what the span's last words announce is the next step.
+        let n = request.messages.len();
+        for (i, first) in answers {
+            let moved_on = request.messages[i + 1..]
+                .iter()
+                .find(|m| !matches!(m.body, MessageBody::ToolResult(_)))
+                .is_some_and(|m| matches!(m.body, MessageBody::User(_)));
+            // "Fixed." says less than the commands and edits around it.
+            let telling = first.split_whitespace().count() >= 4;
+            if telling && (moved_on || (i + 1 == n && !ANNOUNCE_RE.is_match(&first))) {
+                done.push((i, item(&format!("answered: {first}"), 160)));
+            }
+        }
+        done.sort_by_key(|(i, _)| *i);
+        done.into_iter()
+            .for_each(|(_, d)| ex.secs[Sec::Done.idx()].push(d));
+        let last_user = user_turns.last().map(|(i, _)| *i);
+        // Once the user spoke again, earlier next steps and questions were taken up.
+        if last_user.is_some() {
+            ex.secs[Sec::Todos.idx()]
+                .retain(|t| !t.starts_with("next: ") && !t.starts_with("open question: "));
+        }
+        if let Some((_, text)) =
+            last_assistant_text.filter(|(i, _)| last_user.is_none_or(|u| *i > u))
         {
-            ex.secs[Sec::Goal.idx()].push(goal);
+            for s in sentences(&text) {
+                if ANNOUNCE_RE.is_match(&s) && !REASON_RE.is_match(&s) {
+                    ex.secs[Sec::Todos.idx()].push(item(&format!("next: {s}"), 160));
+                }
+            }
+        }
+        // A question the final answer leaves to the user is open until the user answers.
+        if let Some(f) = last_final.filter(|f| last_user.is_none_or(|u| *f > u))
+            && let MessageBody::Assistant(a) = &request.messages[f].body
+        {
+            for b in &a.content {
+                if let ContentBlock::Text(t) = b {
+                    for s in sentences(&t.text).into_iter().filter(|s| s.ends_with('?')) {
+                        ex.secs[Sec::Todos.idx()].push(item(&format!("open question: {s}"), 160));
+                    }
+                }
+            }
         }
 
         // Pending asks and the latest unresolved request. A final answer in the span settles
@@ -269,12 +380,54 @@ impl Extraction {
 
         // Caps: recent-most for fast-moving sections, first-most for standing rules.
         ex.keep_last(Sec::Decisions, 12);
+        ex.keep_last(Sec::Done, 10);
         ex.keep_last(Sec::Todos, 12);
         ex.keep_last(Sec::Failures, 8);
         ex.keep_last(Sec::Pending, 8);
         ex.keep_first(Sec::Constraints, 16);
         ex.keep_first(Sec::Earlier, 12);
         ex
+    }
+
+    /// Counts the span's mentions of every identifier of `text`.
+    fn see_ids(&mut self, text: &str) {
+        for (_, id) in find_identifiers(text) {
+            self.see_id(id.to_owned());
+        }
+    }
+
+    fn see_id(&mut self, id: String) {
+        self.id_seq += 1;
+        let e = self.id_seen.entry(id.clone()).or_insert((0, 0));
+        e.0 += 1;
+        e.1 = self.id_seq;
+        self.identifiers.push(id);
+    }
+
+    /// The span's identifiers by priority (the most recent first, each extra mention worth a
+    /// twentieth of the span), then the carried-over ones not seen again, in their order.
+    pub(super) fn ranked_identifiers(&self) -> Vec<String> {
+        let boost = (self.id_seq / 20).max(1);
+        let mut own: Vec<(u64, usize, &String)> = self
+            .identifiers
+            .items
+            .iter()
+            .enumerate()
+            .map(|(first, id)| {
+                let (count, last) = self.id_seen.get(id).copied().unwrap_or((1, 0));
+                (last + (count.min(20) - 1) * boost, first, id)
+            })
+            .collect();
+        own.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut out: Vec<String> = own.into_iter().map(|(_, _, id)| id.clone()).collect();
+        out.extend(
+            self.carried
+                .items
+                .iter()
+                .filter(|id| !self.identifiers.contains(id))
+                .cloned(),
+        );
+        out
     }
 
     fn keep_last(&mut self, sec: Sec, n: usize) {

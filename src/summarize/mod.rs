@@ -30,7 +30,9 @@ use crate::tokens::TokenCounter;
 use extract::Extraction;
 use render::Doc;
 
+pub use identifiers::{IdKind, find_identifiers};
 pub use sections::SECTION_HEADINGS;
+pub use tools::telling_line;
 
 /// Whether opaque identifiers of the summarized span must survive verbatim.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,10 +68,14 @@ pub struct Summary {
     pub text: String,
     /// Its tokens by the counter it was built with.
     pub tokens: u64,
-    /// Distinct identifiers found in the span (and the previous summary).
+    /// Distinct identifiers found in the summarized messages themselves.
     pub identifiers_found: usize,
     /// How many of them appear verbatim in `text`.
     pub identifiers_kept: usize,
+    /// Distinct identifiers carried over from previous summaries (not seen in the span).
+    pub carried_found: usize,
+    /// How many of them appear verbatim in `text`.
+    pub carried_kept: usize,
     /// Files the span read.
     pub read_files: Vec<String>,
     /// Files the span modified.
@@ -146,15 +152,22 @@ impl Summarizer for BuiltinSummarizer {
         let doc = Doc::new(&ex, request);
         let text = doc.fit(request.max_tokens, counter);
         let tokens = counter.count_text(&text);
-        let identifiers = &ex.identifiers.items;
-        let identifiers_kept = identifiers
+        let own = &ex.identifiers.items;
+        let kept = |ids: &mut dyn Iterator<Item = &String>| {
+            ids.filter(|id| text.contains(id.as_str())).count()
+        };
+        let carried: Vec<&String> = ex
+            .carried
+            .items
             .iter()
-            .filter(|id| text.contains(id.as_str()))
-            .count();
+            .filter(|id| !ex.identifiers.contains(id))
+            .collect();
         Ok(Summary {
             tokens,
-            identifiers_found: identifiers.len(),
-            identifiers_kept,
+            identifiers_found: own.len(),
+            identifiers_kept: kept(&mut own.iter()),
+            carried_found: carried.len(),
+            carried_kept: kept(&mut carried.into_iter()),
             read_files: ex.read_only(),
             modified_files: ex.modified.items.clone(),
             summarizer: BUILTIN_NAME.to_owned(),

@@ -17,7 +17,7 @@ fn a_previous_summary_is_folded_through_three_generations() {
             "export const theme = load('7f3e2d1c9b');",
             false,
         ),
-        say("I'll mirror the oauth selector."),
+        say("I'll mirror the oauth selector because the theme API is the same."),
     ];
     let second = [
         user("Now also fix the flaky test at https://ci.example.com/run/991."),
@@ -29,8 +29,10 @@ fn a_previous_summary_is_folded_through_three_generations() {
     let two = run(&second, Some(&one.text), 2_000);
     let three = run(&third, Some(&two.text), 2_000);
     let goal = section(&three.text, "Goal");
-    assert_eq!(goal.len(), 1, "{}", three.text);
-    assert!(goal[0].starts_with("Port the user-message selector"));
+    // The latest standing request leads; the earlier ones follow, newest first.
+    assert_eq!(goal[0], "Ship it to 10.0.0.9 please.", "{}", three.text);
+    assert!(goal[1].starts_with("Earlier goal: Now also fix the flaky test"));
+    assert!(goal[2].starts_with("Earlier goal: Port the user-message selector"));
     let ids = section(&three.text, "Exact identifiers");
     for id in [
         "packages/tui/src/selector.ts",
@@ -42,7 +44,6 @@ fn a_previous_summary_is_folded_through_three_generations() {
         assert!(ids.iter().any(|l| l == id), "{id} lost:\n{}", three.text);
     }
     assert_eq!(three.read_files, vec!["packages/tui/src/theme.ts"]);
-    assert!(section(&three.text, "Decisions").contains(&"I'll mirror the oauth selector.".into()));
     // Folding is stable: re-folding an empty span gives the same sections.
     let again = run(&[], Some(&three.text), 2_000);
     assert_eq!(again.text, three.text);
@@ -62,7 +63,13 @@ fn unsectioned_and_llm_style_previous_text_survives() {
         "{}",
         s.text
     );
-    assert!(earlier.iter().any(|e| e.contains("dumped the schema")));
+    assert!(
+        section(&s.text, "Done")
+            .iter()
+            .any(|e| e.contains("dumped the schema")),
+        "{}",
+        s.text
+    );
     assert!(section(&s.text, "Decisions").contains(&"Use pg_upgrade --link".into()));
     assert!(section(&s.text, "Open TODOs").contains(&"Verify replicas".into()));
     // No goal in the previous text: the span's first request becomes it.

@@ -21,6 +21,8 @@ pub(super) struct Doc {
 #[derive(Clone, Debug)]
 struct Dropped {
     focus: bool,
+    /// Sections that never had an item are left out, headings and all (tight budgets only).
+    bare: bool,
     items: [Vec<bool>; NSEC],
 }
 
@@ -38,7 +40,7 @@ impl Doc {
     pub(super) fn new(ex: &Extraction, request: &SummaryRequest<'_>) -> Doc {
         let mut secs: [Vec<String>; NSEC] = std::array::from_fn(|i| ex.secs[i].items.clone());
         if request.identifier_policy == IdentifierPolicy::Strict {
-            secs[Sec::Identifiers.idx()] = ex.identifiers.items.clone();
+            secs[Sec::Identifiers.idx()] = ex.ranked_identifiers();
         }
         let files = &mut secs[Sec::Files.idx()];
         files.extend(ex.modified.items.iter().map(|p| format!("modified: {p}")));
@@ -55,6 +57,7 @@ impl Doc {
     fn none_dropped(&self) -> Dropped {
         Dropped {
             focus: false,
+            bare: false,
             items: std::array::from_fn(|i| vec![false; self.secs[i].len()]),
         }
     }
@@ -81,7 +84,9 @@ impl Doc {
                 .filter(|(_, d)| !**d)
                 .map(|(i, _)| i)
                 .collect();
-            if sec == Sec::Earlier && kept.is_empty() {
+            if kept.is_empty()
+                && (matches!(sec, Sec::Earlier | Sec::Done) || (dropped.bare && items.is_empty()))
+            {
                 continue;
             }
             out.push_str("## ");
@@ -95,13 +100,17 @@ impl Doc {
                 }
                 out.push('\n');
             }
-            if sec == Sec::Identifiers {
-                let omitted = gone.iter().filter(|d| **d).count();
-                if omitted > 0 {
-                    out.push_str(&format!(
-                        "(+{omitted} more identifiers omitted to fit the budget)\n"
-                    ));
-                }
+            // A shortened section says what it left out.
+            let omitted = gone.iter().filter(|d| **d).count();
+            if omitted > 0 {
+                let what = match sec {
+                    Sec::Identifiers => "identifiers",
+                    Sec::Files => "files",
+                    _ => "items",
+                };
+                out.push_str(&format!(
+                    "(+{omitted} more {what} omitted to fit the budget)\n"
+                ));
             }
             out.push('\n');
         }
@@ -109,11 +118,27 @@ impl Doc {
         out
     }
 
-    /// Parts in the order they are given up: detail first, identifiers late, and the goal,
-    /// the latest request and the focus last.
-    fn drop_order(&self) -> Vec<Part> {
+    /// Parts in the order they are given up: identifiers beyond half the budget (lowest
+    /// priority first), then file lists, then detail, then the other identifiers, and the
+    /// goal, the latest request and the focus last.
+    fn drop_order(&self, max_tokens: u64, counter: &dyn TokenCounter) -> Vec<Part> {
         let mut order = Vec::new();
         let len = |s: Sec| self.secs[s.idx()].len();
+        // Identifiers may fill half the summary before the thread (decisions, what was done
+        // and failed, next steps) gives way to them.
+        let ids = &self.secs[Sec::Identifiers.idx()];
+        let mut used = 0u64;
+        let mut within = ids.len();
+        for (i, id) in ids.iter().enumerate() {
+            used += counter.count_text(id) + 1;
+            if used > max_tokens / 2 {
+                within = i;
+                break;
+            }
+        }
+        (within..ids.len())
+            .rev()
+            .for_each(|i| order.push(Part::Item(Sec::Identifiers, i)));
         let oldest_first = |s: Sec, order: &mut Vec<Part>| {
             (0..len(s)).for_each(|i| order.push(Part::Item(s, i)));
         };
@@ -122,15 +147,19 @@ impl Doc {
                 .rev()
                 .for_each(|i| order.push(Part::Item(s, i)));
         };
+        // Files read go first (they are listed after the modified ones), before the thread.
+        newest_first(Sec::Files, 0, &mut order);
+        oldest_first(Sec::Done, &mut order);
         oldest_first(Sec::Decisions, &mut order);
         oldest_first(Sec::Todos, &mut order);
         oldest_first(Sec::Failures, &mut order);
         newest_first(Sec::Earlier, 0, &mut order);
         oldest_first(Sec::Pending, &mut order);
         newest_first(Sec::Constraints, 0, &mut order);
-        newest_first(Sec::Files, 0, &mut order);
         newest_first(Sec::Goal, 1, &mut order);
-        newest_first(Sec::Identifiers, 0, &mut order);
+        (0..within)
+            .rev()
+            .for_each(|i| order.push(Part::Item(Sec::Identifiers, i)));
         oldest_first(Sec::Latest, &mut order);
         if len(Sec::Goal) > 0 {
             order.push(Part::Item(Sec::Goal, 0));
@@ -143,6 +172,7 @@ impl Doc {
 
     fn dropped_first(&self, order: &[Part], k: usize) -> Dropped {
         let mut dropped = self.none_dropped();
+        dropped.bare = true;
         for part in &order[..k] {
             match *part {
                 Part::Focus => dropped.focus = true,
@@ -152,9 +182,9 @@ impl Doc {
         dropped
     }
 
-    /// The best rendering within `max_tokens`: trim items, then drop parts in order (and let
-    /// the survivors grow back if they then fit), then cut the bare skeleton to the longest
-    /// prefix that fits.
+    /// The best rendering within `max_tokens`: trim items, then leave out empty sections and
+    /// drop parts in order (and let the survivors grow back if they then fit), then cut the
+    /// bare skeleton to the longest prefix that fits.
     pub(super) fn fit(&self, max_tokens: u64, counter: &dyn TokenCounter) -> String {
         let fits = |text: &str| counter.count_text(text) <= max_tokens;
         let none = self.none_dropped();
@@ -165,7 +195,15 @@ impl Doc {
             }
         }
         let level = CLIP_LEVELS[CLIP_LEVELS.len() - 1];
-        let order = self.drop_order();
+        let order = self.drop_order(max_tokens, counter);
+        // Without empty sections, nothing dropped yet.
+        let bare = self.dropped_first(&order, 0);
+        for level in CLIP_LEVELS {
+            let text = self.render(level, &bare);
+            if fits(&text) {
+                return text;
+            }
+        }
         let all = self.render(level, &self.dropped_first(&order, order.len()));
         if !fits(&all) {
             return longest_fitting_prefix(&all, &fits);

@@ -105,26 +105,39 @@ fn the_budget_holds_for_any_counter() {
 }
 
 #[test]
-fn other_sections_are_shortened_before_identifiers() {
+fn identifiers_take_at_most_half_a_tight_budget_and_the_newest_stay() {
     let span = heavy_span();
     let full = run(&span, None, 1_000_000);
     let full_decisions = section(&full.text, "Decisions").len();
     assert!(full_decisions >= 10);
-    // Enough for the identifiers and headings, not for the decisions as well.
     let ids_tokens = Estimate.count_text(&section(&full.text, "Exact identifiers").join("\n- "));
+    // Room for the identifiers and a little more: identifiers beyond half the budget go
+    // first (the oldest, least mentioned), so the thread keeps some room.
     let budget = ids_tokens + 150;
     assert!(budget < full.tokens);
     let s = run(&span, None, budget);
     assert!(s.tokens <= budget);
-    assert_eq!(s.identifiers_kept, s.identifiers_found, "{}", s.text);
-    assert!(!s.text.contains("identifiers omitted"));
+    assert!(s.identifiers_kept < s.identifiers_found, "{}", s.text);
     assert!(
-        section(&s.text, "Decisions").len() < full_decisions,
-        "{}",
+        s.text
+            .contains("more identifiers omitted to fit the budget")
+    );
+    assert!(!section(&s.text, "Decisions").is_empty(), "{}", s.text);
+    let ids = section(&s.text, "Exact identifiers");
+    assert!(
+        ids.iter().any(|l| l.contains("shard-039")),
+        "the newest stays: {}",
         s.text
     );
-    // The goal outlives the decisions.
+    assert!(
+        !ids.iter().any(|l| l.contains("shard-000")),
+        "the oldest goes: {}",
+        s.text
+    );
     assert_eq!(section(&s.text, "Goal").len(), 1);
+    // With twice the identifiers' size, all of them fit in their half.
+    let s = run(&span, None, 2 * ids_tokens + 60);
+    assert_eq!(s.identifiers_kept, s.identifiers_found, "{}", s.text);
 }
 
 #[test]
@@ -145,7 +158,10 @@ fn focus_instructions_lead_the_summary() {
 
 #[test]
 fn long_items_are_clipped_with_an_ellipsis() {
-    let long = format!("I'll {}", "refactor the module carefully ".repeat(20));
+    let long = format!(
+        "We decided to {}",
+        "refactor the module carefully ".repeat(20)
+    );
     let s = run(&[say(&long)], None, 100_000);
     let d = section(&s.text, "Decisions");
     assert_eq!(d.len(), 1);

@@ -2,7 +2,8 @@
 //! list (with "Earlier context"), and how long an item of each may be.
 
 /// The section headings of a built-in summary, in order, so that checks and engines can find
-/// them (an extra `## Earlier context` section may follow `## Goal`).
+/// them (an extra `## Earlier context` section may follow `## Goal`, and `## Done` may follow
+/// `## Decisions`).
 pub const SECTION_HEADINGS: [&str; 9] = [
     "Goal",
     "Decisions",
@@ -15,12 +16,14 @@ pub const SECTION_HEADINGS: [&str; 9] = [
     "Latest unresolved request",
 ];
 
-/// Internal sections: the nine public ones plus "Earlier context" for unsectioned old text.
+/// Internal sections: the nine public ones plus "Earlier context" for unsectioned old text and
+/// "Done" for what the span did (commands run, files edited, answers given).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Sec {
     Goal,
     Earlier,
     Decisions,
+    Done,
     Todos,
     Constraints,
     Pending,
@@ -31,13 +34,14 @@ pub(super) enum Sec {
 }
 
 /// How many internal sections there are.
-pub(super) const NSEC: usize = 10;
+pub(super) const NSEC: usize = 11;
 
 /// The internal sections in rendering order.
 pub(super) const SECS: [Sec; NSEC] = [
     Sec::Goal,
     Sec::Earlier,
     Sec::Decisions,
+    Sec::Done,
     Sec::Todos,
     Sec::Constraints,
     Sec::Pending,
@@ -48,6 +52,7 @@ pub(super) const SECS: [Sec; NSEC] = [
 ];
 
 const EARLIER_HEADING: &str = "Earlier context";
+const DONE_HEADING: &str = "Done";
 
 impl Sec {
     pub(super) fn idx(self) -> usize {
@@ -59,6 +64,7 @@ impl Sec {
             Sec::Goal => SECTION_HEADINGS[0],
             Sec::Earlier => EARLIER_HEADING,
             Sec::Decisions => SECTION_HEADINGS[1],
+            Sec::Done => DONE_HEADING,
             Sec::Todos => SECTION_HEADINGS[2],
             Sec::Constraints => SECTION_HEADINGS[3],
             Sec::Pending => SECTION_HEADINGS[4],
@@ -75,7 +81,7 @@ impl Sec {
             Sec::Identifiers | Sec::Files => None,
             Sec::Goal | Sec::Earlier => Some(240),
             Sec::Decisions | Sec::Constraints => Some(180),
-            Sec::Todos | Sec::Failures => Some(160),
+            Sec::Todos | Sec::Failures | Sec::Done => Some(160),
             Sec::Pending => Some(200),
             Sec::Latest => Some(400),
         }
@@ -91,6 +97,7 @@ impl Sec {
             "goal" | "goals" | "objective" | "task" => Sec::Goal,
             "earlier context" => Sec::Earlier,
             "decisions" | "key decisions" => Sec::Decisions,
+            "done" | "progress" | "what was done" => Sec::Done,
             "open todos" | "todos" | "todo" | "next steps" => Sec::Todos,
             "constraints" | "constraints/rules" | "constraints & preferences" | "rules" => {
                 Sec::Constraints

@@ -20,6 +20,18 @@ impl Ordered {
         }
     }
 
+    /// Keeps the items `keep` accepts, in order.
+    pub(super) fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        let seen = &mut self.seen;
+        self.items.retain(|i| {
+            let k = keep(i);
+            if !k {
+                seen.remove(i);
+            }
+            k
+        });
+    }
+
     pub(super) fn contains(&self, item: &str) -> bool {
         self.seen.contains(item)
     }
@@ -116,6 +128,32 @@ pub(super) fn sentences(text: &str) -> Vec<String> {
     out
 }
 
+/// `text` without the blocks a harness injects into user messages (`<ide_opened_file>…`,
+/// `<system-reminder>…`, `<environment_context>…`, `<command-name>…`): tags whose name holds
+/// `_` or `-`, with their content. What is left is what the user typed.
+pub(super) fn strip_injected(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = INJECTED_OPEN_RE.find(rest) {
+        let name = rest[open.start() + 1..open.end()]
+            .trim_end_matches('>')
+            .split_whitespace()
+            .next()
+            .unwrap_or("");
+        out.push_str(&rest[..open.start()]);
+        let close = format!("</{name}>");
+        match rest[open.end()..].find(&close) {
+            Some(at) => rest = &rest[open.end() + at + close.len()..],
+            None => {
+                // An unclosed tag: drop the tag, keep the text after it.
+                rest = &rest[open.end()..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out.trim().to_owned()
+}
+
 /// A harness command such as `/mode` or `/compact focus`, not a request to the model.
 pub(super) fn is_command(text: &str) -> bool {
     text.split_whitespace()
@@ -135,6 +173,8 @@ pub(super) fn re(pattern: &str) -> Regex {
     Regex::new(pattern).expect("built-in summarizer regex")
 }
 
+static INJECTED_OPEN_RE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"<[a-z][a-z0-9]*[_-][a-z0-9_-]*(?:\s[^>]*)?>"));
 static NUMBERED_RE: LazyLock<Regex> = LazyLock::new(|| re(r"^\d{1,3}[.)]\s"));
 static COMMAND_RE: LazyLock<Regex> = LazyLock::new(|| re(r"^/[A-Za-z][\w-]*$"));
 /// A file name with an extension (`main.rs`, `Cargo.toml`).

@@ -14,6 +14,40 @@ static PATCH_FILE_RE: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// A line that names a failure outright: `Error: …`, `error[E0502]: …`, `TypeError`, a panic,
+/// `FAILED`, `fatal:`, an errno name.
+static STRONG_ERROR_RE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?:\b[A-Z][A-Za-z]*(?:Error|Exception)\b|\b(?:error|Error|ERROR)(?:\[[A-Z]?\d+\])?:|\bpanicked at\b|\bFAIL(?:ED)?\b|\bfatal:|\bERR!|\*\*\*|\bE(?:NOENT|ACCES|PERM|EXIST|ADDRINUSE|CONNREFUSED|TIMEDOUT)\b|Traceback \(most recent)",
+    )
+});
+/// A line that mentions failing.
+static WEAK_ERROR_RE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:error|errors|failed|failure|cannot|can't|could not|couldn't|not found|no such|denied|refused|invalid|undefined|unexpected|timed out|exit code [1-9]|non-zero)\b",
+    )
+});
+
+/// The most telling line of a tool's output: for a failure, the line that names the error
+/// (not a banner or a progress line before it), else its first line; otherwise the first line.
+pub fn telling_line(text: &str, is_error: bool) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let pick = if is_error {
+        lines
+            .iter()
+            .find(|l| STRONG_ERROR_RE.is_match(l))
+            .or_else(|| lines.iter().find(|l| WEAK_ERROR_RE.is_match(l)))
+            .or(lines.first())
+    } else {
+        lines.first()
+    };
+    pick.map_or_else(|| "(no output)".to_owned(), |l| item(l, 400))
+}
+
 /// Calls `f` on every string inside a JSON value, in document order.
 pub(super) fn walk_strings<'v>(value: &'v Value, f: &mut impl FnMut(Option<&str>, &'v str)) {
     fn go<'v>(value: &'v Value, key: Option<&str>, f: &mut impl FnMut(Option<&str>, &'v str)) {
@@ -156,6 +190,39 @@ pub(super) fn classify_tool(name: &str, args: &Value) -> ToolKind {
     } else {
         ToolKind::Other
     }
+}
+
+/// What a successful tool call did, for the "Done" section: a command that changes something
+/// (`ran \`cargo test\``) or the files an edit touched. Reads and listings are left out.
+pub(super) fn action(name: &str, args: &Value) -> Option<String> {
+    match classify_tool(name, args) {
+        ToolKind::Modify => {
+            let mut paths = path_args(args);
+            walk_strings(args, &mut |_, s| paths.extend(patch_paths(s)));
+            paths.dedup();
+            (!paths.is_empty()).then(|| format!("edited {}", paths.join(", ")))
+        }
+        ToolKind::Shell => {
+            let command = command_line(args)?;
+            let program = command.split_whitespace().next().unwrap_or("");
+            let program = program.rsplit('/').next().unwrap_or(program);
+            let reads =
+                READ_COMMANDS.contains(&program) || matches!(program, "cd" | "echo" | "pwd");
+            (!reads).then(|| format!("ran `{}`", item(command, 100)))
+        }
+        ToolKind::Todo | ToolKind::Read | ToolKind::Other => None,
+    }
+}
+
+/// The first line of a shell call's command.
+pub(super) fn command_line(args: &Value) -> Option<&str> {
+    let mut command = None;
+    walk_strings(args, &mut |key, s| {
+        if command.is_none() && matches!(key, Some("command" | "cmd" | "script")) {
+            command = Some(s);
+        }
+    });
+    command?.lines().map(str::trim).find(|l| !l.is_empty())
 }
 
 /// Shell commands that only read the files they name.

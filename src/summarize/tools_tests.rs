@@ -86,7 +86,10 @@ fn tool_failures_are_listed_with_their_first_line_at_most_eight() {
 
     let two = [span[0].clone(), span[1].clone()];
     let failures = section(&run(&two, None, 100_000).text, "Tool failures");
-    assert_eq!(failures, vec!["bash: make: *** No rule to make target"]);
+    assert_eq!(
+        failures,
+        vec!["bash `make`: make: *** No rule to make target"]
+    );
 }
 
 #[test]

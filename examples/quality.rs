@@ -1,0 +1,474 @@
+//! Compaction quality over the shared transcripts: can a model continue from what it is sent?
+//!
+//! Every transcript of `<shared>/data/transcripts` is replayed (recorded user messages drive
+//! turns, recorded replies play the model) at windows 3,000 and 8,000 through `legacy` and
+//! every example engine of `scripts/` (the Lua twin; the Rhai twin behaves the same). Every
+//! model call and every summary is measured:
+//!
+//! - calls without history (goal 0): the session had history, the call carries none of it;
+//! - calls missing the current request (goal 0), calls missing the newest summary (goal 0);
+//! - compactions after which the session context was still over budget (the fitting then
+//!   trims or stubs; counted only for compactions a model call followed in the same turn);
+//! - span identifiers kept by kind: identifiers of the summarized messages (not of a previous
+//!   summary) found verbatim in the summary, counted only where the summary budget could hold
+//!   them all (the others are counted apart);
+//! - section fill: the share of summaries with a non-empty section, per section;
+//! - summary tokens per span token, summaries larger than their span, and folds (summaries of
+//!   summaries) that grew;
+//! - summarizer time.
+//!
+//! Run: `cargo run --release --example quality [-- --engines legacy,hierarchical --windows
+//! 3000 --transcripts pimono-before --markdown]`. `CTXHOST_SHARED` overrides the shared dir.
+
+#![allow(clippy::print_stdout)]
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ctxhost::config::{Config, Entry};
+use ctxhost::guarantee::{Violation, violations};
+use ctxhost::message::{Message, MessageBody, Role};
+use ctxhost::replay::drive;
+use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::session::Session;
+use ctxhost::summarize::{
+    BuiltinSummarizer, IdKind, SECTION_HEADINGS, Summarizer, Summary, SummaryRequest,
+    find_identifiers,
+};
+use ctxhost::tokens::TokenCounter;
+use ctxhost::transcript::Durability;
+use parking_lot::Mutex;
+
+const ENGINES: [&str; 6] = [
+    "legacy",
+    "delegating",
+    "hierarchical",
+    "pinned_facts",
+    "recent_turns",
+    "tool_pruner",
+];
+const WINDOWS: [u64; 2] = [3_000, 8_000];
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let list = |flag: &str| -> Option<Vec<String>> {
+        let i = args.iter().position(|a| a == flag)?;
+        args.get(i + 1)
+            .map(|v| v.split(',').map(str::to_owned).collect())
+    };
+    let engines = list("--engines").unwrap_or_else(|| ENGINES.map(str::to_owned).to_vec());
+    let windows: Vec<u64> = match list("--windows") {
+        Some(w) => w.iter().map(|w| w.parse()).collect::<Result<_, _>>()?,
+        None => WINDOWS.to_vec(),
+    };
+    let only = list("--transcripts");
+    let detail = args.iter().any(|a| a == "--detail");
+    let shared = std::env::var_os("CTXHOST_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+    let mut transcripts: Vec<PathBuf> = std::fs::read_dir(shared.join("data/transcripts"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e != "md"))
+        .filter(|p| {
+            only.as_ref().is_none_or(|o| {
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default();
+                o.iter().any(|x| name.contains(x.as_str()))
+            })
+        })
+        .collect();
+    transcripts.sort();
+    let dir = tempfile::tempdir()?;
+
+    println!(
+        "| engine | window | calls | no history | no request | no summary | over budget | compactions leaving the context over budget | summaries | span ids kept (fit) | ids that could not fit | fill | sum/span tok | larger than span | folds grown | summarizer ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut kinds_rows = Vec::new();
+    for engine in &engines {
+        for &window in &windows {
+            let mut total = Stats::default();
+            for t in &transcripts {
+                let stats = run(t, window, engine, dir.path())?;
+                if detail {
+                    let name = t
+                        .file_name()
+                        .map(|n| n.to_string_lossy())
+                        .unwrap_or_default();
+                    println!("{}", stats.row(&format!("{engine} {name}"), window));
+                }
+                total.add(&stats);
+            }
+            println!("{}", total.row(engine, window));
+            kinds_rows.push((engine.clone(), window, total));
+        }
+    }
+    println!();
+    let kinds = IdKind::ALL.map(|k| k.name()).join(" | ");
+    println!("| engine | window | {kinds} | new / carried |");
+    println!("|---|---|{}---|", "---|".repeat(IdKind::ALL.len()));
+    for (engine, window, s) in &kinds_rows {
+        let cells: Vec<String> = IdKind::ALL
+            .iter()
+            .map(|k| {
+                let (kept, found) = s.kinds.get(k).copied().unwrap_or_default();
+                pct(kept, found)
+            })
+            .collect();
+        println!(
+            "| {engine} | {window} | {} | {} |",
+            cells.join(" | "),
+            pct(s.carried_kept, s.carried_found)
+        );
+    }
+    println!();
+    println!("| engine | window | {} |", SECTION_HEADINGS.join(" | "));
+    println!("|---|---|{}", "---|".repeat(SECTION_HEADINGS.len()));
+    for (engine, window, s) in &kinds_rows {
+        let cells: Vec<String> = s
+            .fill
+            .iter()
+            .map(|n| pct(*n as u64, s.summaries as u64))
+            .collect();
+        println!("| {engine} | {window} | {} |", cells.join(" | "));
+    }
+    Ok(())
+}
+
+fn pct(kept: u64, found: u64) -> String {
+    if found == 0 {
+        "–".to_owned()
+    } else {
+        format!(
+            "{:.0}% ({kept}/{found})",
+            100.0 * kept as f64 / found as f64
+        )
+    }
+}
+
+/// Everything measured over one or more replays.
+#[derive(Debug, Default)]
+struct Stats {
+    calls: u64,
+    no_history: u64,
+    no_request: u64,
+    no_summary: u64,
+    over_budget: u64,
+    compactions: u64,
+    compactions_over: u64,
+    summaries: usize,
+    ids_kept: u64,
+    ids_found: u64,
+    unfit_found: u64,
+    unfit_kept: u64,
+    kinds: BTreeMap<IdKind, (u64, u64)>,
+    carried_kept: u64,
+    carried_found: u64,
+    fill: [usize; SECTION_HEADINGS.len()],
+    filled_sections: usize,
+    summary_tokens: u64,
+    span_tokens: u64,
+    larger: u64,
+    folds: u64,
+    folds_grown: u64,
+    time: Duration,
+}
+
+impl Stats {
+    fn add(&mut self, o: &Stats) {
+        self.calls += o.calls;
+        self.no_history += o.no_history;
+        self.no_request += o.no_request;
+        self.no_summary += o.no_summary;
+        self.over_budget += o.over_budget;
+        self.compactions += o.compactions;
+        self.compactions_over += o.compactions_over;
+        self.summaries += o.summaries;
+        self.ids_kept += o.ids_kept;
+        self.ids_found += o.ids_found;
+        self.unfit_found += o.unfit_found;
+        self.unfit_kept += o.unfit_kept;
+        for (k, (kept, found)) in &o.kinds {
+            let e = self.kinds.entry(*k).or_default();
+            e.0 += kept;
+            e.1 += found;
+        }
+        self.carried_kept += o.carried_kept;
+        self.carried_found += o.carried_found;
+        for (a, b) in self.fill.iter_mut().zip(o.fill) {
+            *a += b;
+        }
+        self.filled_sections += o.filled_sections;
+        self.summary_tokens += o.summary_tokens;
+        self.span_tokens += o.span_tokens;
+        self.larger += o.larger;
+        self.folds += o.folds;
+        self.folds_grown += o.folds_grown;
+        self.time += o.time;
+    }
+
+    fn row(&self, name: &str, window: u64) -> String {
+        let fill = if self.summaries == 0 {
+            "–".to_owned()
+        } else {
+            format!(
+                "{:.0}%",
+                100.0 * self.filled_sections as f64
+                    / (self.summaries * SECTION_HEADINGS.len()) as f64
+            )
+        };
+        let ratio = if self.span_tokens == 0 {
+            "–".to_owned()
+        } else {
+            format!(
+                "{:.3}",
+                self.summary_tokens as f64 / self.span_tokens as f64
+            )
+        };
+        format!(
+            "| {name} | {window} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {fill} | {ratio} | {} | {}/{} | {:.0} |",
+            self.calls,
+            self.no_history,
+            self.no_request,
+            self.no_summary,
+            self.over_budget,
+            self.compactions_over,
+            self.compactions,
+            self.summaries,
+            pct(self.ids_kept, self.ids_found),
+            if self.unfit_found == 0 {
+                "0".to_owned()
+            } else {
+                format!("{} kept of {}", self.unfit_kept, self.unfit_found)
+            },
+            self.larger,
+            self.folds_grown,
+            self.folds,
+            self.time.as_secs_f64() * 1000.0
+        )
+    }
+}
+
+/// The built-in summarizer, measured: every call's span, result and time.
+#[derive(Debug, Default)]
+struct Recorder {
+    inner: BuiltinSummarizer,
+    stats: Mutex<Stats>,
+}
+
+/// The strings of a message that a summary could draw identifiers from.
+fn message_text(m: &Message) -> String {
+    let mut out = m.text();
+    if let MessageBody::Assistant(a) = &m.body {
+        for b in &a.content {
+            match b {
+                ctxhost::message::ContentBlock::Thinking(t) => {
+                    out.push('\n');
+                    out.push_str(&t.thinking);
+                }
+                ctxhost::message::ContentBlock::ToolCall(c) => {
+                    walk(&c.arguments, &mut out);
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+fn walk(v: &serde_json::Value, out: &mut String) {
+    match v {
+        serde_json::Value::String(s) => {
+            out.push('\n');
+            out.push_str(s);
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|v| walk(v, out)),
+        _ => {}
+    }
+}
+
+impl Summarizer for Recorder {
+    fn summarize(
+        &self,
+        request: &SummaryRequest<'_>,
+        counter: &dyn TokenCounter,
+    ) -> ctxhost::Result<Summary> {
+        let started = Instant::now();
+        let summary = self.inner.summarize(request, counter)?;
+        let elapsed = started.elapsed();
+        let mut s = self.stats.lock();
+        s.time += elapsed;
+        s.summaries += 1;
+        let is_summary =
+            |m: &Arc<Message>| matches!(m.role(), Role::CompactionSummary | Role::BranchSummary);
+        let span: Vec<&Arc<Message>> = request.messages.iter().filter(|m| !is_summary(m)).collect();
+        let span_tokens: u64 = span.iter().map(|m| counter.count_message(m)).sum();
+        // A summary's own text, without the preamble a model would see around it.
+        let input_tokens: u64 = request
+            .messages
+            .iter()
+            .map(|m| {
+                if is_summary(m) {
+                    counter.count_text(&m.text())
+                } else {
+                    counter.count_message(m)
+                }
+            })
+            .sum::<u64>()
+            + request
+                .previous_summary
+                .map_or(0, |p| counter.count_text(p));
+        if span.is_empty() {
+            s.folds += 1;
+            s.folds_grown += u64::from(summary.tokens > input_tokens);
+        } else {
+            s.span_tokens += span_tokens;
+            s.summary_tokens += summary.tokens;
+            s.larger += u64::from(summary.tokens > span_tokens);
+        }
+        // Identifiers of the span itself, then the ones carried over from earlier summaries.
+        let mut own: Vec<(IdKind, String)> = Vec::new();
+        let mut seen = HashSet::new();
+        for m in &span {
+            let text = message_text(m);
+            for (k, id) in find_identifiers(&text) {
+                if seen.insert(id.to_owned()) {
+                    own.push((k, id.to_owned()));
+                }
+            }
+        }
+        let own_tokens: u64 = own.iter().map(|(_, id)| counter.count_text(id) + 2).sum();
+        let fits = own_tokens <= request.max_tokens / 2;
+        for (k, id) in &own {
+            let kept = summary.text.contains(id.as_str());
+            if fits {
+                s.ids_found += 1;
+                s.ids_kept += u64::from(kept);
+                let e = s.kinds.entry(*k).or_default();
+                e.0 += u64::from(kept);
+                e.1 += 1;
+            } else {
+                s.unfit_found += 1;
+                s.unfit_kept += u64::from(kept);
+            }
+        }
+        let mut carried_text: Vec<String> = request
+            .messages
+            .iter()
+            .filter(|m| is_summary(m))
+            .map(|m| m.text())
+            .collect();
+        carried_text.extend(request.previous_summary.map(str::to_owned));
+        for text in &carried_text {
+            for (_, id) in find_identifiers(text) {
+                if seen.insert(id.to_owned()) {
+                    s.carried_found += 1;
+                    s.carried_kept += u64::from(summary.text.contains(id));
+                }
+            }
+        }
+        for (i, heading) in SECTION_HEADINGS.iter().enumerate() {
+            if section_filled(&summary.text, heading) {
+                s.fill[i] += 1;
+                s.filled_sections += 1;
+            }
+        }
+        Ok(summary)
+    }
+}
+
+/// Whether `## heading` in `text` has at least one item.
+fn section_filled(text: &str, heading: &str) -> bool {
+    let mut inside = false;
+    for line in text.lines() {
+        if let Some(h) = line.strip_prefix("## ") {
+            inside = h.trim() == heading;
+            continue;
+        }
+        if inside && line.trim_start().starts_with("- ") {
+            return true;
+        }
+    }
+    false
+}
+
+/// Replays one transcript through one engine at one window.
+fn run(transcript: &Path, window: u64, engine: &str, dir: &Path) -> anyhow::Result<Stats> {
+    let mut config = Config::default();
+    config.host.window = window;
+    if engine != "legacy" {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("scripts/{engine}.lua"));
+        let id = engine.replace('_', "-");
+        config.plugins.slots.context_engine = Some(id.clone());
+        config.plugins.entries.insert(
+            id,
+            Entry {
+                path: Some(path),
+                ..Entry::default()
+            },
+        );
+    }
+    let host = Host::new(config)?;
+    let recorder = Arc::new(Recorder::default());
+    let imported = ctxhost::transcript::import(transcript)?;
+    let mut calls = Stats::default();
+    for (n, source) in imported.sessions.into_iter().enumerate() {
+        let file = dir.join(format!("{engine}-{window}-{n}.jsonl"));
+        let _ = std::fs::remove_file(&file);
+        let mut spec = SessionSpec::new(format!("s{n}"), &file);
+        spec.system_prompt = source.system_prompt.clone();
+        let mut setup = host.session_setup(&spec);
+        setup.summarizer = Arc::clone(&recorder) as Arc<dyn Summarizer>;
+        setup.durability = Durability::None;
+        let mut session = Session::create(setup, &file, "")?;
+        let (mut seen_compactions, mut turn) = (0, String::new());
+        drive(&mut session, source.messages, |session, a| {
+            measure(session, session.current_request(), a, &mut calls);
+            // Turn stats restart every turn: a rise is a compaction since the last call.
+            let request = session.current_request().map(|m| m.id.clone());
+            if request.as_deref() != Some(turn.as_str()) {
+                turn = request.unwrap_or_default();
+                seen_compactions = 0;
+            }
+            let now = session.stats().compactions;
+            if now > seen_compactions {
+                calls.compactions += 1;
+                calls.compactions_over +=
+                    u64::from(session.context_tokens() > session.token_budget());
+            }
+            seen_compactions = now;
+        })?;
+        session.close()?;
+        let _ = std::fs::remove_file(&file);
+    }
+    let mut s = std::mem::take(&mut *recorder.stats.lock());
+    s.add(&calls);
+    Ok(s)
+}
+
+fn measure(
+    session: &Session,
+    request: Option<&Arc<Message>>,
+    a: &ctxhost::session::Assembly,
+    s: &mut Stats,
+) {
+    s.calls += 1;
+    s.over_budget += u64::from(a.assembled_tokens > a.token_budget);
+    for v in violations(
+        session.context(),
+        request,
+        &a.messages,
+        a.system_prompt_addition.as_deref(),
+    ) {
+        match v {
+            Violation::MissingRequest => s.no_request += 1,
+            Violation::MissingSummary => s.no_summary += 1,
+            Violation::NoHistory => s.no_history += 1,
+        }
+    }
+}

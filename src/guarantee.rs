@@ -1,0 +1,150 @@
+//! What every model call carries, whatever engine assembled it: the current user request, the
+//! newest compaction summary when one exists, and some history when the session had any.
+//!
+//! An engine decides what the model sees, but a model cannot continue a conversation whose
+//! request it never saw, or whose summary was dropped to make room for older messages. The
+//! session checks every assembly after pairing repair ([`enforce`]): a missing request or
+//! summary is put back and the context re-fitted to the budget (history is cut first, see
+//! [`crate::fit::fit_to_budget`]), so a script cannot break these guarantees. [`violations`]
+//! is the same check, for `check`, replays and benchmarks.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::fit::fit_to_budget;
+use crate::message::{Message, Role};
+use crate::tokens::TokenCache;
+
+/// One way a model call falls short of what a model needs to continue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Violation {
+    /// The current user request (the session's newest user message) is not in the call.
+    MissingRequest,
+    /// The session holds a compaction summary, and the call carries neither it nor a
+    /// `systemPromptAddition` (where engines that render their own summaries put them).
+    MissingSummary,
+    /// The session had history before the current request, and the call carries none of it:
+    /// no earlier message, no summary, no `systemPromptAddition`.
+    NoHistory,
+}
+
+impl Violation {
+    /// A short phrase for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Violation::MissingRequest => "the current user request is missing",
+            Violation::MissingSummary => "the newest summary is missing",
+            Violation::NoHistory => "neither summary nor earlier messages",
+        }
+    }
+}
+
+/// The newest compaction summary of `context`.
+pub fn newest_summary(context: &[Arc<Message>]) -> Option<&Arc<Message>> {
+    context
+        .iter()
+        .rev()
+        .find(|m| m.role() == Role::CompactionSummary)
+}
+
+/// How the call `sent` (with `addition` for the system prompt) falls short, judged against the
+/// session `context` it was assembled from and the turn's `request` (the user message that
+/// started it; a compaction inside a long tool loop may have summarized it out of `context`).
+/// Empty when it carries what a model needs.
+pub fn violations(
+    context: &[Arc<Message>],
+    request: Option<&Arc<Message>>,
+    sent: &[Arc<Message>],
+    addition: Option<&str>,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let ids: HashSet<&str> = sent.iter().map(|m| m.id.as_str()).collect();
+    let has_addition = addition.is_some_and(|a| !a.trim().is_empty());
+    if let Some(r) = request
+        && !ids.contains(r.id.as_str())
+    {
+        out.push(Violation::MissingRequest);
+    }
+    if let Some(s) = newest_summary(context)
+        && !ids.contains(s.id.as_str())
+        && !has_addition
+    {
+        out.push(Violation::MissingSummary);
+    }
+    // History: what came before the request. The request and what follows it are the turn;
+    // a summary, an addition or an engine's own message (an id the session does not hold)
+    // carries history.
+    let at = request.and_then(|r| context.iter().position(|m| m.id == r.id));
+    let earlier = &context[..at.unwrap_or(context.len())];
+    let turn: HashSet<&str> = context[earlier.len()..]
+        .iter()
+        .map(|m| m.id.as_str())
+        .chain(request.map(|r| r.id.as_str()))
+        .collect();
+    if !earlier.is_empty() && !has_addition {
+        let carried = sent.iter().any(|m| {
+            matches!(m.role(), Role::CompactionSummary | Role::BranchSummary)
+                || !turn.contains(m.id.as_str())
+        });
+        if !carried {
+            out.push(Violation::NoHistory);
+        }
+    }
+    out
+}
+
+/// `sent` with a missing request or summary put back (the summary first, the request after
+/// the history it follows and before the rest of its turn), re-fitted to `budget` (less the
+/// addition's tokens) when that made it too large. Returns the messages and the violations
+/// that were repaired; an assembly that carries both is returned unchanged.
+pub fn enforce(
+    context: &[Arc<Message>],
+    request: Option<&Arc<Message>>,
+    sent: Vec<Arc<Message>>,
+    addition: Option<&str>,
+    budget: u64,
+    tokens: &TokenCache,
+) -> (Vec<Arc<Message>>, Vec<Violation>) {
+    let repaired: Vec<Violation> = violations(context, request, &sent, addition)
+        .into_iter()
+        .filter(|v| *v != Violation::NoHistory)
+        .collect();
+    if repaired.is_empty() {
+        return (sent, repaired);
+    }
+    let before_tokens = tokens.messages(&sent);
+    let mut out = sent;
+    if repaired.contains(&Violation::MissingRequest)
+        && let Some(r) = request
+    {
+        // Before the first kept message that follows it in the session, else last.
+        let later: HashSet<&str> = match context.iter().position(|m| m.id == r.id) {
+            Some(at) => context[at + 1..].iter().map(|m| m.id.as_str()).collect(),
+            None => context
+                .iter()
+                .filter(|m| m.role() != Role::CompactionSummary)
+                .map(|m| m.id.as_str())
+                .collect(),
+        };
+        let at = out
+            .iter()
+            .position(|m| later.contains(m.id.as_str()))
+            .unwrap_or(out.len());
+        out.insert(at, Arc::clone(r));
+    }
+    if repaired.contains(&Violation::MissingSummary)
+        && let Some(s) = newest_summary(context)
+    {
+        out.insert(0, Arc::clone(s));
+    }
+    let addition_tokens = addition.map_or(0, |a| tokens.text(a));
+    let room = budget.saturating_sub(addition_tokens);
+    let now = tokens.messages(&out);
+    if now > room && now > before_tokens {
+        out = fit_to_budget(&out, room.max(1), tokens).0;
+    }
+    (crate::pairing::repair(out).messages, repaired)
+}

@@ -1,0 +1,143 @@
+//! What every model call carries, whatever the engine (contract §1): the current request, the
+//! newest summary when one exists, within the budget and well paired. Real transcripts are
+//! replayed through `legacy` and the example engines (`hostile` replays a forgetful engine that
+//! leaves both out on purpose); `check` holds that engine sound because the host puts them back.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+use ctxhost::check::check_engine;
+use ctxhost::config::Config;
+use ctxhost::guarantee::{Violation, violations};
+use ctxhost::message::Role;
+use ctxhost::pairing::is_well_paired;
+use ctxhost::replay::drive;
+use ctxhost::runtime::SessionSpec;
+use ctxhost::session::Session;
+
+pub(crate) fn engine_path(rel: &str) -> PathBuf {
+    common::repo_root().join(rel)
+}
+
+/// Every model call of `transcript` at `window` through `engine` (`None`: legacy); a call that
+/// fell back to `legacy` is a problem too.
+pub(crate) struct Calls {
+    pub(crate) calls: usize,
+    pub(crate) with_summary: usize,
+    pub(crate) put_back: usize,
+    pub(crate) problems: Vec<String>,
+}
+
+pub(crate) fn replay(transcript: &str, window: u64, engine: Option<&Path>) -> Calls {
+    let host = common::replay::host(window, engine);
+    let path = common::shared_dir()
+        .join("data/transcripts")
+        .join(transcript);
+    let imported = ctxhost::transcript::import(&path).expect("import");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut out = Calls {
+        calls: 0,
+        with_summary: 0,
+        put_back: 0,
+        problems: Vec::new(),
+    };
+    for (n, source) in imported.sessions.into_iter().take(3).enumerate() {
+        let file = dir.path().join(format!("s{n}.jsonl"));
+        let mut spec = SessionSpec::new(format!("s{n}"), &file);
+        spec.system_prompt = source.system_prompt.clone();
+        let mut session = Session::create(host.session_setup(&spec), &file, "").expect("session");
+        let mut last_repairs = 0;
+        drive(&mut session, source.messages, |s, a| {
+            out.calls += 1;
+            let found = violations(
+                s.context(),
+                s.current_request(),
+                &a.messages,
+                a.system_prompt_addition.as_deref(),
+            );
+            let call = out.calls;
+            for v in found.iter().filter(|v| **v != Violation::NoHistory) {
+                out.problems.push(format!("call {call}: {}", v.describe()));
+            }
+            if a.assembled_tokens > a.token_budget {
+                out.problems.push(format!(
+                    "call {call}: {} tokens over {}",
+                    a.assembled_tokens, a.token_budget
+                ));
+            }
+            if a.fallback {
+                out.problems
+                    .push(format!("call {call}: fell back to legacy"));
+            }
+            if !is_well_paired(&a.messages) {
+                out.problems
+                    .push(format!("call {call}: broken tool pairing"));
+            }
+            let summarized = s
+                .context()
+                .iter()
+                .any(|m| m.role() == Role::CompactionSummary);
+            out.with_summary += usize::from(summarized);
+            // Turn stats restart at each turn: count the increments.
+            let repairs = s.stats().guarantee_repairs;
+            out.put_back += repairs - last_repairs.min(repairs);
+            last_repairs = repairs;
+        })
+        .expect("replay");
+        session.close().expect("close");
+    }
+    out
+}
+
+pub(crate) const CODEX: &str =
+    "codexsessionview-rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl";
+const PIMONO: &str = "pimono-before-compaction.jsonl";
+
+#[test]
+fn legacy_calls_carry_the_request_and_the_summary_on_single_turn_agentic_sessions() {
+    for window in [3_000, 8_000] {
+        let c = replay(CODEX, window, None);
+        assert!(c.problems.is_empty(), "@{window}: {:?}", c.problems);
+        assert!(c.with_summary > 0, "@{window}: the session compacted");
+    }
+}
+
+#[test]
+fn legacy_calls_carry_the_request_and_the_summary_on_a_long_coding_session() {
+    let c = replay(PIMONO, 3_000, None);
+    assert!(c.problems.is_empty(), "{:?}", c.problems);
+    assert!(c.calls > 400 && c.with_summary > 300, "{} calls", c.calls);
+}
+
+#[test]
+fn example_engines_calls_carry_the_request_and_the_summary() {
+    for engine in [
+        "scripts/hierarchical.lua",
+        "scripts/recent_turns.rhai",
+        "scripts/tool_pruner.lua",
+        "scripts/pinned_facts.rhai",
+    ] {
+        let c = replay(CODEX, 3_000, Some(&engine_path(engine)));
+        assert!(c.problems.is_empty(), "{engine}: {:?}", c.problems);
+    }
+}
+
+#[test]
+fn check_runs_a_turn_larger_than_the_budget_and_finds_the_forgetful_engine_sound() {
+    let report = check_engine(
+        &engine_path("tests/fixtures/lua/forgetful.lua"),
+        &Config::default(),
+    );
+    assert!(report.sound, "{:#?}", report.steps);
+    assert!(
+        report
+            .steps
+            .iter()
+            .any(|s| s.step.contains("turn larger than the budget") && s.ok),
+        "{:#?}",
+        report.steps
+    );
+}
