@@ -144,10 +144,13 @@ impl LlmSummarizer {
     ) -> std::result::Result<Summary, LlmError> {
         let s = &self.shared;
         let facts = span_facts(request);
-        let ids = match request.identifier_policy {
-            IdentifierPolicy::Strict => facts.identifiers,
-            IdentifierPolicy::Off => Vec::new(),
+        // The span's own identifiers and those the previous summary carried are both kept
+        // (and audited); they are counted apart.
+        let (own, carried) = match request.identifier_policy {
+            IdentifierPolicy::Strict => (facts.identifiers, facts.carried),
+            IdentifierPolicy::Off => (Vec::new(), Vec::new()),
         };
+        let ids: Vec<String> = own.iter().chain(&carried).cloned().collect();
         let deadline = Instant::now() + Duration::from_millis(s.settings.timeout_ms);
         let mut conversation = prompt::messages(request, &ids);
         let mut answer = self.call(&conversation, deadline, counter)?.text;
@@ -173,25 +176,13 @@ impl LlmSummarizer {
         let text = fit(&answer, &ids, request.max_tokens, counter).ok_or(LlmError::Budget {
             max_tokens: request.max_tokens,
         })?;
-        // Identifiers the previous summary carried that the span itself does not name.
-        let mut carried: Vec<&str> = request
-            .previous_summary
-            .map(|p| {
-                crate::summarize::find_identifiers(p)
-                    .into_iter()
-                    .map(|(_, id)| id)
-                    .filter(|id| !ids.iter().any(|own| own == id))
-                    .collect()
-            })
-            .unwrap_or_default();
-        carried.sort_unstable();
-        carried.dedup();
+        let kept = |list: &[String]| list.iter().filter(|id| text.contains(id.as_str())).count();
         Ok(Summary {
             tokens: counter.count_text(&text),
-            identifiers_found: ids.len(),
-            identifiers_kept: ids.iter().filter(|id| text.contains(id.as_str())).count(),
+            identifiers_found: own.len(),
+            identifiers_kept: kept(&own),
             carried_found: carried.len(),
-            carried_kept: carried.iter().filter(|id| text.contains(*id)).count(),
+            carried_kept: kept(&carried),
             read_files: facts.read_files,
             modified_files: facts.modified_files,
             summarizer: s.name.clone(),

@@ -106,8 +106,10 @@ pub trait Summarizer: Send + Sync + std::fmt::Debug {
 
 /// What the built-in extraction finds in a span, for other summarizers to audit and report.
 pub(crate) struct SpanFacts {
-    /// Distinct opaque identifiers of the span and previous summary, in order of appearance.
+    /// Distinct opaque identifiers of the span, in order of appearance.
     pub(crate) identifiers: Vec<String>,
+    /// Identifiers the previous summary carried that the span does not name.
+    pub(crate) carried: Vec<String>,
     /// Files the span read.
     pub(crate) read_files: Vec<String>,
     /// Files the span modified.
@@ -121,6 +123,7 @@ pub(crate) fn span_facts(request: &SummaryRequest<'_>) -> SpanFacts {
         read_files: ex.read_only(),
         modified_files: ex.modified.items,
         identifiers: ex.identifiers.items,
+        carried: ex.carried.items,
     }
 }
 
