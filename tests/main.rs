@@ -15,6 +15,7 @@ mod lua_engine;
 mod reload;
 mod replay;
 mod rhai_engine;
+mod serve;
 mod stdlib;
 mod transcripts;
 mod twins;

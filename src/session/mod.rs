@@ -28,12 +28,15 @@ use crate::summarize::Summarizer;
 use crate::tokens::TokenCache;
 use crate::transcript::{Durability, Store, TranscriptStore};
 
+mod bridge;
 mod compact;
 mod context;
 mod dispatch;
 mod state;
 mod turn;
 
+pub(crate) use bridge::Fnv;
+pub use bridge::{ClientAssemble, ClientMirror};
 pub use context::derive_context;
 pub use state::state_path;
 
