@@ -19,8 +19,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = crate::cli::Args::parse();
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // Not locked for the whole run: `serve` writes to stdout from tokio's blocking threads,
+    // which would wait forever for a lock this thread holds.
+    let mut out = std::io::stdout();
     let result = crate::cli::run(args, &mut out);
     let _ = out.flush();
     match result {
