@@ -151,3 +151,59 @@ fn serve_without_stdio_is_refused() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--stdio"));
 }
+
+fn doctor(openclaw_config: &std::path::Path) -> (Option<i32>, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_ctxhost"))
+        .args(["doctor"])
+        .env("CTXHOST_LOG", "off")
+        .env_remove("CTXHOST_CONFIG")
+        .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
+        .env("OPENCLAW_CONFIG_PATH", openclaw_config)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn doctor_reports_the_openclaw_bridge_and_checks_its_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = dir.path().join("window.lua");
+    std::fs::write(&engine, ENGINE).unwrap();
+    let config = dir.path().join("openclaw.json");
+    let (code, out) = doctor(&config);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("openclaw:   no config at"), "{out}");
+
+    let installed = json!({"plugins": {
+        "load": {"paths": ["/somewhere/bridges/openclaw"]},
+        "entries": {"ctxhost": {"enabled": true, "config": {"engine": engine}}},
+        "slots": {"contextEngine": "ctxhost"}}});
+    std::fs::write(&config, installed.to_string()).unwrap();
+    let (code, out) = doctor(&config);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("plugin:   ctxhost enabled, selected as the context engine"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("engine:   {}", engine.display())),
+        "{out}"
+    );
+    assert!(out.contains("check:    sound"), "{out}");
+
+    std::fs::write(&engine, "return {").unwrap();
+    let (code, out) = doctor(&config);
+    assert_eq!(
+        code,
+        Some(1),
+        "a plugin pointing at a broken engine is a problem: {out}"
+    );
+    assert!(!out.contains("check:    sound"), "{out}");
+
+    std::fs::write(&config, r#"{"plugins": {"entries": {}}}"#).unwrap();
+    let (_, out) = doctor(&config);
+    assert!(out.contains("plugin:   not installed"), "{out}");
+}
