@@ -13,7 +13,7 @@ if [[ -x "$NODE_BIN" && -f "$OPENCLAW_BIN" && -f "$CACHE/.complete" ]]; then
   echo "$CACHE"
   exit 0
 fi
-command -v npm >/dev/null 2>&1 || { echo "npm is not installed" >&2; exit 3; }
+command -v npm >/dev/null 2>&1 || { echo "npm is not installed (it installs Node 24 and openclaw)" >&2; exit 1; }
 if ! timeout 30 npm view "$OPENCLAW_PKG" version >/dev/null 2>&1; then
   echo "the npm registry is unreachable" >&2
   exit 3

@@ -43,6 +43,7 @@ function must(name) {
 // Processes: each in its own group, all stopped on the way out.
 
 const running = new Set();
+const scratches = [];
 
 function stopGroup(child, signal = "SIGTERM") {
   try {
@@ -210,8 +211,44 @@ function check(cond, what, detail = "") {
   console.log(`   ok: ${what}`);
 }
 
-function clean(output, where) {
-  for (const bad of BAD) check(!output.includes(bad), `${where} never says ${bad}`, tail(output));
+function clean(outputs) {
+  for (const [where, output] of outputs) {
+    const found = BAD.filter((bad) => output.includes(bad));
+    if (found.length > 0) check(false, `${where} never says ${found.join(" / ")}`, tail(output));
+  }
+  check(true, `no output says ${BAD.join(" or ")} (${outputs.map(([w]) => w).join(", ")})`);
+}
+
+/** Processes that outlived their group (a Gateway's spawn broker runs in a group of its own):
+ * found by the scratch directory in their environment, which only processes started here carry,
+ * and stopped by pid. */
+async function stopLeftovers(scratch) {
+  const mine = () => {
+    const pids = [];
+    for (const pid of fs.readdirSync("/proc")) {
+      if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+      try {
+        if (fs.readFileSync(`/proc/${pid}/environ`, "latin1").includes(`OPENCLAW_STATE_DIR=${scratch}/`)) pids.push(Number(pid));
+      } catch {
+        /* gone, or not ours to read */
+      }
+    }
+    return pids;
+  };
+  for (const [signal, wait] of [["SIGTERM", 5_000], ["SIGKILL", 1_000]]) {
+    const pids = mine();
+    if (pids.length === 0) return;
+    console.log(`   stopping ${pids.length} leftover process(es) with ${signal}: ${pids.join(" ")}`);
+    for (const pid of pids) {
+      try {
+        process.kill(pid, signal);
+      } catch {
+        /* already gone */
+      }
+    }
+    const deadline = Date.now() + wait;
+    while (Date.now() < deadline && mine().length > 0) await sleep(100);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -219,6 +256,7 @@ function clean(output, where) {
 
 async function runTwin(lang, provider, port) {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), `ctxhost-e2e-${lang}-`));
+  scratches.push(scratch);
   console.log(`== ${lang} (logs in ${scratch}/logs, removed on success)`);
   provider.requests.length = 0;
   const dirs = Object.fromEntries(["state", "home", "work", "logs", "ctxhost"].map((d) => [d, path.join(scratch, d)]));
@@ -351,9 +389,10 @@ async function runTwin(lang, provider, port) {
     stopGroup(gateway, "SIGTERM");
     const stopped = await Promise.race([gateway.done, sleep(15_000).then(() => null)]);
     if (!stopped) stopGroup(gateway, "SIGKILL");
+    await stopLeftovers(scratch);
     outputs.push(["gateway", fs.readFileSync(gatewayLog, "utf8")]);
   }
-  for (const [label, out] of outputs) clean(out, label);
+  clean(outputs);
   fs.rmSync(scratch, { recursive: true, force: true });
 }
 
@@ -399,6 +438,7 @@ try {
   console.error(e?.stack ?? String(e));
 } finally {
   await stopAll();
+  for (const scratch of scratches) await stopLeftovers(scratch);
   await provider.close();
 }
 process.exit(failed ? 1 : 0);
