@@ -100,6 +100,12 @@ impl Client {
         r["result"].clone()
     }
 
+    /// Answers a request the server sent.
+    async fn reply(&mut self, request: &Value, result: &Value) {
+        let frame = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
+        self.send_raw(&frame.to_string()).await;
+    }
+
     async fn init(&mut self, engine: &Path) -> Value {
         self.ok(
             "initialize",
@@ -397,8 +403,7 @@ async fn compact_of_a_non_owning_engine_is_delegated_to_a_client_that_offers_it(
     assert_eq!(ask["params"]["compactionTarget"], "threshold");
     let answer =
         json!({"ok": true, "compacted": true, "result": {"summary": "s", "tokensBefore": 900}});
-    c.send_raw(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": answer}).to_string())
-        .await;
+    c.reply(&ask, &answer).await;
     let r = c.recv().await;
     assert_eq!(r["id"], id);
     assert_eq!(r["result"], answer);
@@ -461,8 +466,7 @@ async fn a_session_waiting_on_the_client_does_not_hold_up_another_session() {
     let rb = c.recv().await;
     assert_eq!(rb["id"], b, "b was answered while a waited: {rb}");
     let answer = json!({"ok": true, "compacted": false, "reason": "nothing to do"});
-    c.send_raw(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": answer}).to_string())
-        .await;
+    c.reply(&ask, &answer).await;
     let ra = c.recv().await;
     assert_eq!(ra["id"], a);
     assert_eq!(ra["result"], answer);

@@ -459,7 +459,7 @@ impl Server {
             "assemble" => {
                 let messages = messages(p, "messages");
                 let request = ClientAssemble {
-                    token_budget: number(p, "tokenBudget").unwrap_or(0),
+                    token_budget: number(p, "tokenBudget"),
                     prompt: text(p, "prompt"),
                     model: text(p, "model"),
                 };
@@ -467,16 +467,6 @@ impl Server {
                 let r = s
                     .handle
                     .with(move |s| {
-                        if request.token_budget == 0 {
-                            let budget = s.token_budget();
-                            let request = ClientAssemble {
-                                token_budget: budget,
-                                ..request
-                            };
-                            return s
-                                .client_assemble(&mut mirror, messages, request)
-                                .map(|a| (a, mirror));
-                        }
                         s.client_assemble(&mut mirror, messages, request)
                             .map(|a| (a, mirror))
                     })
@@ -497,17 +487,12 @@ impl Server {
             "afterTurn" => {
                 let messages = messages(p, "messages");
                 let pre = number(p, "prePromptMessageCount").unwrap_or(0) as usize;
-                let budget = number(p, "tokenBudget").unwrap_or(0);
+                let budget = number(p, "tokenBudget");
                 let heartbeat = flag(p, "isHeartbeat");
                 let mut mirror = s.record.mirror.clone();
                 let r = s
                     .handle
                     .with(move |s| {
-                        let budget = if budget == 0 {
-                            s.token_budget()
-                        } else {
-                            budget
-                        };
                         s.client_after_turn(&mut mirror, messages, pre, budget, heartbeat)
                             .map(|()| mirror)
                     })
@@ -617,7 +602,7 @@ impl Server {
                 )
                 .await;
         }
-        let budget = number(p, "tokenBudget").unwrap_or(0);
+        let budget = number(p, "tokenBudget");
         let target = match text(p, "compactionTarget").as_deref() {
             Some("threshold") => CompactionTarget::Threshold,
             _ => CompactionTarget::Budget,
@@ -625,14 +610,7 @@ impl Server {
         let instructions = text(p, "customInstructions");
         let r = s
             .handle
-            .with(move |s| {
-                let budget = if budget == 0 {
-                    s.token_budget()
-                } else {
-                    budget
-                };
-                s.client_compact(budget, target, instructions)
-            })
+            .with(move |s| s.client_compact(budget, target, instructions))
             .await;
         to_value(r)
     }

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::contract::{
-    self, AfterTurnParams, BootstrapParams, BootstrapResult, CommitTurnParams, CompactResult,
-    CompactionTarget, HostParam, MaintainParams, MaintainReason, MaintainResult, Method, Operation,
+    self, BootstrapResult, CompactResult, CompactionTarget, MaintainReason, MaintainResult, Method,
+    Operation,
 };
 use crate::error::Result;
 use crate::message::{Message, Role};
@@ -37,8 +37,8 @@ pub struct ClientMirror {
 /// What the client asked `assemble` for, beyond its messages.
 #[derive(Clone, Debug, Default)]
 pub struct ClientAssemble {
-    /// The budget the client gives the window.
-    pub token_budget: u64,
+    /// The budget the client gives the window (the session's own when `None`).
+    pub token_budget: Option<u64>,
     /// The current turn's prompt (not yet in the messages).
     pub prompt: Option<String>,
     /// The model id the client will call.
@@ -65,16 +65,7 @@ impl Session {
                 reason: Some("the engine defines no bootstrap".into()),
             });
         }
-        let budget = self.token_budget();
-        let params = BootstrapParams {
-            session_id: self.id.to_string(),
-            session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
-            session_file: self.store.path().display().to_string(),
-            runtime_settings: self.runtime_settings_param(budget, None),
-        };
-        self.run(Method::Bootstrap, budget, |e, call| {
-            e.bootstrap(call, &params)
-        })
+        self.run_bootstrap()
     }
 
     /// `ingest` / `ingestBatch` from a client: the messages join the mirror (and the store)
@@ -110,7 +101,7 @@ impl Session {
         if let Some(model) = request.model {
             self.setup.model = Some(model);
         }
-        let budget = request.token_budget.max(1);
+        let budget = self.budget_or_default(request.token_budget);
         if tail.is_empty() {
             return self.assemble_within_budget(budget, request.prompt);
         }
@@ -141,13 +132,21 @@ impl Session {
     /// summary applied to the session so later windows are built from it.
     pub fn client_compact(
         &mut self,
-        token_budget: u64,
+        token_budget: Option<u64>,
         target: CompactionTarget,
         instructions: Option<String>,
     ) -> Result<CompactResult> {
         self.sync_engine()?;
         self.check_requirements(Operation::ManualCompact)?;
-        self.engine_compact(token_budget.max(1), target, instructions, None)
+        let budget = self.budget_or_default(token_budget);
+        self.engine_compact(budget, target, instructions, None)
+    }
+
+    /// The client's budget, or the session's own when the client gave none.
+    fn budget_or_default(&self, token_budget: Option<u64>) -> u64 {
+        token_budget
+            .filter(|b| *b > 0)
+            .unwrap_or_else(|| self.token_budget())
     }
 
     /// `afterTurn` from a client: mirror the snapshot, then the engine's `afterTurn` if it
@@ -157,7 +156,7 @@ impl Session {
         mirror: &mut ClientMirror,
         messages: Vec<Message>,
         pre_prompt_message_count: usize,
-        token_budget: u64,
+        token_budget: Option<u64>,
         is_heartbeat: bool,
     ) -> Result<()> {
         self.sync_engine()?;
@@ -165,18 +164,8 @@ impl Session {
         if !self.defines(Method::AfterTurn) {
             return Ok(());
         }
-        let budget = token_budget.max(1);
-        let params = AfterTurnParams {
-            session_id: self.id.to_string(),
-            session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
-            pre_prompt_message_count,
-            token_budget: budget,
-            is_heartbeat,
-            runtime_settings: self.runtime_settings_param(budget, None),
-        };
-        self.run(Method::AfterTurn, budget, |e, call| {
-            e.after_turn(call, &params)
-        })
+        let budget = self.budget_or_default(token_budget);
+        self.run_after_turn(pre_prompt_message_count, budget, is_heartbeat)
     }
 
     /// `commitTurn` from a client: the engine's `commitTurn` with the client's turn messages.
@@ -190,16 +179,8 @@ impl Session {
         if !self.defines(Method::CommitTurn) {
             return Ok(());
         }
-        let budget = self.token_budget();
-        let params = CommitTurnParams {
-            session_id: self.id.to_string(),
-            session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
-            advancement_key: advancement_key.to_owned(),
-            messages: messages.into_iter().map(Arc::new).collect(),
-        };
-        self.run(Method::CommitTurn, budget, |e, call| {
-            e.commit_turn(call, &params).map(|_| ())
-        })
+        let messages = messages.into_iter().map(Arc::new).collect();
+        self.run_commit_turn(advancement_key.to_owned(), messages)
     }
 
     /// `maintain` from a client: the engine's result, or a no-change answer when it defines none.
@@ -212,16 +193,7 @@ impl Session {
         if !self.defines(Method::Maintain) {
             return Ok(nothing);
         }
-        let budget = self.token_budget();
-        let params = MaintainParams {
-            session_id: self.id.to_string(),
-            session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
-            reason,
-            runtime_settings: self.runtime_settings_param(budget, None),
-        };
-        let r = self.run(Method::Maintain, budget, |e, call| {
-            e.maintain(call, &params)
-        })?;
+        let r = self.run_maintain(reason)?;
         Ok(r.unwrap_or(MaintainResult {
             reason: None,
             ..nothing
