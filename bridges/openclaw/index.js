@@ -35,6 +35,9 @@ const state = {
   live: new Map(),
 };
 
+// For the plugin's own tests (.ci/e2e/bridge.test.mjs): the wire encoder and the child state.
+export const internals = { encode: (v) => encode(v), state };
+
 function log(level, msg) {
   process.stderr.write(`[ctxhost-bridge] ${level}: ${msg}\n`);
 }
