@@ -186,6 +186,8 @@ struct Served {
     handle: SessionHandle,
     dir: PathBuf,
     record: BridgeRecord,
+    /// The record as last written, so an unchanged record is not written again.
+    saved: BridgeRecord,
 }
 
 impl Server {
@@ -316,7 +318,7 @@ impl Server {
 
     async fn run_session(self: Arc<Self>, key: String, mut jobs: mpsc::UnboundedReceiver<Job>) {
         let mut served: Option<Served> = None;
-        while let Some(job) = jobs.recv().await {
+        while let Some(mut job) = jobs.recv().await {
             if let Some(id) = &job.id
                 && self.cancelled.lock().remove(id)
             {
@@ -329,7 +331,7 @@ impl Server {
                 );
                 continue;
             }
-            let r = self.call(&key, &mut served, &job).await;
+            let r = self.call(&key, &mut served, &mut job).await;
             if let Some(id) = &job.id {
                 self.cancelled.lock().remove(id);
             }
@@ -406,7 +408,7 @@ impl Server {
         &self,
         key: &str,
         served: &mut Option<Served>,
-        job: &Job,
+        job: &mut Job,
     ) -> std::result::Result<Value, RpcError> {
         let Some(hosted) = self.hosted.read().await.clone() else {
             return Err(RpcError::new(code::NOT_INITIALIZED, "not initialized"));
@@ -418,7 +420,7 @@ impl Server {
         let Some(s) = served.as_mut() else {
             return Err(internal("the session did not open"));
         };
-        let p = &job.params;
+        let p = &mut job.params;
         let result = match job.method.as_str() {
             "bootstrap" => to_value(s.handle.with(|s| s.client_bootstrap()).await),
             "ingest" => {
@@ -574,8 +576,11 @@ impl Server {
                 e.message
             );
         }
-        if let Err(e) = s.record.save(&s.dir) {
-            tracing::warn!(session = key, "saving the bridge record failed: {e}");
+        if s.record != s.saved {
+            match s.record.save(&s.dir) {
+                Ok(()) => s.saved = s.record.clone(),
+                Err(e) => tracing::warn!(session = key, "saving the bridge record failed: {e}"),
+            }
         }
         result
     }
@@ -630,6 +635,7 @@ impl Server {
         Ok(Served {
             handle,
             dir,
+            saved: record.clone(),
             record,
         })
     }
@@ -750,27 +756,26 @@ fn flag(p: &Value, key: &str) -> bool {
     p.get(key).and_then(Value::as_bool).unwrap_or(false)
 }
 
-/// The messages under `key`; a message ctxhost cannot read is left out and reported.
-fn messages(p: &Value, key: &str) -> Vec<Message> {
-    let Some(list) = p.get(key).and_then(Value::as_array) else {
+/// The messages under `key` (taken out of the params, not copied); a message ctxhost cannot
+/// read is left out and reported.
+fn messages(p: &mut Value, key: &str) -> Vec<Message> {
+    let Some(Value::Array(list)) = p.get_mut(key).map(Value::take) else {
         return Vec::new();
     };
-    list.iter()
+    list.into_iter()
         .enumerate()
-        .filter_map(
-            |(i, v)| match serde_json::from_value::<Message>(v.clone()) {
-                Ok(m) => Some(m),
-                Err(e) => {
-                    tracing::warn!("{key}[{i}] is not a message ctxhost can read, left out: {e}");
-                    None
-                }
-            },
-        )
+        .filter_map(|(i, v)| match serde_json::from_value::<Message>(v) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::warn!("{key}[{i}] is not a message ctxhost can read, left out: {e}");
+                None
+            }
+        })
         .collect()
 }
 
-fn one_message(p: &Value) -> std::result::Result<Message, RpcError> {
-    let v = p.get("message").cloned().unwrap_or(Value::Null);
+fn one_message(p: &mut Value) -> std::result::Result<Message, RpcError> {
+    let v = p.get_mut("message").map(Value::take).unwrap_or(Value::Null);
     serde_json::from_value(v)
         .map_err(|e| RpcError::new(code::INVALID_PARAMS, format!("message: {e}")))
 }
