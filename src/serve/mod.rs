@@ -54,6 +54,9 @@ use protocol::{
 use rpc::{Line, LineReader, Peer};
 use state::BridgeRecord;
 
+/// The input buffer (1 MiB).
+const INPUT_BUFFER: usize = 1 << 20;
+
 /// How long `serve` waits for sessions to save and retire once the input closes.
 const CLOSE_GRACE: Duration = Duration::from_millis(800);
 
@@ -101,7 +104,12 @@ where
         sessions: Mutex::new(HashMap::new()),
         cancelled: Mutex::new(HashSet::new()),
     });
-    let mut reader = LineReader::new(BufReader::new(input), server.max_line);
+    // A large buffer: tokio's stdin reads on the blocking pool, one round trip per fill, and a
+    // 10,000-message `assemble` is a few MiB.
+    let mut reader = LineReader::new(
+        BufReader::with_capacity(INPUT_BUFFER, input),
+        server.max_line,
+    );
     loop {
         let line = match reader.next_line().await {
             Ok(Some(line)) => line,
