@@ -106,6 +106,18 @@ impl Client {
         self.send_raw(&frame.to_string()).await;
     }
 
+    /// Starts on a non-owning engine, as a client that runs compaction itself.
+    async fn delegating(dir: &Path) -> Client {
+        let engine = write_engine(dir, "window.lua", &window_engine("v1", 2, false));
+        let mut c = Client::start(&dir.join("state"));
+        c.ok(
+            "initialize",
+            json!({"engine": engine, "capabilities": {"delegateCompaction": true}}),
+        )
+        .await;
+        c
+    }
+
     async fn init(&mut self, engine: &Path) -> Value {
         self.ok(
             "initialize",
@@ -384,13 +396,7 @@ async fn an_overflowing_window_is_compacted_by_the_engine_and_later_windows_star
 #[tokio::test]
 async fn compact_of_a_non_owning_engine_is_delegated_to_a_client_that_offers_it() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 2, false));
-    let mut c = Client::start(&dir.path().join("state"));
-    c.ok(
-        "initialize",
-        json!({"engine": engine, "capabilities": {"delegateCompaction": true}}),
-    )
-    .await;
+    let mut c = Client::delegating(dir.path()).await;
     let id = c
         .send(
             "compact",
@@ -441,13 +447,7 @@ async fn requests_of_one_session_are_answered_in_order_and_a_queued_one_can_be_c
 #[tokio::test]
 async fn a_session_waiting_on_the_client_does_not_hold_up_another_session() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 2, false));
-    let mut c = Client::start(&dir.path().join("state"));
-    c.ok(
-        "initialize",
-        json!({"engine": engine, "capabilities": {"delegateCompaction": true}}),
-    )
-    .await;
+    let mut c = Client::delegating(dir.path()).await;
     // Session a waits for the client's compaction, which is answered only after b is served.
     let a = c
         .send(

@@ -42,7 +42,7 @@ use crate::contract::{
 use crate::error::{Error, Result};
 use crate::message::Message;
 use crate::runtime::{Host, SessionHandle, SessionSpec};
-use crate::session::ClientAssemble;
+use crate::session::{ClientAssemble, ClientMirror, Session};
 
 pub mod protocol;
 pub mod rpc;
@@ -431,40 +431,20 @@ impl Server {
         let p = &mut job.params;
         let result = match job.method.as_str() {
             "bootstrap" => to_value(s.handle.with(|s| s.client_bootstrap()).await),
-            "ingest" => {
-                let message = one_message(p)?;
+            "ingest" | "ingestBatch" => {
+                let batch = job.method == "ingestBatch";
+                let messages = if batch {
+                    messages(p, "messages")
+                } else {
+                    vec![one_message(p)?]
+                };
                 let heartbeat = flag(p, "isHeartbeat");
-                let mut mirror = s.record.mirror.clone();
-                let r = s
-                    .handle
-                    .with(move |s| {
-                        s.client_ingest(&mut mirror, vec![message], heartbeat)
-                            .map(|n| (n, mirror))
+                s.with_mirror(move |s, m| s.client_ingest(m, messages, heartbeat))
+                    .await
+                    .map(|n| match batch {
+                        true => json!({ "ingestedCount": n }),
+                        false => json!({ "ingested": n > 0 }),
                     })
-                    .await;
-                match flatten(r) {
-                    Ok((n, mirror)) => {
-                        s.record.mirror = mirror;
-                        Ok(json!({ "ingested": n > 0 }))
-                    }
-                    Err(e) => Err(e),
-                }
-            }
-            "ingestBatch" => {
-                let messages = messages(p, "messages");
-                let heartbeat = flag(p, "isHeartbeat");
-                let mut mirror = s.record.mirror.clone();
-                let r = s
-                    .handle
-                    .with(move |s| {
-                        s.client_ingest(&mut mirror, messages, heartbeat)
-                            .map(|n| (n, mirror))
-                    })
-                    .await;
-                flatten(r).map(|(n, mirror)| {
-                    s.record.mirror = mirror;
-                    json!({ "ingestedCount": n })
-                })
             }
             "assemble" => {
                 let messages = messages(p, "messages");
@@ -473,25 +453,18 @@ impl Server {
                     prompt: text(p, "prompt"),
                     model: text(p, "model"),
                 };
-                let mut mirror = s.record.mirror.clone();
-                let r = s
-                    .handle
-                    .with(move |s| {
-                        s.client_assemble(&mut mirror, messages, request)
-                            .map(|a| (a, mirror))
+                s.with_mirror(move |s, m| s.client_assemble(m, messages, request))
+                    .await
+                    .map(|a| {
+                        let mut out = json!({
+                            "messages": a.messages,
+                            "estimatedTokens": a.assembled_tokens,
+                        });
+                        if let Some(add) = a.system_prompt_addition {
+                            out["systemPromptAddition"] = Value::String(add);
+                        }
+                        out
                     })
-                    .await;
-                flatten(r).map(|(a, mirror)| {
-                    s.record.mirror = mirror;
-                    let mut out = json!({
-                        "messages": a.messages,
-                        "estimatedTokens": a.assembled_tokens,
-                    });
-                    if let Some(add) = a.system_prompt_addition {
-                        out["systemPromptAddition"] = Value::String(add);
-                    }
-                    out
-                })
             }
             "compact" => self.compact(&hosted, s, p).await,
             "afterTurn" => {
@@ -499,18 +472,9 @@ impl Server {
                 let pre = number(p, "prePromptMessageCount").unwrap_or(0) as usize;
                 let budget = number(p, "tokenBudget");
                 let heartbeat = flag(p, "isHeartbeat");
-                let mut mirror = s.record.mirror.clone();
-                let r = s
-                    .handle
-                    .with(move |s| {
-                        s.client_after_turn(&mut mirror, messages, pre, budget, heartbeat)
-                            .map(|()| mirror)
-                    })
-                    .await;
-                flatten(r).map(|mirror| {
-                    s.record.mirror = mirror;
-                    Value::Null
-                })
+                s.with_mirror(move |s, m| s.client_after_turn(m, messages, pre, budget, heartbeat))
+                    .await
+                    .map(|()| Value::Null)
             }
             "commitTurn" => {
                 let Some(advancement) = text(p, "advancementKey") else {
@@ -646,6 +610,24 @@ impl Server {
             saved: record.clone(),
             record,
         })
+    }
+}
+
+impl Served {
+    /// Runs `f` on the session (off the async threads) with the session's mirror of the
+    /// client's transcript, and keeps the mirror `f` leaves.
+    async fn with_mirror<R: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&mut Session, &mut ClientMirror) -> Result<R> + Send + 'static,
+    ) -> std::result::Result<R, RpcError> {
+        let mut mirror = self.record.mirror.clone();
+        let r = self
+            .handle
+            .with(move |s| f(s, &mut mirror).map(|v| (v, mirror)))
+            .await;
+        let (v, mirror) = flatten(r)?;
+        self.record.mirror = mirror;
+        Ok(v)
     }
 }
 
