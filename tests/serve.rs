@@ -472,3 +472,51 @@ async fn a_session_waiting_on_the_client_does_not_hold_up_another_session() {
     assert_eq!(ra["result"], answer);
     c.close().await;
 }
+
+#[tokio::test]
+async fn a_tool_loop_after_an_echoed_window_is_assembled_once_and_never_mirrored() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, true));
+    let mut c = Client::start(&dir.path().join("state"));
+    c.init(&engine).await;
+    let first = c.ok("assemble", assemble_params(&history(3), 10_000)).await;
+    assert_eq!(first["systemPromptAddition"], "v1 n=1 kept 6 of 6");
+    let mut echoed = first["messages"].as_array().unwrap().clone();
+    echoed.push(json!({"role": "assistant", "timestamp": 5, "content": [
+        {"type": "toolCall", "id": "call-1", "name": "read", "arguments": {"path": "a.txt"}}]}));
+    echoed.push(
+        json!({"role": "toolResult", "toolCallId": "call-1", "toolName": "read",
+                       "content": [{"type": "text", "text": "file a"}], "timestamp": 6}),
+    );
+    let second = c.ok("assemble", assemble_params(&echoed, 30_000)).await;
+    assert_eq!(second["systemPromptAddition"], "v1 n=2 kept 8 of 8");
+    assert_eq!(second["messages"][7]["toolCallId"], "call-1");
+    // The tool loop's messages joined that call only; the next view starts from the mirror.
+    let third = c.ok("assemble", assemble_params(&history(3), 10_000)).await;
+    assert_eq!(third["systemPromptAddition"], "v1 n=3 kept 6 of 6");
+    c.close().await;
+}
+
+#[tokio::test]
+async fn a_view_the_client_compacted_itself_replaces_the_mirrored_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, false));
+    let mut c = Client::start(&dir.path().join("state"));
+    c.init(&engine).await;
+    let r = c.ok("assemble", assemble_params(&history(3), 10_000)).await;
+    assert_eq!(r["systemPromptAddition"], "v1 n=1 kept 6 of 6");
+    let compacted = vec![
+        json!({"role": "compactionSummary", "summary": "they talked", "tokensBefore": 900, "timestamp": 7}),
+        user("question 2"),
+        assistant("answer 2"),
+    ];
+    let r = c.ok("assemble", assemble_params(&compacted, 10_000)).await;
+    assert_eq!(r["systemPromptAddition"], "v1 n=2 kept 3 of 3");
+    assert_eq!(r["messages"][0]["role"], "compactionSummary");
+    // Growth after the client's compaction is mirrored as before.
+    let mut grown = compacted.clone();
+    grown.extend([user("question 3"), assistant("answer 3")]);
+    let r = c.ok("assemble", assemble_params(&grown, 10_000)).await;
+    assert_eq!(r["systemPromptAddition"], "v1 n=3 kept 5 of 5");
+    c.close().await;
+}

@@ -245,6 +245,7 @@ impl Session {
             .zip(&mirror.fingerprints)
             .take_while(|(a, b)| a == b)
             .count();
+        let mut rebase = false;
         let fresh: Vec<Message> = if agree == seen.min(prints.len()) {
             // The view repeats, shortens or extends what was mirrored: keep the longest view
             // and append only what is new.
@@ -264,6 +265,7 @@ impl Session {
                 "the client's transcript was compacted; mirroring its new view"
             );
             mirror.fingerprints = prints;
+            rebase = true;
             messages
         } else {
             // The client rewrote history (pruning, an edit): keep the longest view seen, and
@@ -283,6 +285,10 @@ impl Session {
         };
         if !fresh.is_empty() {
             let stored = self.append(fresh)?;
+            if rebase {
+                // The client's summary now stands for everything before it, as on a reopen.
+                self.context = Arc::new(super::derive_context(&self.context));
+            }
             self.ingest_new(&stored, false)?;
         }
         Ok(Vec::new())
