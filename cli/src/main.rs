@@ -19,9 +19,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = crate::cli::Args::parse();
-    // Not locked for the whole run: `serve` writes to stdout from tokio's blocking threads,
-    // which would wait forever for a lock this thread holds.
-    let mut out = std::io::stdout();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
     let result = crate::cli::run(args, &mut out);
     let _ = out.flush();
     match result {

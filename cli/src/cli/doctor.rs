@@ -86,7 +86,9 @@ fn openclaw_bridge(config: &ctxhost::config::Config) -> Bridge {
         return b;
     };
     b.found = true;
-    let value: serde_json::Value = match json5::from_str(&text) {
+    // OpenClaw writes its config as JSON (`openclaw config set`); a hand-written JSON5 file is
+    // reported as unreadable here rather than guessed at.
+    let value: serde_json::Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         Err(e) => {
             b.error = Some(format!("cannot read it: {e}"));

@@ -37,10 +37,52 @@ pub(crate) fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<Outco
         .enable_all()
         .build()
         .context("start the async runtime")?;
-    let result = runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), options));
+    let output = stdout().context("open stdout")?;
+    let result = runtime.block_on(async move {
+        let output = output.into_async();
+        serve(tokio::io::stdin(), output, options).await
+    });
     // tokio's stdin reader is a blocking thread that may still wait for input: do not wait
     // for it (nor for longer than a moment for anything else).
     runtime.shutdown_timeout(EXIT_GRACE);
     result?;
     Ok(Outcome::Ok)
+}
+
+/// Standard output for the server, written through its own file descriptor: `main` holds the
+/// lock of `std::io::stdout()` for the whole run, and tokio's stdout writes through that lock
+/// from another thread, so it would wait forever.
+#[cfg(unix)]
+fn stdout() -> std::io::Result<Output> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdout().as_fd().try_clone_to_owned()?;
+    Ok(Output(std::fs::File::from(fd)))
+}
+
+/// A duplicate of standard output's file descriptor.
+#[cfg(unix)]
+struct Output(std::fs::File);
+
+#[cfg(unix)]
+impl Output {
+    fn into_async(self) -> tokio::fs::File {
+        tokio::fs::File::from_std(self.0)
+    }
+}
+
+/// Elsewhere tokio's stdout (the caller must not hold the stdout lock).
+#[cfg(not(unix))]
+fn stdout() -> std::io::Result<Output> {
+    Ok(Output)
+}
+
+/// Standard output through tokio.
+#[cfg(not(unix))]
+struct Output;
+
+#[cfg(not(unix))]
+impl Output {
+    fn into_async(self) -> tokio::io::Stdout {
+        tokio::io::stdout()
+    }
 }
