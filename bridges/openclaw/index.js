@@ -231,7 +231,9 @@ export default function register(api) {
   api.registerContextEngine("ctxhost", async () => {
     if (!config.engine) throw new Error("ctxhost: plugins.entries.ctxhost.config.engine is not set");
     const child = await ensure(config);
-    const info = await child.ready;
+    await child.ready;
+    // Asked at every operation: a hot reload may have changed it (ownsCompaction, ...).
+    const info = await request(child, "info", {});
     const engine = { info };
     for (const m of METHODS) engine[m] = (params) => call(config, m, params);
     // ctxhost keeps the engine instance across operations; OpenClaw's per-operation dispose

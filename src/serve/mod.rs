@@ -240,6 +240,18 @@ impl Server {
                 self.answer(frame.id, r);
                 Flow::Go
             }
+            method::INFO => {
+                let hosted = self.hosted.read().await.clone();
+                let r = match hosted {
+                    None => Err(RpcError::new(code::NOT_INITIALIZED, "not initialized")),
+                    Some(h) => {
+                        h.refresh().await;
+                        serde_json::to_value(engine_info(&h.host)).map_err(internal)
+                    }
+                };
+                self.answer(frame.id, r);
+                Flow::Go
+            }
             method::SHUTDOWN => {
                 self.close_sessions().await;
                 self.answer(frame.id, Ok(Value::Null));

@@ -20,6 +20,8 @@ pub const TURN_ADVANCEMENT_IDEMPOTENCY: &str = "atomic-idempotent-v1";
 pub mod method {
     /// Client → ctxhost: start the server on an engine.
     pub const INITIALIZE: &str = "initialize";
+    /// Client → ctxhost: the engine's `info` now (after any reload), as `initialize` gives it.
+    pub const INFO: &str = "info";
     /// Client → ctxhost: close every session and stop.
     pub const SHUTDOWN: &str = "shutdown";
     /// Client → ctxhost (notification): stop working on a request.
