@@ -38,6 +38,24 @@ return M
     )
 }
 
+/// The window engine whose assemble throws.
+fn broken_engine() -> String {
+    window_engine("v1", 2, true).replace(
+        "p.state.n = (p.state.n or 0) + 1",
+        "error(\"broken assemble\")",
+    )
+}
+
+/// The window engine whose assemble spins for `ms` milliseconds.
+fn slow_engine(ms: u32) -> String {
+    window_engine("v1", 2, true).replace(
+        "p.state.n = (p.state.n or 0) + 1",
+        &format!(
+            "p.state.n = (p.state.n or 0) + 1\n  local t = host.now() while host.now() - t < {ms} do end"
+        ),
+    )
+}
+
 struct Client {
     lines: Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
     write: tokio::io::WriteHalf<DuplexStream>,
@@ -104,6 +122,15 @@ impl Client {
     async fn reply(&mut self, request: &Value, result: &Value) {
         let frame = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
         self.send_raw(&frame.to_string()).await;
+    }
+
+    /// Writes `source` as the engine, starts a server and initializes it; returns the client
+    /// and the engine file.
+    async fn on(dir: &Path, source: &str) -> (Client, PathBuf) {
+        let engine = write_engine(dir, "window.lua", source);
+        let mut c = Client::start(&dir.join("state"));
+        c.init(&engine).await;
+        (c, engine)
     }
 
     /// Starts on a non-owning engine, as a client that runs compaction itself.
@@ -226,9 +253,7 @@ async fn bad_lines_unknown_methods_and_oversized_lines_are_answered_and_the_serv
 #[tokio::test]
 async fn assemble_returns_the_engines_window_re_measured_and_is_idempotent_within_a_turn() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 4, true));
-    let mut c = Client::start(&dir.path().join("state"));
-    c.init(&engine).await;
+    let (mut c, _) = Client::on(dir.path(), &window_engine("v1", 4, true)).await;
     let first = c.ok("assemble", assemble_params(&history(3), 10_000)).await;
     assert_eq!(
         texts(&first),
@@ -294,13 +319,7 @@ async fn commit_turn_is_idempotent_and_state_survives_a_new_server_process() {
 #[tokio::test]
 async fn a_failing_script_is_answered_by_legacy_and_the_client_sees_no_error() {
     let dir = tempfile::tempdir().unwrap();
-    let broken = window_engine("v1", 2, true).replace(
-        "p.state.n = (p.state.n or 0) + 1",
-        "error(\"broken assemble\")",
-    );
-    let engine = write_engine(dir.path(), "window.lua", &broken);
-    let mut c = Client::start(&dir.path().join("state"));
-    c.init(&engine).await;
+    let (mut c, _) = Client::on(dir.path(), &broken_engine()).await;
     let r = c.ok("assemble", assemble_params(&history(3), 10_000)).await;
     assert_eq!(
         texts(&r).len(),
@@ -314,9 +333,7 @@ async fn a_failing_script_is_answered_by_legacy_and_the_client_sees_no_error() {
 #[tokio::test]
 async fn a_saved_engine_is_picked_up_at_the_next_call_and_a_broken_save_keeps_the_old_one() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 2, true));
-    let mut c = Client::start(&dir.path().join("state"));
-    c.init(&engine).await;
+    let (mut c, engine) = Client::on(dir.path(), &window_engine("v1", 2, true)).await;
     let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
     assert_eq!(r["systemPromptAddition"], "v1 n=1 kept 2 of 4");
     std::fs::write(&engine, window_engine("v2", 3, true)).unwrap();
@@ -337,13 +354,7 @@ async fn a_saved_engine_is_picked_up_at_the_next_call_and_a_broken_save_keeps_th
 #[tokio::test]
 async fn a_reload_lifts_the_quarantine() {
     let dir = tempfile::tempdir().unwrap();
-    let broken = window_engine("v1", 2, true).replace(
-        "p.state.n = (p.state.n or 0) + 1",
-        "error(\"broken assemble\")",
-    );
-    let engine = write_engine(dir.path(), "window.lua", &broken);
-    let mut c = Client::start(&dir.path().join("state"));
-    c.init(&engine).await;
+    let (mut c, engine) = Client::on(dir.path(), &broken_engine()).await;
     let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
     assert!(
         r.get("systemPromptAddition").is_none(),
@@ -360,9 +371,7 @@ async fn an_overflowing_window_is_compacted_by_the_engine_and_later_windows_star
 {
     let dir = tempfile::tempdir().unwrap();
     // Keeps everything: only compaction can bring it under the budget.
-    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, true));
-    let mut c = Client::start(&dir.path().join("state"));
-    c.init(&engine).await;
+    let (mut c, _) = Client::on(dir.path(), &window_engine("v1", 1000, true)).await;
     let long: Vec<Value> = (0..6)
         .map(|i| {
             if i % 2 == 0 {
@@ -419,13 +428,7 @@ async fn compact_of_a_non_owning_engine_is_delegated_to_a_client_that_offers_it(
 #[tokio::test]
 async fn requests_of_one_session_are_answered_in_order_and_a_queued_one_can_be_cancelled() {
     let dir = tempfile::tempdir().unwrap();
-    let slow = window_engine("v1", 2, true).replace(
-        "p.state.n = (p.state.n or 0) + 1",
-        "p.state.n = (p.state.n or 0) + 1\n  local t = host.now() while host.now() - t < 300 do end",
-    );
-    let engine = write_engine(dir.path(), "window.lua", &slow);
-    let mut c = Client::start(&dir.path().join("state"));
-    c.init(&engine).await;
+    let (mut c, _) = Client::on(dir.path(), &slow_engine(300)).await;
     let a = c.send("assemble", assemble_params(&history(1), 1000)).await;
     let b = c.send("assemble", assemble_params(&history(1), 1000)).await;
     let d = c.send("assemble", assemble_params(&history(1), 1000)).await;
@@ -476,9 +479,7 @@ async fn a_session_waiting_on_the_client_does_not_hold_up_another_session() {
 #[tokio::test]
 async fn a_tool_loop_after_an_echoed_window_is_assembled_once_and_never_mirrored() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, true));
-    let mut c = Client::start(&dir.path().join("state"));
-    c.init(&engine).await;
+    let (mut c, _) = Client::on(dir.path(), &window_engine("v1", 1000, true)).await;
     let first = c.ok("assemble", assemble_params(&history(3), 10_000)).await;
     assert_eq!(first["systemPromptAddition"], "v1 n=1 kept 6 of 6");
     let mut echoed = first["messages"].as_array().unwrap().clone();
@@ -500,9 +501,7 @@ async fn a_tool_loop_after_an_echoed_window_is_assembled_once_and_never_mirrored
 #[tokio::test]
 async fn a_view_the_client_compacted_itself_replaces_the_mirrored_history() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, false));
-    let mut c = Client::start(&dir.path().join("state"));
-    c.init(&engine).await;
+    let (mut c, _) = Client::on(dir.path(), &window_engine("v1", 1000, false)).await;
     let r = c.ok("assemble", assemble_params(&history(3), 10_000)).await;
     assert_eq!(r["systemPromptAddition"], "v1 n=1 kept 6 of 6");
     let compacted = vec![
