@@ -25,6 +25,7 @@ pub mod reload;
 pub mod replay;
 pub mod runtime;
 pub mod sandbox;
+pub mod serve;
 pub mod session;
 pub mod stdlib;
 pub mod summarize;

@@ -21,6 +21,7 @@ mod quality;
 mod reload;
 mod replay;
 mod rhai_engine;
+mod serve;
 mod stdlib;
 mod transcripts;
 mod twins;

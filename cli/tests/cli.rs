@@ -17,6 +17,7 @@ fn ctxhost(args: &[&str]) -> Output {
         .env("CTXHOST_LOG", "off")
         .env_remove("CTXHOST_CONFIG")
         .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
+        .env("OPENCLAW_CONFIG_PATH", "/nonexistent/openclaw.json")
         .output()
         .expect("run ctxhost")
 }

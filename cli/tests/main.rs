@@ -8,5 +8,6 @@ mod cli;
 mod new_engine;
 mod progress;
 mod report;
+mod serve;
 mod snapshots;
 mod watch;

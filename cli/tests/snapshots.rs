@@ -17,6 +17,7 @@ fn visible(args: &[&str]) -> String {
         .env("CTXHOST_LOG", "off")
         .env_remove("CTXHOST_CONFIG")
         .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
+        .env("OPENCLAW_CONFIG_PATH", "/nonexistent/openclaw.json")
         .output()
         .expect("run ctxhost");
     format!(

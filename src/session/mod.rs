@@ -28,6 +28,7 @@ use crate::summarize::Summarizer;
 use crate::tokens::TokenCache;
 use crate::transcript::{Durability, Store, TranscriptStore};
 
+mod bridge;
 mod compact;
 mod context;
 mod dispatch;
@@ -35,6 +36,8 @@ mod state;
 mod timing;
 mod turn;
 
+pub(crate) use bridge::Fnv;
+pub use bridge::{ClientAssemble, ClientMirror};
 pub use context::derive_context;
 pub use state::state_path;
 pub use timing::{CallTimes, MethodTimes};

@@ -72,6 +72,11 @@ impl Session {
                 format!("serialize engine state: {e}"),
             ))
         })?;
+        // The state is saved after every call of a served session: an unchanged state costs a
+        // read, not a write and two syncs.
+        if std::fs::read(&path).is_ok_and(|old| old == text) {
+            return Ok(());
+        }
         write_atomic(&path, &text, self.setup.durability != Durability::None)
     }
 }

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use crate::config::SlowEnginePolicy;
 use crate::contract::{
-    self, AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, CommitTurnParams,
-    CompactResult, CompactionTarget, ContextMode, HostParam, IngestBatchParams, IngestParams,
-    MaintainParams, MaintainReason, Method, Operation, PromptAuthority, SubagentEndReason,
-    SubagentEndedParams, SubagentSpawnParams,
+    self, AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, BootstrapResult,
+    CommitTurnParams, CompactResult, CompactionTarget, ContextMode, HostParam, IngestBatchParams,
+    IngestParams, MaintainParams, MaintainReason, MaintainResult, Method, Operation,
+    PromptAuthority, SubagentEndReason, SubagentEndedParams, SubagentSpawnParams,
 };
 use crate::engine::SpawnRollback;
 use crate::engine::legacy::LEGACY_ID;
@@ -75,30 +75,13 @@ impl Session {
         self.ingest_new(&stored, false)?;
         let budget = self.token_budget();
         if self.defines(Method::AfterTurn) {
-            let params = AfterTurnParams {
-                session_id: self.id.to_string(),
-                session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
-                pre_prompt_message_count: self.pre_prompt_count,
-                token_budget: budget,
-                is_heartbeat: false,
-                runtime_settings: self.runtime_settings_param(budget, None),
-            };
-            self.run(Method::AfterTurn, budget, |e, call| {
-                e.after_turn(call, &params)
-            })?;
+            self.run_after_turn(self.pre_prompt_count, budget, false)?;
         }
         if self.defines(Method::CommitTurn) {
             let turn: Vec<Arc<Message>> =
                 self.context[self.turn_start.min(self.context.len())..].to_vec();
-            let params = CommitTurnParams {
-                session_id: self.id.to_string(),
-                session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
-                advancement_key: format!("{}:{}", self.id, self.turn_index),
-                messages: turn,
-            };
-            self.run(Method::CommitTurn, budget, |e, call| {
-                e.commit_turn(call, &params).map(|_| ())
-            })?;
+            let key = format!("{}:{}", self.id, self.turn_index);
+            self.run_commit_turn(key, turn)?;
         }
         self.maintain(MaintainReason::Turn)?;
         if self.setup.durability == Durability::Turn {
@@ -244,26 +227,39 @@ impl Session {
 
     pub(super) fn bootstrap(&mut self) -> Result<()> {
         self.bootstrapped = true;
-        let budget = self.token_budget();
         if self.defines(Method::Bootstrap) {
-            let params = BootstrapParams {
-                session_id: self.id.to_string(),
-                session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
-                session_file: self.store.path().display().to_string(),
-                runtime_settings: self.runtime_settings_param(budget, None),
-            };
-            self.run(Method::Bootstrap, budget, |e, call| {
-                e.bootstrap(call, &params)
-            })?;
+            self.run_bootstrap()?;
             self.maintain(MaintainReason::Bootstrap)?;
         }
         Ok(())
+    }
+
+    /// The engine's `bootstrap`, falling back like any call.
+    pub(super) fn run_bootstrap(&mut self) -> Result<BootstrapResult> {
+        let budget = self.token_budget();
+        let params = BootstrapParams {
+            session_id: self.id.to_string(),
+            session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
+            session_file: self.store.path().display().to_string(),
+            runtime_settings: self.runtime_settings_param(budget, None),
+        };
+        self.run(Method::Bootstrap, budget, |e, call| {
+            e.bootstrap(call, &params)
+        })
     }
 
     pub(super) fn maintain(&mut self, reason: MaintainReason) -> Result<()> {
         if !self.defines(Method::Maintain) {
             return Ok(());
         }
+        self.run_maintain(reason).map(|_| ())
+    }
+
+    /// The engine's `maintain`, falling back like any call.
+    pub(super) fn run_maintain(
+        &mut self,
+        reason: MaintainReason,
+    ) -> Result<Option<MaintainResult>> {
         let budget = self.token_budget();
         let params = MaintainParams {
             session_id: self.id.to_string(),
@@ -272,7 +268,45 @@ impl Session {
             runtime_settings: self.runtime_settings_param(budget, None),
         };
         self.run(Method::Maintain, budget, |e, call| {
-            e.maintain(call, &params).map(|_| ())
+            e.maintain(call, &params)
+        })
+    }
+
+    /// The engine's `afterTurn` with the session context as the snapshot.
+    pub(super) fn run_after_turn(
+        &mut self,
+        pre_prompt_message_count: usize,
+        budget: u64,
+        is_heartbeat: bool,
+    ) -> Result<()> {
+        let params = AfterTurnParams {
+            session_id: self.id.to_string(),
+            session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
+            pre_prompt_message_count,
+            token_budget: budget,
+            is_heartbeat,
+            runtime_settings: self.runtime_settings_param(budget, None),
+        };
+        self.run(Method::AfterTurn, budget, |e, call| {
+            e.after_turn(call, &params)
+        })
+    }
+
+    /// The engine's `commitTurn` of `messages` under `advancement_key`.
+    pub(super) fn run_commit_turn(
+        &mut self,
+        advancement_key: String,
+        messages: Vec<Arc<Message>>,
+    ) -> Result<()> {
+        let budget = self.token_budget();
+        let params = CommitTurnParams {
+            session_id: self.id.to_string(),
+            session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
+            advancement_key,
+            messages,
+        };
+        self.run(Method::CommitTurn, budget, |e, call| {
+            e.commit_turn(call, &params).map(|_| ())
         })
     }
 

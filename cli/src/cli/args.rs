@@ -30,6 +30,30 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Install, list, enable, disable and uninstall single-file engines.
     Engines(EnginesArgs),
+    /// Serve an engine to OpenClaw: JSON-RPC 2.0 over stdin/stdout, one JSON value per line.
+    Serve(ServeArgs),
+}
+
+/// `ctxhost serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Speak over stdin/stdout (the only transport).
+    #[arg(long)]
+    pub stdio: bool,
+    /// A JSON5 config file (default: `$CTXHOST_CONFIG`, else `~/.config/ctxhost/config.json5`);
+    /// `initialize` may name another.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The engine file (.lua, .luau, .rhai); `initialize` may name another.
+    #[arg(long, value_name = "FILE")]
+    pub engine: Option<PathBuf>,
+    /// Where sessions are kept between client processes (default: `$CTXHOST_STATE_DIR`, else
+    /// `$XDG_STATE_HOME/ctxhost`, else `~/.local/state/ctxhost`).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The longest request line accepted, in bytes (default 64 MiB); longer lines are refused.
+    #[arg(long, value_name = "BYTES")]
+    pub max_line_bytes: Option<usize>,
 }
 
 /// `ctxhost check`.

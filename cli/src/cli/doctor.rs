@@ -2,6 +2,7 @@
 //! settings. Exit 1 when the configured engine cannot run.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -30,6 +31,84 @@ struct Diagnosis {
     token_budget: u64,
     failure_policy: String,
     limits: serde_json::Value,
+    openclaw: Bridge,
+}
+
+/// What `doctor` finds of the OpenClaw bridge (`bridges/openclaw`) in OpenClaw's config.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Bridge {
+    /// The OpenClaw config file looked at.
+    config: String,
+    /// Whether that file exists.
+    found: bool,
+    /// Whether `plugins.entries.ctxhost` is there.
+    installed: bool,
+    /// Whether that entry is enabled.
+    enabled: bool,
+    /// Whether OpenClaw's context-engine slot names it.
+    selected: bool,
+    /// The engine file the plugin points at.
+    engine: Option<String>,
+    /// `check`'s verdict on it: "sound", or the first failure.
+    check: Option<String>,
+    /// A problem reading the config.
+    error: Option<String>,
+}
+
+/// The OpenClaw config OpenClaw itself would read: `$OPENCLAW_CONFIG_PATH`, else
+/// `$OPENCLAW_STATE_DIR/openclaw.json`, else `~/.openclaw/openclaw.json` (`~` being
+/// `$OPENCLAW_HOME` when set).
+fn openclaw_config_path() -> PathBuf {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env("OPENCLAW_CONFIG_PATH")
+        .or_else(|| env("OPENCLAW_STATE_DIR").map(|d| d.join("openclaw.json")))
+        .unwrap_or_else(|| {
+            env("OPENCLAW_HOME")
+                .or_else(|| env("HOME"))
+                .unwrap_or_default()
+                .join(".openclaw/openclaw.json")
+        })
+}
+
+/// Reads OpenClaw's config for the `ctxhost` plugin entry and checks the engine it names.
+fn openclaw_bridge(config: &ctxhost::config::Config) -> Bridge {
+    let path = openclaw_config_path();
+    let mut b = Bridge {
+        config: path.display().to_string(),
+        ..Bridge::default()
+    };
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return b;
+    };
+    b.found = true;
+    // OpenClaw writes its config as JSON (`openclaw config set`); a hand-written JSON5 file is
+    // reported as unreadable here rather than guessed at.
+    let value: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            b.error = Some(format!("cannot read it: {e}"));
+            return b;
+        }
+    };
+    let plugins = &value["plugins"];
+    let entry = &plugins["entries"]["ctxhost"];
+    b.installed = entry.is_object();
+    b.enabled = b.installed && entry["enabled"].as_bool().unwrap_or(true);
+    b.selected = plugins["slots"]["contextEngine"].as_str() == Some("ctxhost");
+    if let Some(engine) = entry["config"]["engine"].as_str() {
+        b.engine = Some(engine.to_owned());
+        let report = check_engine(Path::new(engine), config);
+        b.check = Some(match report.steps.iter().find(|s| !s.ok) {
+            None => "sound".into(),
+            Some(f) => format!("{}: {}", f.step, f.detail),
+        });
+    }
+    b
 }
 
 pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
@@ -55,7 +134,10 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             .unwrap_or_default()
             .to_owned(),
         limits: serde_json::to_value(&h.limits)?,
+        openclaw: openclaw_bridge(&config),
     };
+    let bridge_healthy =
+        d.openclaw.error.is_none() && d.openclaw.check.as_deref().is_none_or(|c| c == "sound");
     let mut healthy = true;
     match config.plugins.slots.context_engine.as_deref() {
         None => {}
@@ -133,10 +215,47 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             h.limits.script.memory_bytes >> 20,
             h.limits.rhai.max_operations
         )?;
+        render_bridge(out, &d.openclaw)?;
     }
-    Ok(if healthy {
+    Ok(if healthy && bridge_healthy {
         Outcome::Ok
     } else {
         Outcome::Problems
     })
+}
+
+fn render_bridge(out: &mut dyn Write, b: &Bridge) -> std::io::Result<()> {
+    if !b.found {
+        return writeln!(out, "openclaw:   no config at {}", b.config);
+    }
+    writeln!(out, "openclaw:   {}", b.config)?;
+    if let Some(e) = &b.error {
+        return writeln!(out, "  error:    {e}");
+    }
+    if !b.installed {
+        return writeln!(
+            out,
+            "  plugin:   not installed (openclaw plugins install -l bridges/openclaw --force --accept-capabilities)"
+        );
+    }
+    writeln!(
+        out,
+        "  plugin:   ctxhost {}{}",
+        if b.enabled { "enabled" } else { "disabled" },
+        if b.selected {
+            ", selected as the context engine"
+        } else {
+            ", not in plugins.slots.contextEngine"
+        }
+    )?;
+    match (&b.engine, &b.check) {
+        (Some(e), Some(c)) => {
+            writeln!(out, "  engine:   {e}")?;
+            writeln!(out, "  check:    {c}")
+        }
+        _ => writeln!(
+            out,
+            "  engine:   not set (openclaw config set plugins.entries.ctxhost.config '{{\"engine\": \"...\"}}' --strict-json --replace)"
+        ),
+    }
 }

@@ -7,6 +7,7 @@ mod doctor;
 mod engines;
 mod new;
 mod replay;
+mod serve;
 mod watch;
 
 use std::io::Write;
@@ -31,5 +32,6 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<Outcome> {
         args::Command::New(a) => new::run(a, out),
         args::Command::Doctor(a) => doctor::run(a, out),
         args::Command::Engines(a) => engines::run(a, out),
+        args::Command::Serve(a) => serve::run(a, out),
     }
 }

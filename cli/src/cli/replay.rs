@@ -205,15 +205,7 @@ fn build_config(args: &ReplayArgs) -> anyhow::Result<Config> {
 /// The config `replay` and `watch` run with: the discovered (or `--config`) file, with `engine`
 /// (when given) in the context-engine slot, and `--window` / `--tokenizer` applied.
 pub(crate) fn host_config(args: &HostArgs, engine: Option<&Path>) -> anyhow::Result<Config> {
-    let mut config = ctxhost::config::discover(args.config.as_deref())?;
-    if let Some(engine) = engine {
-        let id = engine_id_from_path(engine);
-        config.plugins.slots.context_engine = Some(id.clone());
-        let mut entry = config.plugins.entries.remove(&id).unwrap_or_default();
-        entry.path = Some(std::path::absolute(engine).unwrap_or_else(|_| engine.to_path_buf()));
-        entry.enabled = true;
-        config.plugins.entries.insert(id, entry);
-    }
+    let mut config = ctxhost::serve::config_for(args.config.as_deref(), engine)?;
     if let Some(w) = args.window {
         config.host.window = w;
     }
@@ -221,15 +213,6 @@ pub(crate) fn host_config(args: &HostArgs, engine: Option<&Path>) -> anyhow::Res
         config.host.tokenizer = t;
     }
     Ok(config)
-}
-
-/// The entry id for `--engine FILE`: the file stem with `_` as `-` (`recent_turns.lua` →
-/// `recent-turns`), which is what the example engines declare as `info.id`.
-fn engine_id_from_path(path: &Path) -> String {
-    path.file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("engine")
-        .replace('_', "-")
 }
 
 struct Table {

@@ -1,0 +1,244 @@
+// OpenClaw plugin: a ctxhost context engine (one .lua / .rhai file) as OpenClaw's context engine.
+//
+// OpenClaw calls register() several times per process and the engine factory once per
+// operation, so nothing is spawned in register(): one `ctxhost serve --stdio` child per OpenClaw
+// process is spawned lazily by the factory, initialized once, reused by every operation, and
+// spawned again if it dies. The wire is newline-delimited JSON-RPC 2.0 in both directions:
+// lifecycle calls go to ctxhost under their OpenClaw names; ctxhost may ask back
+// `runtime.delegateCompaction` (answered with the SDK's delegateCompactionToRuntime) and
+// `llm.complete` (answered with the runtime's model call when the operation has one).
+//
+// Plain ESM, no build step, no dependencies beyond Node and the OpenClaw SDK the host provides.
+
+import { spawn } from "node:child_process";
+
+const METHODS = [
+  "bootstrap",
+  "ingest",
+  "ingestBatch",
+  "assemble",
+  "compact",
+  "afterTurn",
+  "commitTurn",
+  "maintain",
+  "prepareSubagentSpawn",
+  "onSubagentEnded",
+];
+
+const CLIENT = { name: "openclaw-ctxhost-bridge", version: "0.1.0" };
+
+// One child per OpenClaw process (module state survives the repeated register() calls).
+const state = {
+  child: null, // { proc, pending: Map, nextId, ready: Promise<info>, buffer }
+  config: null,
+  // Params of operations in flight, per session, for requests ctxhost sends back.
+  live: new Map(),
+};
+
+// For the plugin's own tests (.ci/e2e/bridge.test.mjs): the wire encoder and the child state.
+export const internals = { encode: (v) => encode(v), state };
+
+function log(level, msg) {
+  process.stderr.write(`[ctxhost-bridge] ${level}: ${msg}\n`);
+}
+
+// JSON for the wire: Sets become arrays; functions, abort signals and BigInts' precision
+// issues are left out; a cycle is dropped rather than failing the call.
+function encode(value) {
+  const replacer = (seen) =>
+    function (_key, v) {
+      if (typeof v === "function") return undefined;
+      if (typeof v === "bigint") return Number(v);
+      if (typeof AbortSignal !== "undefined" && v instanceof AbortSignal) return undefined;
+      if (v instanceof Set) return Array.from(v);
+      if (v instanceof Map) return Object.fromEntries(v);
+      if (seen && v && typeof v === "object") {
+        if (seen.has(v)) return undefined;
+        seen.add(v);
+      }
+      return v;
+    };
+  try {
+    return JSON.stringify(value, replacer(null));
+  } catch {
+    return JSON.stringify(value, replacer(new WeakSet()));
+  }
+}
+
+function sessionOf(params) {
+  return (params && (params.sessionKey || params.sessionId || params.parentSessionKey)) || "";
+}
+
+function spawnChild(config) {
+  const command = config.command || "ctxhost";
+  const args = ["serve", "--stdio", "--engine", config.engine];
+  if (config.config) args.push("--config", config.config);
+  const proc = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
+  const child = { proc, pending: new Map(), nextId: 1, buffer: "", alive: true };
+  proc.on("error", (e) => {
+    log("error", `cannot run ${command}: ${e.message}`);
+    retire(child, e);
+  });
+  proc.on("exit", (code, signal) => {
+    if (child.alive) log("warn", `ctxhost exited (code ${code}, signal ${signal}); it restarts at the next call`);
+    retire(child, new Error(`ctxhost exited (code ${code}, signal ${signal})`));
+  });
+  proc.stdin.on("error", () => {});
+  proc.stdout.setEncoding("utf8");
+  proc.stdout.on("data", (chunk) => {
+    child.buffer += chunk;
+    let nl;
+    while ((nl = child.buffer.indexOf("\n")) >= 0) {
+      const line = child.buffer.slice(0, nl);
+      child.buffer = child.buffer.slice(nl + 1);
+      if (line.trim()) onLine(child, line);
+    }
+  });
+  // Neither the child nor its pipes keep OpenClaw alive; stdout is held only during a call.
+  proc.unref();
+  proc.stdin.unref?.();
+  proc.stdout.unref?.();
+  return child;
+}
+
+function retire(child, error) {
+  child.alive = false;
+  if (state.child === child) state.child = null;
+  for (const { reject } of child.pending.values()) reject(error);
+  child.pending.clear();
+}
+
+function holdOpen(child) {
+  if (child.pending.size > 0) child.proc.stdout.ref?.();
+  else child.proc.stdout.unref?.();
+}
+
+function send(child, frame) {
+  child.proc.stdin.write(encode(frame) + "\n");
+}
+
+function request(child, method, params, signal) {
+  const id = child.nextId++;
+  return new Promise((resolve, reject) => {
+    child.pending.set(id, { resolve, reject });
+    holdOpen(child);
+    if (signal && typeof signal.addEventListener === "function") {
+      if (signal.aborted) {
+        send(child, { jsonrpc: "2.0", method: "$/cancelRequest", params: { id } });
+      } else {
+        signal.addEventListener(
+          "abort",
+          () => send(child, { jsonrpc: "2.0", method: "$/cancelRequest", params: { id } }),
+          { once: true },
+        );
+      }
+    }
+    send(child, { jsonrpc: "2.0", id, method, params: params ?? {} });
+  }).finally(() => holdOpen(child));
+}
+
+function onLine(child, line) {
+  let frame;
+  try {
+    frame = JSON.parse(line);
+  } catch {
+    log("warn", `ignoring a line that is not JSON: ${line.slice(0, 200)}`);
+    return;
+  }
+  if (frame.method && frame.id !== undefined && frame.id !== null) {
+    answer(child, frame);
+    return;
+  }
+  if (frame.method) return; // a notification: none is defined yet
+  const waiting = child.pending.get(frame.id);
+  if (!waiting) return;
+  child.pending.delete(frame.id);
+  if (frame.error) {
+    const e = new Error(`ctxhost: ${frame.error.message}`);
+    e.code = frame.error.code;
+    waiting.reject(e);
+  } else {
+    waiting.resolve(frame.result);
+  }
+}
+
+// Requests from ctxhost to OpenClaw.
+async function answer(child, frame) {
+  const reply = (body) => send(child, { jsonrpc: "2.0", id: frame.id, ...body });
+  try {
+    const params = frame.params ?? {};
+    const live = state.live.get(sessionOf(params));
+    if (frame.method === "runtime.delegateCompaction") {
+      const sdk = await import("openclaw/plugin-sdk/core");
+      // The operation's own params carry what the wire cannot (abort signal, callbacks).
+      const result = await sdk.delegateCompactionToRuntime(live ?? params);
+      reply({ result: JSON.parse(encode(result ?? null)) });
+      return;
+    }
+    if (frame.method === "llm.complete") {
+      const complete = live?.runtimeContext?.llm?.complete;
+      if (typeof complete !== "function") {
+        reply({ error: { code: -32601, message: "no model call is available for this session now" } });
+        return;
+      }
+      const result = await complete.call(live.runtimeContext.llm, params.request ?? params);
+      reply({ result: JSON.parse(encode(result ?? null)) });
+      return;
+    }
+    reply({ error: { code: -32601, message: `no method ${frame.method}` } });
+  } catch (e) {
+    reply({ error: { code: -32603, message: String(e?.message ?? e) } });
+  }
+}
+
+// The running, initialized child (spawned and initialized on first use, and after a crash).
+async function ensure(config) {
+  if (state.child && state.child.alive) return state.child;
+  const child = spawnChild(config);
+  state.child = child;
+  child.ready = request(child, "initialize", {
+    engine: config.engine,
+    config: config.config,
+    clientInfo: CLIENT,
+    capabilities: { delegateCompaction: true, llmComplete: true },
+  }).then((r) => r.info);
+  await child.ready;
+  return child;
+}
+
+async function call(config, method, params) {
+  const key = sessionOf(params);
+  const signal = params?.abortSignal ?? params?.runtimeContext?.abortSignal;
+  if (key) state.live.set(key, params);
+  try {
+    let child = await ensure(config);
+    try {
+      return await request(child, method, params, signal);
+    } catch (e) {
+      if (child.alive || e.code !== undefined) throw e;
+      // The child died under the call: once more on a fresh one.
+      child = await ensure(config);
+      return await request(child, method, params, signal);
+    }
+  } finally {
+    if (key && state.live.get(key) === params) state.live.delete(key);
+  }
+}
+
+export default function register(api) {
+  const config = api.pluginConfig ?? {};
+  state.config = config;
+  api.registerContextEngine("ctxhost", async () => {
+    if (!config.engine) throw new Error("ctxhost: plugins.entries.ctxhost.config.engine is not set");
+    const child = await ensure(config);
+    await child.ready;
+    // Asked at every operation: a hot reload may have changed it (ownsCompaction, ...).
+    const info = await request(child, "info", {});
+    const engine = { info };
+    for (const m of METHODS) engine[m] = (params) => call(config, m, params);
+    // ctxhost keeps the engine instance across operations; OpenClaw's per-operation dispose
+    // has nothing to release.
+    engine.dispose = async () => {};
+    return engine;
+  });
+}

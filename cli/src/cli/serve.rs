@@ -1,0 +1,88 @@
+//! `ctxhost serve --stdio`: the engine behind OpenClaw's context-engine contract, as
+//! newline-delimited JSON-RPC on stdin/stdout (logs on stderr only). The protocol lives in the
+//! library (`ctxhost::serve`); this only picks the state directory and runs the loop.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::cli::Outcome;
+use crate::cli::args::ServeArgs;
+use ctxhost::serve::{ServeOptions, serve, state};
+
+/// How long the process waits for blocking work (an engine call in flight) after the loop ends.
+const EXIT_GRACE: Duration = Duration::from_millis(150);
+
+pub(crate) fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        args.stdio,
+        "serve speaks only over stdin/stdout for now: pass --stdio"
+    );
+    let state_dir = match args.state_dir {
+        Some(d) => d,
+        None => state::default_state_dir()
+            .context("no state directory: pass --state-dir, or set CTXHOST_STATE_DIR or HOME")?,
+    };
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("create the state directory {}", state_dir.display()))?;
+    let mut options = ServeOptions::new(state_dir);
+    options.engine = args.engine;
+    options.config = args.config;
+    if let Some(n) = args.max_line_bytes {
+        anyhow::ensure!(n > 0, "--max-line-bytes must be positive");
+        options.max_line_bytes = n;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("start the async runtime")?;
+    let output = stdout().context("open stdout")?;
+    let result = runtime.block_on(async move {
+        let output = output.into_async();
+        serve(tokio::io::stdin(), output, options).await
+    });
+    // tokio's stdin reader is a blocking thread that may still wait for input: do not wait
+    // for it (nor for longer than a moment for anything else).
+    runtime.shutdown_timeout(EXIT_GRACE);
+    result?;
+    Ok(Outcome::Ok)
+}
+
+/// Standard output for the server, written through its own file descriptor: `main` holds the
+/// lock of `std::io::stdout()` for the whole run, and tokio's stdout writes through that lock
+/// from another thread, so it would wait forever.
+#[cfg(unix)]
+fn stdout() -> std::io::Result<Output> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdout().as_fd().try_clone_to_owned()?;
+    Ok(Output(std::fs::File::from(fd)))
+}
+
+/// A duplicate of standard output's file descriptor.
+#[cfg(unix)]
+struct Output(std::fs::File);
+
+#[cfg(unix)]
+impl Output {
+    fn into_async(self) -> tokio::fs::File {
+        tokio::fs::File::from_std(self.0)
+    }
+}
+
+/// Elsewhere tokio's stdout (the caller must not hold the stdout lock).
+#[cfg(not(unix))]
+fn stdout() -> std::io::Result<Output> {
+    Ok(Output)
+}
+
+/// Standard output through tokio.
+#[cfg(not(unix))]
+struct Output;
+
+#[cfg(not(unix))]
+impl Output {
+    fn into_async(self) -> tokio::io::Stdout {
+        tokio::io::stdout()
+    }
+}

@@ -1,0 +1,167 @@
+//! The wire: JSON-RPC 2.0 frames, the error codes ctxhost answers with, and the payloads of
+//! the methods that are ctxhost's own (`initialize`, the requests ctxhost sends the client).
+//! Lifecycle methods carry OpenClaw's params and results unchanged (camelCase).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::contract::EngineInfo;
+
+/// The protocol version `initialize` reports; bumped on an incompatible change.
+pub const PROTOCOL_VERSION: &str = "1";
+
+/// The fence OpenClaw 2026.8+ requires before it lets a plugin engine run a turn.
+pub const CURRENT_TURN_FENCE: &str = "before-current-turn-entry-v1";
+
+/// The idempotency OpenClaw 2026.8+ requires of `commitTurn`.
+pub const TURN_ADVANCEMENT_IDEMPOTENCY: &str = "atomic-idempotent-v1";
+
+/// Method names, as they travel.
+pub mod method {
+    /// Client → ctxhost: start the server on an engine.
+    pub const INITIALIZE: &str = "initialize";
+    /// Client → ctxhost: the engine's `info` now (after any reload), as `initialize` gives it.
+    pub const INFO: &str = "info";
+    /// Client → ctxhost: close every session and stop.
+    pub const SHUTDOWN: &str = "shutdown";
+    /// Client → ctxhost (notification): stop working on a request.
+    pub const CANCEL: &str = "$/cancelRequest";
+    /// ctxhost → client: run the client's built-in compaction for a session.
+    pub const DELEGATE_COMPACTION: &str = "runtime.delegateCompaction";
+    /// ctxhost → client: a completion from the client's model.
+    pub const LLM_COMPLETE: &str = "llm.complete";
+}
+
+/// JSON-RPC error codes ctxhost uses.
+pub mod code {
+    /// The line is not JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON is not a request (or the line is over the size cap).
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// No such method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// The params do not fit the method.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// The host failed (never a script's fault: those are answered by `legacy`).
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// A lifecycle call came before `initialize`.
+    pub const NOT_INITIALIZED: i64 = -32002;
+    /// The engine failed under `failurePolicy: "strict"`, or failed closed.
+    pub const ENGINE_ERROR: i64 = -32001;
+    /// The client cancelled the request.
+    pub const REQUEST_CANCELLED: i64 = -32800;
+}
+
+/// A request or notification id: a number or a string.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Id {
+    /// A numeric id.
+    Number(i64),
+    /// A string id.
+    Text(String),
+}
+
+/// A JSON-RPC error object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error("JSON-RPC error {code}: {message}")]
+pub struct RpcError {
+    /// One of [`code`].
+    pub code: i64,
+    /// For people.
+    pub message: String,
+    /// Anything more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// An error with no data.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+/// Any incoming frame, before it is told apart.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Frame {
+    #[serde(default)]
+    pub jsonrpc: Option<String>,
+    #[serde(default)]
+    pub id: Option<Id>,
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub params: Option<Value>,
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub error: Option<RpcError>,
+}
+
+/// `initialize` params.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams {
+    /// The engine file; default: the one the server was started with.
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// A ctxhost JSON5 config file; default: the one the server was started with.
+    #[serde(default)]
+    pub config: Option<String>,
+    /// Who is asking.
+    #[serde(default)]
+    pub client_info: Option<ClientInfo>,
+    /// What the client can do for ctxhost.
+    #[serde(default)]
+    pub capabilities: ClientCapabilities,
+}
+
+/// The client's name and version.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientInfo {
+    /// E.g. `openclaw-ctxhost-bridge`.
+    #[serde(default)]
+    pub name: String,
+    /// Its version.
+    #[serde(default)]
+    pub version: String,
+}
+
+/// The requests the client answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCapabilities {
+    /// The client answers `runtime.delegateCompaction`.
+    #[serde(default)]
+    pub delegate_compaction: bool,
+    /// The client answers `llm.complete`.
+    #[serde(default)]
+    pub llm_complete: bool,
+}
+
+/// `initialize` result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    /// [`PROTOCOL_VERSION`].
+    pub protocol_version: String,
+    /// This ctxhost's version.
+    pub ctxhost_version: String,
+    /// The engine's `info`, with what the host declares on its behalf.
+    pub info: EngineInfo,
+}
+
+/// The `transcriptSemantics` the host declares for every engine it bridges: it fences the
+/// current turn (assemble never sees it in `messages`) and commits turns idempotently.
+pub fn declared_semantics() -> Value {
+    serde_json::json!({
+        "currentTurnFence": CURRENT_TURN_FENCE,
+        "turnAdvancementIdempotency": TURN_ADVANCEMENT_IDEMPOTENCY,
+    })
+}

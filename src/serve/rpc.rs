@@ -1,0 +1,196 @@
+//! Newline-delimited JSON-RPC 2.0 over any byte stream, with requests in both directions.
+//!
+//! Framing is one JSON value per line (the same as OpenClaw's bridge and MCP's stdio
+//! transport). [`LineReader`] reads lines within a size cap, so one oversized line is refused
+//! and skipped without buffering it. [`Peer`] is the sending half: one writer task owns the
+//! output, so frames never interleave; [`Peer::request`] sends a request and awaits the
+//! client's answer, which the reading loop hands back through [`Peer::resolve`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+use super::protocol::{Id, RpcError, code};
+
+/// The default cap on one incoming line: 64 MiB (a 10,000-message session is a few MiB).
+pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
+
+/// One line read from the stream.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A line within the cap, without its newline.
+    Text(Vec<u8>),
+    /// A line over the cap, skipped; how many bytes it had.
+    TooLong(usize),
+}
+
+/// Reads newline-delimited frames within a size cap.
+#[derive(Debug)]
+pub struct LineReader<R> {
+    inner: R,
+    max: usize,
+}
+
+impl<R: AsyncBufRead + Unpin> LineReader<R> {
+    /// A reader refusing lines longer than `max` bytes.
+    pub fn new(inner: R, max: usize) -> Self {
+        LineReader { inner, max }
+    }
+
+    /// The next line, or `None` at the end of the stream.
+    pub async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+        let mut line = Vec::new();
+        let mut len = 0usize;
+        loop {
+            let buf = self.inner.fill_buf().await?;
+            if buf.is_empty() {
+                return Ok(match len {
+                    0 => None,
+                    n if n > self.max => Some(Line::TooLong(n)),
+                    _ => Some(Line::Text(line)),
+                });
+            }
+            let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (&buf[..i], Some(i + 1)),
+                None => (buf, None),
+            };
+            len += chunk.len();
+            if len <= self.max {
+                line.extend_from_slice(chunk);
+            } else if !line.is_empty() {
+                line = Vec::new();
+            }
+            let consumed = done.unwrap_or(buf.len());
+            self.inner.consume(consumed);
+            if done.is_some() {
+                if len > self.max {
+                    return Ok(Some(Line::TooLong(len)));
+                }
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                return Ok(Some(Line::Text(line)));
+            }
+        }
+    }
+}
+
+type Pending = HashMap<Id, oneshot::Sender<Result<Value, RpcError>>>;
+
+/// The sending half of a connection: responses, notifications, and requests to the client.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    out: mpsc::UnboundedSender<Vec<u8>>,
+    pending: Arc<Mutex<Pending>>,
+    next: Arc<AtomicI64>,
+}
+
+impl Peer {
+    /// A peer writing to `output`; the returned task ends when every clone of the peer is gone
+    /// (or the output fails) and flushes what was sent before.
+    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(
+        mut output: W,
+    ) -> (Peer, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let task = tokio::spawn(async move {
+            while let Some(frame) = rx.recv().await {
+                if let Err(e) = output.write_all(&frame).await {
+                    tracing::warn!("stopped writing to the client: {e}");
+                    return;
+                }
+                // Batch what is already queued into one flush.
+                while let Ok(more) = rx.try_recv() {
+                    if output.write_all(&more).await.is_err() {
+                        return;
+                    }
+                }
+                if output.flush().await.is_err() {
+                    return;
+                }
+            }
+        });
+        let peer = Peer {
+            out: tx,
+            pending: Arc::default(),
+            next: Arc::new(AtomicI64::new(1)),
+        };
+        (peer, task)
+    }
+
+    fn send(&self, frame: &impl Serialize) {
+        match serde_json::to_vec(frame) {
+            Ok(mut bytes) => {
+                bytes.push(b'\n');
+                // The writer is gone only when the connection is: nothing left to tell.
+                let _ = self.out.send(bytes);
+            }
+            Err(e) => tracing::error!("cannot encode a frame: {e}"),
+        }
+    }
+
+    /// Answers request `id` with a result.
+    pub fn respond(&self, id: Id, result: Value) {
+        self.send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    /// Answers request `id` (or an unidentifiable frame, with `None`) with an error.
+    pub fn respond_error(&self, id: Option<Id>, error: RpcError) {
+        self.send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}));
+    }
+
+    /// Sends a notification.
+    pub fn notify(&self, method: &str, params: Value) {
+        self.send(&serde_json::json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request to the client and waits for its answer, at most `timeout`.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, RpcError> {
+        let id = Id::Text(format!(
+            "ctxhost-{}",
+            self.next.fetch_add(1, Ordering::Relaxed)
+        ));
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().insert(id.clone(), tx);
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        let answer = tokio::time::timeout(timeout, rx).await;
+        self.pending.lock().remove(&id);
+        match answer {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(RpcError::new(
+                code::INTERNAL_ERROR,
+                format!("the connection closed before the client answered {method}"),
+            )),
+            Err(_) => Err(RpcError::new(
+                code::INTERNAL_ERROR,
+                format!("the client did not answer {method} within {timeout:?}"),
+            )),
+        }
+    }
+
+    /// Hands the client's answer to the request waiting for it; false when none waits.
+    pub fn resolve(&self, id: &Id, answer: Result<Value, RpcError>) -> bool {
+        match self.pending.lock().remove(id) {
+            Some(tx) => tx.send(answer).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Fails every request still waiting for the client (the connection closed).
+    pub fn fail_pending(&self) {
+        self.pending.lock().clear();
+    }
+}

@@ -1,0 +1,124 @@
+//! What a served session keeps on disk, so the next client process (every
+//! `openclaw agent --local` run is one) continues where the last left off:
+//!
+//! ```text
+//! <state dir>/sessions/<key slug>/transcript.jsonl             the mirrored messages and summaries
+//! <state dir>/sessions/<key slug>/transcript.jsonl.state.json  the engine's `p.state`
+//! <state dir>/sessions/<key slug>/bridge.json                  the mirror and the commitTurn record
+//! ```
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::session::ClientMirror;
+
+/// How many `advancementKey`s a session remembers (the oldest are forgotten first).
+pub const COMMIT_RECORD_LEN: usize = 4096;
+
+/// The environment variable naming the state directory (overridden by `--state-dir`).
+pub const STATE_DIR_ENV: &str = "CTXHOST_STATE_DIR";
+
+/// The default state directory: `$CTXHOST_STATE_DIR`, else `$XDG_STATE_HOME/ctxhost`, else
+/// `~/.local/state/ctxhost`.
+pub fn default_state_dir() -> Option<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env(STATE_DIR_ENV)
+        .or_else(|| env("XDG_STATE_HOME").map(|d| d.join("ctxhost")))
+        .or_else(|| env("HOME").map(|h| h.join(".local/state/ctxhost")))
+}
+
+/// The directory of the session keyed `key`: a readable slug plus a hash, so distinct keys
+/// never share a directory and no key can climb out of the state directory.
+pub fn session_dir(state_dir: &Path, key: &str) -> PathBuf {
+    let slug: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    let mut h = crate::session::Fnv::new();
+    h.write(key.as_bytes());
+    state_dir
+        .join("sessions")
+        .join(format!("{slug}-{:08x}", h.0 as u32))
+}
+
+/// The bridge's record of one session: the mirror of the client's transcript and the turns
+/// already committed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BridgeRecord {
+    /// How much of the client's transcript is mirrored.
+    pub mirror: ClientMirror,
+    /// `advancementKey`s committed, oldest first.
+    pub committed: VecDeque<String>,
+}
+
+impl BridgeRecord {
+    /// The record file of a session directory.
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join("bridge.json")
+    }
+
+    /// Reads the record; a missing file is an empty record, an unreadable one is reported
+    /// and replaced by an empty one (the mirror then starts again from the client's view).
+    pub fn load(dir: &Path) -> BridgeRecord {
+        let path = Self::path(dir);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(file = %path.display(), "ignoring an unreadable bridge record: {e}");
+                BridgeRecord::default()
+            }),
+            Err(_) => BridgeRecord::default(),
+        }
+    }
+
+    /// Whether `key` was committed.
+    pub fn is_committed(&self, key: &str) -> bool {
+        self.committed.iter().any(|k| k == key)
+    }
+
+    /// Records `key` as committed.
+    pub fn commit(&mut self, key: &str) {
+        if self.is_committed(key) {
+            return;
+        }
+        self.committed.push_back(key.to_owned());
+        while self.committed.len() > COMMIT_RECORD_LEN {
+            self.committed.pop_front();
+        }
+    }
+
+    /// Writes the record atomically (temporary file, fsync, rename).
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        use std::io::Write;
+        let path = Self::path(dir);
+        let tmp = dir.join("bridge.json.tmp");
+        let bytes = serde_json::to_vec(self).map_err(|e| {
+            Error::io(
+                "encode bridge record",
+                &path,
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+        let mut file =
+            std::fs::File::create(&tmp).map_err(|e| Error::io("write bridge record", &tmp, e))?;
+        file.write_all(&bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| Error::io("write bridge record", &tmp, e))?;
+        drop(file);
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io("replace bridge record", &path, e))
+    }
+}
