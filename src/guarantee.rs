@@ -5,7 +5,7 @@
 //! request it never saw, or whose summary was dropped to make room for older messages. The
 //! session checks every assembly after pairing repair ([`enforce`]): a missing request or
 //! summary is put back and the context re-fitted to the budget (history is cut first, see
-//! [`crate::fit::fit_to_budget`]), so a script cannot break these guarantees. [`violations`]
+//! `fit::fit_to_budget`), so a script cannot break these guarantees. [`violations`]
 //! is the same check, for `check`, replays and benchmarks.
 
 use std::collections::HashSet;

@@ -89,7 +89,7 @@ impl ServeOptions {
 }
 
 /// Serves one client until its input closes or it asks `shutdown`; then every session's state
-/// is saved and its engine instance retired (within [`CLOSE_GRACE`] of the end of input).
+/// is saved and its engine instance retired (within `CLOSE_GRACE` of the end of input).
 pub async fn serve<R, W>(input: R, output: W, options: ServeOptions) -> Result<()>
 where
     R: AsyncRead + Unpin + Send,

@@ -15,8 +15,8 @@ use mlua::{Lua, LuaSerdeExt, Table, Value};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
+pub use super::resident::Resident;
 use super::resident::table_key;
-pub use super::resident::{PtrMap, Resident};
 use crate::engine::script::{self, Budget, ConvError, Nesting};
 use crate::host::HostValue;
 use crate::message::Message;

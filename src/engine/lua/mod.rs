@@ -3,16 +3,16 @@
 //!
 //! Loading, validation, the worker thread per instance, params, result conversion and error
 //! classification are shared with every language ([`crate::engine::script`]); this module only
-//! says how a Luau VM is built ([`worker`]), how values cross ([`marshal`]), which messages
+//! says how a Luau VM is built (`worker`), how values cross (`marshal`), which messages
 //! stay resident in it between calls (`resident`) and how the shared `host` API is registered
-//! in Lua ([`api`]). Inside the VM the watchdog's flag stops runaway scripts at their next call
+//! in Lua (`api`). Inside the VM the watchdog's flag stops runaway scripts at their next call
 //! or loop iteration and the memory cap stops allocation bombs.
 
-pub mod api;
+pub(crate) mod api;
 mod interrupt;
-pub mod marshal;
+pub(crate) mod marshal;
 mod resident;
-pub mod worker;
+pub(crate) mod worker;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -12,11 +12,11 @@
 //! ([`values::to_json`] against the result caps), and memory bombs are stopped by the deadline
 //! or the operation budget. Per-session state is `this` (bound with `bind_this_ptr`).
 
-pub mod api;
+pub(crate) mod api;
 mod engine;
 mod fault;
 pub mod limits;
-pub mod messages;
+pub(crate) mod messages;
 mod stdlib;
 pub mod values;
 pub mod vm;

@@ -1,7 +1,7 @@
 //! Moving data between the host and a Rhai engine.
 //!
-//! Messages stay **resident**: each message the VM has seen is one [`ScriptMessage`] handle,
-//! and the session context is one [`MessageList`] of them, updated by diff on each call. A
+//! Messages stay **resident**: each message the VM has seen is one `ScriptMessage` handle,
+//! and the session context is one `MessageList` of them, updated by diff on each call. A
 //! handle that comes back maps to the host's very `Arc<Message>` (nothing can change it); any
 //! other map is converted as a new message.
 //!
