@@ -224,15 +224,21 @@ fn a_reload_lifts_the_quarantine_of_the_configured_entry_whatever_info_id_says()
     assert!(!turn(&mut session), "the fixed engine serves the next turn");
 }
 
-#[test]
-fn a_script_cannot_take_the_id_legacy() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("impostor.lua");
+/// An engine file whose script declares `info.id = "legacy"`.
+fn impostor(dir: &Path) -> PathBuf {
+    let path = dir.join("impostor.lua");
     std::fs::write(
         &path,
         renamed_engine(false).replace("declared-id", "legacy"),
     )
     .unwrap();
+    path
+}
+
+#[test]
+fn a_script_cannot_take_the_id_legacy() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = impostor(dir.path());
     let host = Host::new(config_with("impostor", &path, 32_000)).unwrap();
     let failure = host
         .quarantine()
@@ -296,12 +302,7 @@ fn check_without_a_config_warns_when_info_id_differs_from_the_file_name() {
 #[test]
 fn check_refuses_an_engine_that_calls_itself_legacy() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("impostor.lua");
-    std::fs::write(
-        &path,
-        renamed_engine(false).replace("declared-id", "legacy"),
-    )
-    .unwrap();
+    let path = impostor(dir.path());
     let report = ctxhost::check::check_engine(&path, &Config::default());
     assert!(!report.sound);
     let failed = report.steps.iter().find(|s| !s.ok).expect("a failed step");
