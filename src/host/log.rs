@@ -1,5 +1,13 @@
 //! `host.log.debug/info/warn(msg)` (and the languages' `print`): script text in the host's log,
-//! tagged with the engine and session, cut to [`LOG_CAP`] so a script cannot flood the log.
+//! tagged with the engine and session, cut to [`LOG_CAP`] and limited to
+//! [`LOG_LINES_PER_SECOND`] per engine, so a script cannot flood the log: the lines over the
+//! limit are dropped and counted, and the count is logged with the engine's next line.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use super::HostCall;
 use super::api::{Args, Ctx};
@@ -21,9 +29,82 @@ pub const LOG_CAP: usize = 64 << 10;
 
 pub use crate::error::cut_text as cut_log_text;
 
+/// Lines one engine may log per second; the rest of that second's lines are suppressed.
+pub const LOG_LINES_PER_SECOND: u32 = 100;
+
+/// One engine's log budget: a one-second window and the lines suppressed so far.
+#[derive(Clone, Copy, Debug)]
+pub struct LogGate {
+    window: Instant,
+    lines: u32,
+    suppressed: u64,
+}
+
+/// Whether a line may be logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Log it; first say that this many earlier lines were suppressed (when not 0).
+    Pass {
+        /// Lines dropped since the engine's last logged line.
+        suppressed: u64,
+    },
+    /// Over the limit: drop it (it is counted).
+    Drop,
+}
+
+impl LogGate {
+    /// A gate whose first window starts at `now`.
+    pub fn new(now: Instant) -> Self {
+        LogGate {
+            window: now,
+            lines: 0,
+            suppressed: 0,
+        }
+    }
+
+    /// Judges one line at `now`.
+    pub fn admit(&mut self, now: Instant) -> Admission {
+        if now.duration_since(self.window) >= Duration::from_secs(1) {
+            self.window = now;
+            self.lines = 0;
+        }
+        if self.lines >= LOG_LINES_PER_SECOND {
+            self.suppressed += 1;
+            return Admission::Drop;
+        }
+        self.lines += 1;
+        Admission::Pass {
+            suppressed: std::mem::take(&mut self.suppressed),
+        }
+    }
+}
+
+/// The gates of every engine that logged in this process, by engine id.
+fn gates() -> &'static Mutex<HashMap<String, LogGate>> {
+    static GATES: OnceLock<Mutex<HashMap<String, LogGate>>> = OnceLock::new();
+    GATES.get_or_init(Default::default)
+}
+
 /// Logs a script's line at `level`, tagged with the engine and, inside a call, the session;
-/// the text is cut to [`LOG_CAP`] by [`cut_log_text`].
+/// the text is cut to [`LOG_CAP`] by [`cut_log_text`], and past [`LOG_LINES_PER_SECOND`] lines
+/// the engine's lines are dropped and counted.
 pub fn log(engine: &str, session: Option<&str>, level: LogLevel, text: String) {
+    let admission = {
+        let mut gates = gates().lock();
+        let now = Instant::now();
+        gates
+            .entry(engine.to_owned())
+            .or_insert_with(|| LogGate::new(now))
+            .admit(now)
+    };
+    match admission {
+        Admission::Drop => return,
+        Admission::Pass { suppressed: 0 } => {}
+        Admission::Pass { suppressed } => tracing::warn!(
+            engine,
+            "suppressed {suppressed} log lines of this engine (over {LOG_LINES_PER_SECOND} per second)"
+        ),
+    }
     let text = cut_log_text(text, LOG_CAP);
     match (level, session) {
         (LogLevel::Debug, Some(session)) => tracing::debug!(engine, session, "{text}"),
