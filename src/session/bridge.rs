@@ -245,37 +245,30 @@ impl Session {
             .zip(&mirror.fingerprints)
             .take_while(|(a, b)| a == b)
             .count();
-        let mut rebase = false;
-        let fresh: Vec<Message> = if agree == seen.min(prints.len()) {
-            // The view repeats, shortens or extends what was mirrored: keep the longest view
-            // and append only what is new.
-            if prints.len() <= seen {
-                Vec::new()
-            } else {
-                mirror.fingerprints.extend(prints[seen..].iter().cloned());
-                messages.into_iter().skip(seen).collect()
-            }
-        } else if messages
-            .first()
-            .is_some_and(|m| m.role() == Role::CompactionSummary)
-        {
+        let rebase = agree != seen.min(prints.len())
+            && messages
+                .first()
+                .is_some_and(|m| m.role() == Role::CompactionSummary);
+        let fresh: Vec<Message> = if rebase {
             // The client compacted its own transcript: adopt its view after what we hold.
             tracing::info!(
                 session = &*self.id,
                 "the client's transcript was compacted; mirroring its new view"
             );
             mirror.fingerprints = prints;
-            rebase = true;
             messages
         } else {
-            // The client rewrote history (pruning, an edit): keep the longest view seen, and
-            // take only what lies beyond it.
-            tracing::debug!(
-                session = &*self.id,
-                agree,
-                seen,
-                "the client's view differs from the mirror; appending only what lies beyond it"
-            );
+            // The view repeats, shortens or extends what was mirrored — or the client rewrote
+            // history (pruning, an edit): either way keep the longest view seen, and append
+            // only what lies beyond it.
+            if agree != seen.min(prints.len()) {
+                tracing::debug!(
+                    session = &*self.id,
+                    agree,
+                    seen,
+                    "the client's view differs from the mirror; appending only what lies beyond it"
+                );
+            }
             if prints.len() > seen {
                 mirror.fingerprints.extend(prints[seen..].iter().cloned());
                 messages.into_iter().skip(seen).collect()
