@@ -253,12 +253,9 @@ async fn replay_turn(
     user: Message,
     replies: Vec<Message>,
 ) -> Result<TurnReport> {
-    let text = user.text();
-    let manual = text.trim_start().starts_with("/compact");
+    let manual = manual_compact(&user);
     let mut manual_compactions = 0;
-    if manual {
-        let instructions = text.trim_start()["/compact".len()..].trim();
-        let instructions = (!instructions.is_empty()).then(|| instructions.to_owned());
+    if let Some(instructions) = manual.clone() {
         let r = session.compact(instructions).await?;
         manual_compactions = u32::from(r.compacted);
     }
@@ -314,7 +311,7 @@ async fn replay_turn(
         estimated_tokens: largest.estimated_tokens,
         compactions: stats.compactions + manual_compactions,
         pairing_repairs: repairs,
-        manual_compact: manual,
+        manual_compact: manual.is_some(),
         engine_ms: stats.engine_ms,
         slow: stats.slow,
     })
@@ -332,10 +329,8 @@ pub fn drive(
     let (preamble, turns) = split_turns(messages);
     session.record(preamble)?;
     for (user, replies) in turns {
-        let text = user.text();
-        if let Some(rest) = text.trim_start().strip_prefix("/compact") {
-            let rest = rest.trim();
-            session.compact_now((!rest.is_empty()).then(|| rest.to_owned()))?;
+        if let Some(instructions) = manual_compact(&user) {
+            session.compact_now(instructions)?;
         }
         let mut steps = model_steps(replies);
         let last = steps.pop().unwrap_or_default();
@@ -359,6 +354,14 @@ fn report_violations(name: &str, turn: u64, call: u32, found: &[Violation]) {
     for v in found {
         tracing::warn!(session = name, turn, call, violation = ?v, "{}", v.describe());
     }
+}
+
+/// A recorded `/compact [instructions]` turn: `Some` with its instructions (`None` when it
+/// gives none), or `None` for any other user message.
+fn manual_compact(user: &Message) -> Option<Option<String>> {
+    let text = user.text();
+    let rest = text.trim_start().strip_prefix("/compact")?.trim();
+    Some((!rest.is_empty()).then(|| rest.to_owned()))
 }
 
 /// Splits a turn's recorded replies into model steps: each assistant message with the tool
