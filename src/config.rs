@@ -185,6 +185,10 @@ pub struct HostSettings {
     /// Which summarizer writes compaction summaries: `{kind: "builtin"}` (default, offline)
     /// or `{kind: "llm", baseUrl, model, ...}` (an OpenAI-compatible endpoint).
     pub summarizer: crate::llm::SummarizerSettings,
+    /// What `host.complete` may spend, per engine: `{timeoutMs, maxOutputTokens,
+    /// maxCallsPerTurn, maxTokensPerDay}`. It asks the model `host.summarizer` names (`llm`,
+    /// or the `serve` client's with `client`), or the embedder's.
+    pub complete: crate::llm::ModelLimits,
     /// Script limits: per-call deadline and grace, memory, result caps, Rhai's operations.
     pub limits: HostLimits,
     /// How much engine time one turn may take, and what happens to an engine that keeps
@@ -325,6 +329,7 @@ impl Default for HostSettings {
             durability: crate::transcript::Durability::default(),
             compaction: CompactionSettings::default(),
             summarizer: crate::llm::SummarizerSettings::default(),
+            complete: crate::llm::ModelLimits::default(),
             limits: HostLimits::default(),
             turn_budget: TurnBudget::default(),
             watch: WatchSettings::default(),

@@ -29,6 +29,8 @@ use crate::error::{EngineError, EngineErrorKind, Error, Op, Result};
 use crate::message::Message;
 use crate::quarantine::Quarantine;
 use crate::session::{Assembly, Session, SessionSetup, TurnInput, TurnStats};
+use crate::host::Completions;
+use crate::llm::ModelClient;
 use crate::summarize::Summarizer;
 use crate::tokens::{self, TokenCounter};
 
@@ -38,6 +40,7 @@ pub struct Host {
     config: Config,
     tokens: Arc<dyn TokenCounter>,
     summarizer: Arc<dyn Summarizer>,
+    completions: Arc<Completions>,
     quarantine: Arc<Quarantine>,
     engine: Arc<EngineCell>,
 }
@@ -75,13 +78,31 @@ impl Host {
     /// tables, VM boot): inside an async runtime use [`Host::start`]. An engine that fails
     /// to load is quarantined, and its sessions answer from `legacy` (or fail, when strict).
     pub fn new(config: Config) -> Result<Host> {
-        let summarizer = crate::llm::configured_summarizer(&config.host.summarizer)?;
-        Host::with_summarizer(config, summarizer)
+        Host::with_client_model(config, None)
+    }
+
+    /// [`Host::new`] where `host.summarizer: {kind: "client"}` means `model` (`serve` passes
+    /// the client's model, asked with `llm.complete`).
+    pub fn with_client_model(config: Config, model: Option<Arc<dyn ModelClient>>) -> Result<Host> {
+        let (summarizer, model) = crate::llm::configured(&config.host.summarizer, model)?;
+        Host::with_parts(config, summarizer, model)
     }
 
     /// [`Host::new`] with the embedder's own summarizer in place of the one `host.summarizer`
-    /// configures (which is then ignored).
+    /// configures (which is then ignored), and no model for `host.complete`.
     pub fn with_summarizer(config: Config, summarizer: Arc<dyn Summarizer>) -> Result<Host> {
+        Host::with_parts(config, summarizer, None)
+    }
+
+    /// A host with the embedder's own summarizer and model client (`host.summarizer` is then
+    /// ignored): `model` answers `host.complete` within `host.complete`'s budgets. Either may
+    /// wrap the other: [`crate::llm::LlmSummarizer::with_client`] summarizes with a model.
+    pub fn with_parts(
+        config: Config,
+        summarizer: Arc<dyn Summarizer>,
+        model: Option<Arc<dyn ModelClient>>,
+    ) -> Result<Host> {
+        let completions = Arc::new(Completions::new(model, config.host.complete));
         let tokens = tokens::counter(config.host.tokenizer)?;
         let quarantine = Arc::new(Quarantine::default());
         let (entry, engine, engine_config) = match config.engine_entry() {
@@ -109,6 +130,7 @@ impl Host {
             config,
             tokens,
             summarizer,
+            completions,
             quarantine,
             engine,
         })
@@ -118,6 +140,14 @@ impl Host {
     /// engine's VM, which must not stall an async worker thread.
     pub async fn start(config: Config) -> Result<Host> {
         blocking(move || Host::new(config)).await?
+    }
+
+    /// [`Host::with_client_model`] on tokio's blocking pool (see [`Host::start`]).
+    pub async fn start_with_client_model(
+        config: Config,
+        model: Option<Arc<dyn ModelClient>>,
+    ) -> Result<Host> {
+        blocking(move || Host::with_client_model(config, model)).await?
     }
 
     /// The configuration the host was built from.
@@ -193,6 +223,7 @@ impl Host {
             limits: h.limits.script.results.clone(),
             tokens: Arc::clone(&self.tokens),
             summarizer: Arc::clone(&self.summarizer),
+            completions: Arc::clone(&self.completions),
             engine: Arc::clone(&self.engine),
             quarantine: Arc::clone(&self.quarantine),
         }

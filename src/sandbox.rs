@@ -83,6 +83,35 @@ pub struct StopSignals {
     pub cancel: Arc<AtomicBool>,
     /// The script line where the interrupt first stopped the current call (0 = none).
     pub stop_line: AtomicU32,
+    /// The running call's deadline, which a host wait (a model call) pushes back.
+    clock: Arc<Mutex<CallClock>>,
+}
+
+/// The deadline of the running call and the time it spent waiting on the host.
+#[derive(Debug, Default)]
+struct CallClock {
+    /// When the call's deadline passes (host waits excluded); `None` between calls.
+    deadline: Option<Instant>,
+    /// The watchdog timer for `deadline`.
+    timer: Option<WatchGuard>,
+    /// Time this call spent in finished host waits.
+    waited: Duration,
+    /// When the host wait under way began.
+    since: Option<Instant>,
+}
+
+/// Ends a call's deadline when dropped (the call finished in time, or failed).
+#[derive(Debug)]
+pub struct CallGuard {
+    clock: Arc<Mutex<CallClock>>,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        let mut c = self.clock.lock();
+        c.timer = None;
+        c.deadline = None;
+    }
 }
 
 impl StopSignals {
@@ -92,6 +121,7 @@ impl StopSignals {
             expired: Arc::new(AtomicBool::new(false)),
             cancel: cancel.unwrap_or_default(),
             stop_line: AtomicU32::new(0),
+            clock: Arc::default(),
         }
     }
 
@@ -125,10 +155,52 @@ impl StopSignals {
     }
 
     /// Starts a call: clears the deadline flag and line, and arms the watchdog.
-    pub fn start_call(&self, deadline: Duration) -> WatchGuard {
+    pub fn start_call(&self, deadline: Duration) -> CallGuard {
         self.expired.store(false, Ordering::Relaxed);
         self.stop_line.store(0, Ordering::Relaxed);
-        watchdog().arm(Instant::now() + deadline, self.expired.clone())
+        let at = Instant::now() + deadline;
+        let mut c = self.clock.lock();
+        *c = CallClock {
+            deadline: Some(at),
+            timer: Some(watchdog().arm(at, self.expired.clone())),
+            waited: Duration::ZERO,
+            since: None,
+        };
+        CallGuard {
+            clock: Arc::clone(&self.clock),
+        }
+    }
+
+    /// Runs `wait` (the script waits on the host: a model call) with the running call's
+    /// deadline paused: the time it takes is not counted against the deadline, and the
+    /// caller's hard timeout grows by it (see [`Worker::call_with`]). `wait` must bound itself.
+    pub fn host_wait<R>(&self, wait: impl FnOnce() -> R) -> R {
+        let start = Instant::now();
+        let left = {
+            let mut c = self.clock.lock();
+            c.timer = None;
+            c.since = Some(start);
+            c.deadline.map(|d| d.saturating_duration_since(start))
+        };
+        let out = wait();
+        let now = Instant::now();
+        let mut c = self.clock.lock();
+        c.since = None;
+        c.waited += now.saturating_duration_since(start);
+        if let Some(left) = left
+            && c.deadline.is_some()
+        {
+            let at = now + left;
+            c.deadline = Some(at);
+            c.timer = Some(watchdog().arm(at, self.expired.clone()));
+        }
+        out
+    }
+
+    /// How long the running (or last) call has waited on the host so far.
+    pub fn host_waited(&self) -> Duration {
+        let c = self.clock.lock();
+        c.waited + c.since.map_or(Duration::ZERO, |s| s.elapsed())
     }
 }
 
@@ -329,6 +401,17 @@ impl<S: Send + 'static> Worker<S> {
         timeout: Duration,
         job: impl FnOnce(&mut S) -> R + Send + 'static,
     ) -> Result<R, WorkerError> {
+        self.call_with(timeout, None, job)
+    }
+
+    /// [`Worker::call`], the wait extended by the time the call spends waiting on the host
+    /// ([`StopSignals::host_wait`]) when `signals` are the VM's.
+    pub fn call_with<R: Send + 'static>(
+        &self,
+        timeout: Duration,
+        signals: Option<&StopSignals>,
+        job: impl FnOnce(&mut S) -> R + Send + 'static,
+    ) -> Result<R, WorkerError> {
         if self.is_abandoned() {
             return Err(WorkerError::Abandoned);
         }
@@ -342,13 +425,21 @@ impl<S: Send + 'static> Worker<S> {
         if let Some(r) = poll_then_wait(CALLER_POLL, || reply_rx.try_recv().ok()) {
             return Ok(r);
         }
-        match reply_rx.recv_timeout(timeout.saturating_sub(sent.elapsed())) {
-            Ok(r) => Ok(r),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                self.abandoned.store(true, Ordering::Relaxed);
-                Err(WorkerError::TimedOut)
+        let mut limit = timeout;
+        loop {
+            match reply_rx.recv_timeout(limit.saturating_sub(sent.elapsed())) {
+                Ok(r) => return Ok(r),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let extended = timeout + signals.map_or(Duration::ZERO, |s| s.host_waited());
+                    if extended > limit && sent.elapsed() < extended {
+                        limit = extended;
+                        continue;
+                    }
+                    self.abandoned.store(true, Ordering::Relaxed);
+                    return Err(WorkerError::TimedOut);
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(WorkerError::Gone),
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(WorkerError::Gone),
         }
     }
 }

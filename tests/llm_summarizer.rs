@@ -7,16 +7,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
-use std::collections::VecDeque;
-use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use ctxhost::config::Config;
 use ctxhost::llm::{ApiKey, LlmSettings, LlmSummarizer, SummarizerSettings};
@@ -26,226 +21,7 @@ use ctxhost::tokens::{Estimate, TokenCounter};
 use ctxhost::transcript::TranscriptStore;
 
 use crate::common;
-
-/// Connections one fake model serves at most, and how long it lives at most.
-const MAX_CONNECTIONS: usize = 2_000;
-const MAX_LIFETIME: Duration = Duration::from_secs(300);
-
-/// One scripted answer.
-#[derive(Clone, Debug)]
-struct Reply {
-    status: u16,
-    body: String,
-    headers: Vec<(String, String)>,
-    delay: Duration,
-    /// Put the request's Authorization header into the body (a careless server echoing it).
-    echo_auth: bool,
-}
-
-impl Reply {
-    fn answer(text: &str) -> Reply {
-        Reply::json(
-            200,
-            json!({
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-            }),
-        )
-    }
-
-    fn json(status: u16, body: Value) -> Reply {
-        Reply::raw(status, &body.to_string())
-    }
-
-    fn raw(status: u16, body: &str) -> Reply {
-        Reply {
-            status,
-            body: body.to_owned(),
-            headers: Vec::new(),
-            delay: Duration::ZERO,
-            echo_auth: false,
-        }
-    }
-
-    fn header(mut self, name: &str, value: &str) -> Reply {
-        self.headers.push((name.to_owned(), value.to_owned()));
-        self
-    }
-
-    fn slow(mut self, delay: Duration) -> Reply {
-        self.delay = delay;
-        self
-    }
-}
-
-/// A request the fake model received.
-#[derive(Clone, Debug)]
-struct Recorded {
-    headers: Vec<(String, String)>,
-    body: Value,
-}
-
-impl Recorded {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The text of every message of the request, joined.
-    fn prompt(&self) -> String {
-        self.body["messages"]
-            .as_array()
-            .map(|ms| {
-                ms.iter()
-                    .filter_map(|m| m["content"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default()
-    }
-}
-
-/// A fake Chat Completions server on 127.0.0.1, stopped when dropped.
-struct FakeModel {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    requests: Arc<Mutex<Vec<Recorded>>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl FakeModel {
-    /// Serves `script` in order, then `default` for every later request.
-    fn start(script: Vec<Reply>, default: Reply) -> FakeModel {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let (stop2, requests2) = (Arc::clone(&stop), Arc::clone(&requests));
-        let thread = std::thread::spawn(move || {
-            let mut script: VecDeque<Reply> = script.into();
-            let started = Instant::now();
-            let mut served = 0;
-            while !stop2.load(Ordering::SeqCst)
-                && served < MAX_CONNECTIONS
-                && started.elapsed() < MAX_LIFETIME
-            {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        served += 1;
-                        let reply = script.pop_front().unwrap_or_else(|| default.clone());
-                        serve(stream, &reply, &stop2, &requests2);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(2));
-                    }
-                    Err(_) => break,
-                }
-            }
-        });
-        FakeModel {
-            addr,
-            stop,
-            requests,
-            thread: Some(thread),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/v1", self.addr)
-    }
-
-    fn requests(&self) -> Vec<Recorded> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl Drop for FakeModel {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
-    }
-}
-
-/// Reads one request from `stream`, records it and writes `reply`.
-fn serve(mut stream: TcpStream, reply: &Reply, stop: &AtomicBool, requests: &Mutex<Vec<Recorded>>) {
-    stream.set_nonblocking(false).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut data = Vec::new();
-    let mut buf = [0u8; 8192];
-    let mut head_end = None;
-    let mut content_length = 0usize;
-    // Bounded: at most 16 MiB or until the declared body has arrived.
-    while data.len() < 16 << 20 {
-        let n = match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        data.extend_from_slice(&buf[..n]);
-        if head_end.is_none()
-            && let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n")
-        {
-            head_end = Some(i + 4);
-            let head = String::from_utf8_lossy(&data[..i]).to_string();
-            content_length = head
-                .lines()
-                .filter_map(|l| l.split_once(':'))
-                .find(|(n, _)| n.trim().eq_ignore_ascii_case("content-length"))
-                .and_then(|(_, v)| v.trim().parse().ok())
-                .unwrap_or(0);
-        }
-        if let Some(h) = head_end
-            && data.len() >= h + content_length
-        {
-            break;
-        }
-    }
-    let Some(h) = head_end else {
-        return;
-    };
-    let head = String::from_utf8_lossy(&data[..h]).to_string();
-    let headers: Vec<(String, String)> = head
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    let body_end = (h + content_length).min(data.len());
-    let body = serde_json::from_slice(&data[h..body_end]).unwrap_or(Value::Null);
-    let recorded = Recorded { headers, body };
-    let auth = recorded.header("authorization").unwrap_or("").to_owned();
-    requests.lock().unwrap().push(recorded);
-
-    let deadline = Instant::now() + reply.delay;
-    while Instant::now() < deadline && !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let body = if reply.echo_auth {
-        format!("{{\"error\": \"bad credentials: {auth}\"}}")
-    } else {
-        reply.body.clone()
-    };
-    let mut out = format!(
-        "HTTP/1.1 {} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        reply.status,
-        body.len()
-    );
-    for (n, v) in &reply.headers {
-        let _ = write!(out, "{n}: {v}\r\n");
-    }
-    out.push_str("\r\n");
-    out.push_str(&body);
-    let _ = stream.write_all(out.as_bytes());
-    let _ = stream.flush();
-}
+use crate::common::fake_model::{FakeModel, Reply, capture};
 
 /// Identifiers the span below holds.
 const UUID: &str = "3f2b8c1e-9a4d-4e7f-b6a2-1c5d8e9f0a7b";
@@ -508,7 +284,7 @@ fn llm_unreachable_endpoint_is_logged_by_name_and_falls_back() {
     assert_builtin(&s);
     assert!(
         logs.contains(&format!(
-            "the summary model at {endpoint}/chat/completions is unreachable"
+            "the model at {endpoint}/chat/completions is unreachable"
         )),
         "{logs}"
     );
@@ -585,7 +361,7 @@ fn llm_calls_per_turn_are_capped_per_session_turn() {
     let (s, logs) = capture(|| summarize(session.as_ref(), &span()));
     assert_builtin(&s);
     assert!(
-        logs.contains("summary model calls this turn allows are spent"),
+        logs.contains("model calls this turn allows are spent"),
         "{logs}"
     );
     assert_eq!(model.requests().len(), 1, "the capped call was never made");
@@ -781,51 +557,3 @@ async fn llm_replay_of_a_shared_transcript_keeps_every_guarantee() {
     assert!(!model.requests().is_empty());
 }
 
-/// Runs `f` with a subscriber that keeps every event and span field as text.
-fn capture<R>(f: impl FnOnce() -> R) -> (R, String) {
-    let logs = Arc::new(Mutex::new(String::new()));
-    let result = tracing::subscriber::with_default(Capture(Arc::clone(&logs)), f);
-    let text = logs.lock().unwrap().clone();
-    (result, text)
-}
-
-struct Capture(Arc<Mutex<String>>);
-
-struct Fields<'a>(&'a mut String);
-
-impl tracing::field::Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        let _ = write!(self.0, "{}={value:?} ", field.name());
-    }
-}
-
-impl tracing::Subscriber for Capture {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-
-    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        let mut logs = self.0.lock().unwrap();
-        span.record(&mut Fields(&mut logs));
-        logs.push('\n');
-        tracing::span::Id::from_u64(1)
-    }
-
-    fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
-        let mut logs = self.0.lock().unwrap();
-        values.record(&mut Fields(&mut logs));
-        logs.push('\n');
-    }
-
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut logs = self.0.lock().unwrap();
-        event.record(&mut Fields(&mut logs));
-        logs.push('\n');
-    }
-
-    fn enter(&self, _: &tracing::span::Id) {}
-
-    fn exit(&self, _: &tracing::span::Id) {}
-}

@@ -176,19 +176,43 @@ async function answer(child, frame) {
       return;
     }
     if (frame.method === "llm.complete") {
-      const complete = live?.runtimeContext?.llm?.complete;
-      if (typeof complete !== "function") {
-        reply({ error: { code: -32601, message: "no model call is available for this session now" } });
+      // A summary names no session: the one operation in flight is the one that asks.
+      const op = live ?? (state.live.size === 1 ? state.live.values().next().value : undefined);
+      const llm = op?.runtimeContext?.llm;
+      if (typeof llm?.complete !== "function") {
+        // -32010: no client model; ctxhost falls back to its offline summarizer.
+        reply({ error: { code: -32010, message: "the OpenClaw runtime offers no model call for this operation" } });
         return;
       }
-      const result = await complete.call(live.runtimeContext.llm, params.request ?? params);
-      reply({ result: JSON.parse(encode(result ?? null)) });
+      const system = (params.messages ?? []).filter((m) => m.role === "system").map((m) => m.content);
+      const result = await llm.complete({
+        messages: (params.messages ?? []).filter((m) => m.role !== "system"),
+        systemPrompt: system.join("\n\n") || undefined,
+        maxTokens: params.maxTokens,
+        temperature: params.temperature,
+        responseFormat: params.responseFormat,
+        purpose: "summary",
+      });
+      reply({ result: modelAnswer(result) });
       return;
     }
     reply({ error: { code: -32601, message: `no method ${frame.method}` } });
   } catch (e) {
     reply({ error: { code: -32603, message: String(e?.message ?? e) } });
   }
+}
+
+// The runtime's completion as ctxhost reads it: {text, usage: {input, output}, model}.
+function modelAnswer(r) {
+  const parts = (c) =>
+    typeof c === "string" ? c : Array.isArray(c) ? c.map((b) => (typeof b === "string" ? b : b?.text ?? "")).join("") : "";
+  const text = typeof r === "string" ? r : parts(r?.text ?? r?.content ?? r?.message?.content);
+  const u = r?.usage ?? {};
+  const usage = {
+    input: u.input ?? u.inputTokens ?? u.prompt_tokens ?? 0,
+    output: u.output ?? u.outputTokens ?? u.completion_tokens ?? 0,
+  };
+  return { text, usage, model: r?.model ?? r?.modelId ?? "openclaw" };
 }
 
 // The running, initialized child (spawned and initialized on first use, and after a crash).

@@ -7,10 +7,12 @@
 //! spelled it.
 
 use std::fmt::Display;
+use std::sync::Arc;
 
 use super::value::{HostError, HostOut, HostValue};
-use super::{HostCall, LogLevel, clock, compaction, log, pairing, summarize, tokens};
+use super::{HostCall, LogLevel, clock, compaction, complete, log, pairing, summarize, tokens};
 use crate::contract::ResultLimits;
+use crate::sandbox::StopSignals;
 
 /// How an adapter converts one argument of a `host` function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +55,7 @@ pub const MAX_PARAMS: usize = 2;
 pub type Args = [HostValue; MAX_PARAMS];
 
 /// Every `host` function scripts can call.
-pub static API: [HostFn; 8] = [
+pub static API: [HostFn; 9] = [
     HostFn {
         path: &["tokens"],
         params: &[Param::Value("x")],
@@ -67,6 +69,13 @@ pub static API: [HostFn; 8] = [
         required: 1,
         per_message: false,
         run: summarize::summarize,
+    },
+    HostFn {
+        path: &["complete"],
+        params: &[Param::Value("request")],
+        required: 1,
+        per_message: false,
+        run: complete::complete,
     },
     HostFn {
         path: &["delegateCompaction"],
@@ -124,16 +133,24 @@ pub struct HostScope {
     engine: String,
     limits: ResultLimits,
     call: Option<HostCall>,
+    signals: Arc<StopSignals>,
 }
 
 impl HostScope {
-    /// A scope for the engine labelled `engine` (until its `info` names it), no call running.
-    pub fn new(engine: &str, limits: ResultLimits) -> Self {
+    /// A scope for the engine labelled `engine` (until its `info` names it), no call running;
+    /// `signals` are the VM's (a model call pauses its deadline and watches its cancel flag).
+    pub fn new(engine: &str, limits: ResultLimits, signals: Arc<StopSignals>) -> Self {
         HostScope {
             engine: engine.to_string(),
             limits,
             call: None,
+            signals,
         }
+    }
+
+    /// The VM's stop signals.
+    pub fn signals(&self) -> &StopSignals {
+        &self.signals
     }
 
     /// The engine's id, once `info` gives one.

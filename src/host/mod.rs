@@ -4,7 +4,7 @@
 //! Rust function over plain values ([`HostValue`] in, [`HostOut`] back). The Lua and Rhai
 //! adapters only register each entry under the name scripts use (`host.tokens` /
 //! `host::tokens`) and convert values to and from their VM; every behaviour lives here, one
-//! module per surface: [`tokens`], [`summarize`], [`compaction`], [`pairing`], [`log`](mod@log) and
+//! module per surface: [`tokens`], [`summarize`], [`complete`], [`compaction`], [`pairing`], [`log`](mod@log) and
 //! [`clock`]. `host.config` is a value, not a function: each adapter installs the entry config
 //! ([`HostCall::config`]) as its language shows a map.
 //!
@@ -21,6 +21,7 @@
 pub mod api;
 pub mod clock;
 pub mod compaction;
+pub mod complete;
 pub mod log;
 pub mod pairing;
 pub mod summarize;
@@ -39,6 +40,7 @@ use crate::tokens::TokenCache;
 
 pub use api::{API, Args, Ctx, HostFn, HostScope, MAX_PARAMS, Param};
 pub use compaction::COMPACT_FIELDS;
+pub use complete::{Completions, SessionModel};
 pub use log::{LOG_CAP, LogLevel, cut_log_text, log};
 pub use summarize::{SummarizeOptions, SummarizeOutput};
 pub use tokens::HeldMessage;
@@ -55,6 +57,8 @@ pub struct SessionServices {
     pub compaction: CompactionSettings,
     /// Caps on engine results.
     pub limits: ResultLimits,
+    /// The model behind `host.complete` and its budgets (none by default).
+    pub model: SessionModel,
 }
 
 /// Everything one lifecycle call may use: the session context and the host services.

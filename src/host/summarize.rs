@@ -76,10 +76,15 @@ pub(super) fn summarize(cx: &Ctx<'_>, [messages, opts]: Args) -> Result<HostOut,
         Some(serde_json::Value::Null) => SummarizeOptions::default(),
         Some(v) => serde_json::from_value(v).map_err(|e| cx.script_error(format!("opts: {e}")))?,
     };
-    let out = cx
-        .call()?
-        .summarize(&messages, &opts)
-        .map_err(|e| cx.host_error(e))?;
+    let call = cx.call()?;
+    let run = || call.summarize(&messages, &opts);
+    // A model's wait is bounded by its own timeout, not the script's deadline.
+    let out = if call.services().summarizer.calls_a_model() {
+        cx.scope().signals().host_wait(run)
+    } else {
+        run()
+    }
+    .map_err(|e| cx.host_error(e))?;
     Ok(HostOut::Data(
         json!({"text": out.text, "tokens": out.tokens}),
     ))

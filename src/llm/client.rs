@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::model::{ChatMessage, ModelAnswer, ModelClient, ModelFuture, ModelRequest, Usage};
+
 /// The most bytes of a response body read (4 MiB): a summary is a few KiB.
 const MAX_BODY_BYTES: u64 = 4 << 20;
 
@@ -50,7 +52,7 @@ impl fmt::Debug for ApiKey {
 #[non_exhaustive]
 pub enum LlmError {
     /// No connection could be made (refused, no such host, TLS failure).
-    #[error("the summary model at {endpoint} is unreachable: {cause}")]
+    #[error("the model at {endpoint} is unreachable: {cause}")]
     Unreachable {
         /// The URL called.
         endpoint: String,
@@ -58,7 +60,7 @@ pub enum LlmError {
         cause: String,
     },
     /// The deadline passed before an answer came.
-    #[error("the summary model at {endpoint} did not answer within {timeout_ms} ms")]
+    #[error("the model at {endpoint} did not answer within {timeout_ms} ms")]
     Timeout {
         /// The URL called.
         endpoint: String,
@@ -66,7 +68,7 @@ pub enum LlmError {
         timeout_ms: u64,
     },
     /// The server answered with an error status (after retries, for 429 and 5xx).
-    #[error("the summary model at {endpoint} answered HTTP {status}: {body}")]
+    #[error("the model at {endpoint} answered HTTP {status}: {body}")]
     Http {
         /// The URL called.
         endpoint: String,
@@ -76,7 +78,7 @@ pub enum LlmError {
         body: String,
     },
     /// The body was not a Chat Completions response.
-    #[error("the summary model at {endpoint} sent a malformed answer: {cause}")]
+    #[error("the model at {endpoint} sent a malformed answer: {cause}")]
     Malformed {
         /// The URL called.
         endpoint: String,
@@ -84,7 +86,7 @@ pub enum LlmError {
         cause: String,
     },
     /// The model declined to summarize.
-    #[error("the summary model at {endpoint} refused: {reason}")]
+    #[error("the model at {endpoint} refused: {reason}")]
     Refused {
         /// The refusal text or finish reason.
         reason: String,
@@ -92,7 +94,7 @@ pub enum LlmError {
         endpoint: String,
     },
     /// The answer had no text.
-    #[error("the summary model at {endpoint} sent an empty answer")]
+    #[error("the model at {endpoint} sent an empty answer")]
     Empty {
         /// The URL called.
         endpoint: String,
@@ -103,15 +105,24 @@ pub enum LlmError {
         /// The request's summary budget.
         max_tokens: u64,
     },
+    /// The turn was cancelled while the model was working.
+    #[error("the model call was cancelled with its turn")]
+    Cancelled,
+    /// No model is available (none configured, or the client has none to lend).
+    #[error("no model is available: {reason}")]
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
     /// The turn's model calls (`maxCallsPerTurn`) are spent.
-    #[error("the {limit} summary model calls this turn allows are spent")]
+    #[error("the {limit} model calls this turn allows are spent")]
     CallsPerTurn {
         /// The configured limit.
         limit: u32,
     },
     /// The day's tokens (`maxTokensPerDay`) would be exceeded.
     #[error(
-        "the summary model's day budget is spent: {spent} of {limit} tokens used in the last 24 h, this call needs up to {needed}"
+        "the model's day budget is spent: {spent} of {limit} tokens used in the last 24 h, this call needs up to {needed}"
     )]
     TokensPerDay {
         /// Tokens used in the last 24 hours.
@@ -123,32 +134,16 @@ pub enum LlmError {
     },
 }
 
-/// One chat message of a request.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub(super) struct ChatMessage {
-    /// `system`, `user` or `assistant`.
-    pub(super) role: &'static str,
-    /// The text.
-    pub(super) content: String,
-}
-
-impl ChatMessage {
-    /// A message with `role` and `content`.
-    pub(super) fn new(role: &'static str, content: impl Into<String>) -> Self {
-        ChatMessage {
-            role,
-            content: content.into(),
-        }
-    }
-}
-
 /// The body of `POST /chat/completions`.
 #[derive(Debug, Serialize)]
 struct ChatRequest<'a> {
     model: &'a str,
     messages: &'a [ChatMessage],
     max_tokens: u64,
-    temperature: f32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<&'a Value>,
     stream: bool,
 }
 
@@ -157,7 +152,9 @@ struct ChatRequest<'a> {
 struct ChatResponse {
     choices: Vec<Choice>,
     #[serde(default)]
-    usage: Option<Usage>,
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    model: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -178,35 +175,28 @@ struct AnswerMessage {
 
 /// Token usage as the server reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-pub(super) struct Usage {
-    /// Tokens of the prompt.
+struct WireUsage {
     #[serde(default)]
-    pub(super) prompt_tokens: u64,
-    /// Tokens of the answer.
+    prompt_tokens: u64,
     #[serde(default)]
-    pub(super) completion_tokens: u64,
+    completion_tokens: u64,
 }
 
-/// A model's answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Completion {
-    /// The answer text, trimmed, never empty.
-    pub(super) text: String,
-    /// What the server reported, when it did.
-    pub(super) usage: Option<Usage>,
-}
-
-/// A Chat Completions endpoint with its model and key.
-pub(super) struct ChatClient {
+/// A [`ModelClient`] for any OpenAI-compatible Chat Completions endpoint (OpenAI, a local
+/// llama.cpp or vLLM server, a gateway): retries with backoff on 429 and 5xx within the
+/// request's timeout; errors name the endpoint and never the key. Its calls are blocking HTTP
+/// (ureq) on a thread of their own; the future resolves when the thread answers.
+#[derive(Clone)]
+pub struct OpenAiClient {
     agent: ureq::Agent,
     endpoint: String,
     model: String,
     key: Option<ApiKey>,
 }
 
-impl fmt::Debug for ChatClient {
+impl fmt::Debug for OpenAiClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ChatClient")
+        f.debug_struct("OpenAiClient")
             .field("endpoint", &self.endpoint)
             .field("model", &self.model)
             .field("key", &self.key.as_ref().map(|_| "<redacted>"))
@@ -222,9 +212,9 @@ enum Failure {
     Stop(LlmError),
 }
 
-impl ChatClient {
-    /// A client for `base_url` (`/chat/completions` appended unless present).
-    pub(super) fn new(base_url: &str, model: &str, key: Option<ApiKey>) -> Self {
+impl OpenAiClient {
+    /// A client for `model` at `base_url` (`/chat/completions` appended unless present).
+    pub fn new(base_url: &str, model: &str, key: Option<ApiKey>) -> Self {
         let base = base_url.trim_end_matches('/');
         let endpoint = if base.ends_with("/chat/completions") {
             base.to_owned()
@@ -237,7 +227,7 @@ impl ChatClient {
             .user_agent(concat!("ctxhost/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        ChatClient {
+        OpenAiClient {
             agent,
             endpoint,
             model: model.to_owned(),
@@ -246,24 +236,21 @@ impl ChatClient {
     }
 
     /// The URL every request goes to.
-    pub(super) fn endpoint(&self) -> &str {
+    pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
 
-    /// Asks for a completion of `messages`, retrying 429 and 5xx with backoff, all before
-    /// `deadline` (`timeout_ms` is what the caller allowed, for the error message).
-    pub(super) fn complete(
-        &self,
-        messages: &[ChatMessage],
-        max_tokens: u64,
-        deadline: Instant,
-        timeout_ms: u64,
-    ) -> Result<Completion, LlmError> {
+    /// Asks for a completion of `request`, retrying 429 and 5xx with backoff, all within
+    /// its timeout; blocks the calling thread.
+    pub fn complete_blocking(&self, request: &ModelRequest) -> Result<ModelAnswer, LlmError> {
+        let deadline = Instant::now() + request.timeout;
+        let timeout_ms = u64::try_from(request.timeout.as_millis()).unwrap_or(u64::MAX);
         let request = ChatRequest {
             model: &self.model,
-            messages,
-            max_tokens,
-            temperature: 0.2,
+            messages: &request.messages,
+            max_tokens: request.max_tokens,
+            temperature: request.temperature,
+            response_format: request.response_format.as_ref(),
             stream: false,
         };
         let body = serde_json::to_vec(&request).map_err(|e| LlmError::Malformed {
@@ -292,7 +279,7 @@ impl ChatClient {
                     tracing::info!(
                         endpoint = %self.endpoint,
                         attempt,
-                        "retrying the summary model in {} ms: {e}",
+                        "retrying the model in {} ms: {e}",
                         wait.as_millis()
                     );
                     std::thread::sleep(wait);
@@ -304,7 +291,7 @@ impl ChatClient {
     }
 
     /// One HTTP request within `left`.
-    fn attempt(&self, body: &[u8], left: Duration, timeout_ms: u64) -> Result<Completion, Failure> {
+    fn attempt(&self, body: &[u8], left: Duration, timeout_ms: u64) -> Result<ModelAnswer, Failure> {
         let mut request = self
             .agent
             .post(&self.endpoint)
@@ -348,7 +335,7 @@ impl ChatClient {
     }
 
     /// Reads a 2xx body as a completion.
-    fn parse(&self, text: &str) -> Result<Completion, LlmError> {
+    fn parse(&self, text: &str) -> Result<ModelAnswer, LlmError> {
         let malformed = |cause: String| LlmError::Malformed {
             endpoint: self.endpoint.clone(),
             cause: self.redact(&cause),
@@ -386,9 +373,16 @@ impl ChatClient {
                 endpoint: self.endpoint.clone(),
             });
         }
-        Ok(Completion {
+        Ok(ModelAnswer {
             text: text.to_owned(),
-            usage: response.usage,
+            usage: response.usage.map(|u| Usage {
+                input: u.prompt_tokens,
+                output: u.completion_tokens,
+            }),
+            model: response
+                .model
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or_else(|| self.model.clone()),
         })
     }
 
@@ -417,6 +411,41 @@ impl ChatClient {
             Some(key) if !key.expose().is_empty() => text.replace(key.expose(), "<redacted>"),
             _ => text.to_owned(),
         }
+    }
+}
+
+impl ModelClient for OpenAiClient {
+    fn name(&self) -> &str {
+        &self.model
+    }
+
+    fn complete(&self, request: ModelRequest) -> ModelFuture {
+        let client = self.clone();
+        let endpoint = self.endpoint.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // ureq blocks: the request runs on a thread of its own, bounded by the request's
+        // timeout; a dropped future leaves it to finish and its answer unread.
+        // The caller's subscriber sees the call's log lines (retries), as if it ran inline.
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
+        let spawned = std::thread::Builder::new()
+            .name("ctxhost-model-http".into())
+            .spawn(move || {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    let _ = tx.send(client.complete_blocking(&request));
+                });
+            });
+        Box::pin(async move {
+            if let Err(e) = spawned {
+                return Err(LlmError::Unavailable {
+                    reason: format!("cannot start a thread for the model call: {e}"),
+                });
+            }
+            rx.await.unwrap_or_else(|_| {
+                Err(LlmError::Unavailable {
+                    reason: format!("the call to {endpoint} stopped without an answer"),
+                })
+            })
+        })
     }
 }
 

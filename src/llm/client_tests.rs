@@ -1,7 +1,7 @@
 use super::*;
 
-fn client(key: Option<&str>) -> ChatClient {
-    ChatClient::new("http://127.0.0.1:9/v1/", "m", key.map(ApiKey::new))
+fn client(key: Option<&str>) -> OpenAiClient {
+    OpenAiClient::new("http://127.0.0.1:9/v1/", "m", key.map(ApiKey::new))
 }
 
 #[test]
@@ -10,7 +10,7 @@ fn llm_endpoint_appends_chat_completions_once() {
         client(None).endpoint(),
         "http://127.0.0.1:9/v1/chat/completions"
     );
-    let full = ChatClient::new("https://example.com/v1/chat/completions", "m", None);
+    let full = OpenAiClient::new("https://example.com/v1/chat/completions", "m", None);
     assert_eq!(full.endpoint(), "https://example.com/v1/chat/completions");
 }
 
@@ -24,8 +24,8 @@ fn llm_parse_reads_text_parts_and_usage() {
     assert_eq!(
         a.usage,
         Some(Usage {
-            prompt_tokens: 7,
-            completion_tokens: 3
+            input: 7,
+            output: 3
         })
     );
     let parts = c

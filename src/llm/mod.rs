@@ -10,7 +10,10 @@
 //! The API key is read from the environment variable the configuration names, is sent only in
 //! the `Authorization` header, and never appears in a log, an error or a `Debug` output.
 
+pub(crate) mod bridge;
+pub(crate) mod budget;
 mod client;
+mod model;
 mod prompt;
 mod summarizer;
 
@@ -21,7 +24,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::summarize::{BuiltinSummarizer, Summarizer};
 
-pub use client::{ApiKey, LlmError};
+pub use client::{ApiKey, LlmError, OpenAiClient};
+pub use model::{ChatMessage, ModelAnswer, ModelClient, ModelFuture, ModelRequest, Usage};
 pub use summarizer::LlmSummarizer;
 
 /// `host.summarizer`: which summarizer writes compaction summaries and answers
@@ -35,6 +39,38 @@ pub enum SummarizerSettings {
     /// A model behind an OpenAI-compatible Chat Completions endpoint, with the offline
     /// summarizer as its fallback.
     Llm(LlmSettings),
+    /// The model of the `serve` client (asked with `llm.complete`), with the offline
+    /// summarizer as its fallback; outside `serve`, or when the client lends no model, the
+    /// offline summarizer answers.
+    Client(ModelLimits),
+}
+
+/// What a model may spend: per call, per turn and per day. `host.summarizer` with
+/// `kind: "client"` and `host.complete` are this; `kind: "llm"` has the same four keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ModelLimits {
+    /// How long one use (a summary, a `host.complete` call) may wait for the model, retries
+    /// included, in ms. Default 60,000.
+    pub timeout_ms: u64,
+    /// The most tokens the model may write per call. Default 2,048.
+    pub max_output_tokens: u64,
+    /// Model calls one session turn may make. Default 4.
+    pub max_calls_per_turn: u32,
+    /// Prompt plus completion tokens that may be spent in a rolling 24 hours. Default
+    /// 2,000,000.
+    pub max_tokens_per_day: u64,
+}
+
+impl Default for ModelLimits {
+    fn default() -> Self {
+        ModelLimits {
+            timeout_ms: default_timeout_ms(),
+            max_output_tokens: default_max_output_tokens(),
+            max_calls_per_turn: default_max_calls_per_turn(),
+            max_tokens_per_day: default_max_tokens_per_day(),
+        }
+    }
 }
 
 /// `host.summarizer` with `kind: "llm"`: where the model is and what it may spend.
@@ -81,6 +117,16 @@ fn default_max_tokens_per_day() -> u64 {
 }
 
 impl LlmSettings {
+    /// Its limits.
+    pub fn limits(&self) -> ModelLimits {
+        ModelLimits {
+            timeout_ms: self.timeout_ms,
+            max_output_tokens: self.max_output_tokens,
+            max_calls_per_turn: self.max_calls_per_turn,
+            max_tokens_per_day: self.max_tokens_per_day,
+        }
+    }
+
     /// Settings for `model` at `base_url` with the default limits and no API key.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         LlmSettings {
@@ -95,11 +141,37 @@ impl LlmSettings {
     }
 }
 
-/// Builds the summarizer `settings` describe; an LLM one reads its API key from the
-/// environment now, so a missing key is reported when the host starts, not mid-turn.
-pub fn configured_summarizer(settings: &SummarizerSettings) -> Result<Arc<dyn Summarizer>> {
+/// The summarizer `settings` describe, and the model it uses (which `host.complete` uses
+/// too). An LLM one reads its API key from the environment now, so a missing key is reported
+/// when the host starts, not mid-turn. `client` is the model `kind: "client"` means (the
+/// `serve` client's); without one that kind has no model and the offline summarizer answers.
+pub fn configured(
+    settings: &SummarizerSettings,
+    client: Option<Arc<dyn ModelClient>>,
+) -> Result<(Arc<dyn Summarizer>, Option<Arc<dyn ModelClient>>)> {
     Ok(match settings {
-        SummarizerSettings::Builtin => Arc::new(BuiltinSummarizer),
-        SummarizerSettings::Llm(llm) => Arc::new(LlmSummarizer::from_env(llm)?),
+        SummarizerSettings::Builtin => (Arc::new(BuiltinSummarizer), client),
+        SummarizerSettings::Llm(llm) => {
+            let summarizer = LlmSummarizer::from_env(llm)?;
+            let model = summarizer.model();
+            (Arc::new(summarizer), Some(model))
+        }
+        SummarizerSettings::Client(limits) => match client {
+            Some(model) => (
+                Arc::new(LlmSummarizer::with_client(Arc::clone(&model), *limits)?),
+                Some(model),
+            ),
+            None => {
+                tracing::info!(
+                    "host.summarizer is kind \"client\" but no client model is available (not serving a client that lends one); the built-in summarizer answers"
+                );
+                (Arc::new(BuiltinSummarizer), None)
+            }
+        },
     })
+}
+
+/// Builds the summarizer `settings` describe (see [`configured`]), with no client model.
+pub fn configured_summarizer(settings: &SummarizerSettings) -> Result<Arc<dyn Summarizer>> {
+    Ok(configured(settings, None)?.0)
 }

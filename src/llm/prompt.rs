@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use crate::message::{ContentBlock, MessageBody};
 use crate::summarize::SummaryRequest;
 
-use super::client::ChatMessage;
+use super::model::ChatMessage;
 
 /// The sections the model is asked for, in order.
 pub(super) const SECTIONS: [&str; 6] = [

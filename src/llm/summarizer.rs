@@ -3,7 +3,6 @@
 //! the answer to the summary budget, keeps the per-turn and per-day budgets, and lets the
 //! offline summarizer answer whenever the model cannot.
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -17,12 +16,14 @@ use crate::summarize::{
 };
 use crate::tokens::TokenCounter;
 
-use super::LlmSettings;
-use super::client::{ApiKey, ChatClient, ChatMessage, Completion, LlmError};
+use super::bridge;
+use super::budget::{self, DayLedger};
+#[cfg(test)]
+use super::budget::DAY;
+use super::client::{ApiKey, LlmError, OpenAiClient};
+use super::model::{ChatMessage, ModelAnswer, ModelClient, ModelRequest};
 use super::prompt;
-
-/// The window `maxTokensPerDay` counts over.
-const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+use super::{LlmSettings, ModelLimits};
 
 /// The heading of the identifiers the host appends when the model left them out.
 const AUDIT_HEADING: &str = "## Exact identifiers (host audit)";
@@ -42,29 +43,12 @@ pub struct LlmSummarizer {
 /// What every session's view shares.
 #[derive(Debug)]
 struct Shared {
-    client: ChatClient,
-    settings: LlmSettings,
+    client: Arc<dyn ModelClient>,
+    endpoint: String,
+    settings: ModelLimits,
     name: String,
     fallback: BuiltinSummarizer,
     day: Mutex<DayLedger>,
-}
-
-/// Tokens spent in the last 24 hours, plus what calls in flight may still spend.
-#[derive(Debug, Default)]
-struct DayLedger {
-    spent: VecDeque<(Instant, u64)>,
-    reserved: u64,
-}
-
-impl DayLedger {
-    fn spent(&mut self, now: Instant) -> u64 {
-        while let Some((at, _)) = self.spent.front()
-            && now.duration_since(*at) >= DAY
-        {
-            self.spent.pop_front();
-        }
-        self.spent.iter().map(|(_, t)| t).sum()
-    }
 }
 
 impl LlmSummarizer {
@@ -103,22 +87,36 @@ impl LlmSummarizer {
         if settings.model.trim().is_empty() {
             return Err(bad("model", "names no model".into()));
         }
-        if settings.timeout_ms == 0 {
-            return Err(bad("timeoutMs", "must be at least 1 ms".into()));
-        }
-        if settings.max_output_tokens == 0 {
-            return Err(bad("maxOutputTokens", "must be at least 1".into()));
-        }
+        let client = OpenAiClient::new(url, settings.model.trim(), key);
+        let endpoint = client.endpoint().to_owned();
+        LlmSummarizer::build(Arc::new(client), endpoint, settings.limits())
+    }
+
+    /// A summarizer asking `client` (an embedder's own, or the `serve` client's model) within
+    /// `limits`.
+    pub fn with_client(client: Arc<dyn ModelClient>, limits: ModelLimits) -> Result<Self> {
+        let endpoint = format!("model {}", client.name());
+        LlmSummarizer::build(client, endpoint, limits)
+    }
+
+    fn build(client: Arc<dyn ModelClient>, endpoint: String, limits: ModelLimits) -> Result<Self> {
+        check_limits(&limits, "host.summarizer")?;
         Ok(LlmSummarizer {
             shared: Arc::new(Shared {
-                client: ChatClient::new(url, settings.model.trim(), key),
-                name: format!("llm:{}", settings.model.trim()),
-                settings: settings.clone(),
+                name: format!("llm:{}", client.name().trim()),
+                client,
+                endpoint,
+                settings: limits,
                 fallback: BuiltinSummarizer,
                 day: Mutex::new(DayLedger::default()),
             }),
             turn_calls: AtomicU32::new(0),
         })
+    }
+
+    /// The model it asks, for `host.complete` to share.
+    pub fn model(&self) -> Arc<dyn ModelClient> {
+        Arc::clone(&self.shared.client)
     }
 
     /// What the summaries it writes record as their summarizer: `llm:<model>`.
@@ -128,7 +126,7 @@ impl LlmSummarizer {
 
     /// The URL it posts to, for messages about it.
     pub fn endpoint(&self) -> &str {
-        self.shared.client.endpoint()
+        &self.shared.endpoint
     }
 
     /// Prompt plus completion tokens spent in the last 24 hours (all sessions).
@@ -196,50 +194,41 @@ impl LlmSummarizer {
         messages: &[ChatMessage],
         deadline: Instant,
         counter: &dyn TokenCounter,
-    ) -> std::result::Result<Completion, LlmError> {
+    ) -> std::result::Result<ModelAnswer, LlmError> {
         let s = &self.shared;
-        let limit = s.settings.max_calls_per_turn;
-        self.turn_calls
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < limit).then_some(n + 1)
-            })
-            .map_err(|_| LlmError::CallsPerTurn { limit })?;
+        budget::take_call(&self.turn_calls, s.settings.max_calls_per_turn)?;
         let prompt_tokens: u64 = messages
             .iter()
             .map(|m| counter.count_text(&m.content))
             .sum();
         let needed = prompt_tokens + s.settings.max_output_tokens;
-        {
-            let mut day = s.day.lock();
-            let spent = day.spent(Instant::now());
-            let limit = s.settings.max_tokens_per_day;
-            if spent + day.reserved + needed > limit {
-                return Err(LlmError::TokensPerDay {
-                    spent,
-                    needed,
-                    limit,
-                });
-            }
-            day.reserved += needed;
-        }
-        let result = s.client.complete(
-            messages,
-            s.settings.max_output_tokens,
-            deadline,
-            s.settings.timeout_ms,
-        );
-        let used = match &result {
-            Ok(c) => match c.usage {
-                Some(u) => u.prompt_tokens + u.completion_tokens,
-                None => prompt_tokens + counter.count_text(&c.text),
-            },
-            Err(_) => 0,
+        s.day
+            .lock()
+            .reserve(needed, s.settings.max_tokens_per_day)?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let result = if left.is_zero() {
+            Err(LlmError::Timeout {
+                endpoint: s.endpoint.clone(),
+                timeout_ms: s.settings.timeout_ms,
+            })
+        } else {
+            let request = ModelRequest {
+                messages: messages.to_vec(),
+                max_tokens: s.settings.max_output_tokens,
+                temperature: Some(0.2),
+                response_format: None,
+                session: None,
+                timeout: left,
+            };
+            bridge::wait(
+                s.client.complete(request),
+                left,
+                &bridge::NEVER,
+                &s.endpoint,
+            )
         };
-        let mut day = s.day.lock();
-        day.reserved = day.reserved.saturating_sub(needed);
-        if used > 0 {
-            day.spent.push_back((Instant::now(), used));
-        }
+        let used = budget::used_by(&result, prompt_tokens, |t| counter.count_text(t));
+        s.day.lock().settle(needed, used);
         result
     }
 }
@@ -272,6 +261,27 @@ impl Summarizer for LlmSummarizer {
     fn begin_turn(&self) {
         self.turn_calls.store(0, Ordering::SeqCst);
     }
+
+    fn calls_a_model(&self) -> bool {
+        true
+    }
+}
+
+/// Checks the limits of a model's use, configured under `place`.
+pub(super) fn check_limits(limits: &ModelLimits, place: &str) -> Result<()> {
+    let bad = |key: &str, message: &str| {
+        Err(Error::Config {
+            place: format!("{place}.{key}"),
+            message: message.into(),
+        })
+    };
+    if limits.timeout_ms == 0 {
+        return bad("timeoutMs", "must be at least 1 ms");
+    }
+    if limits.max_output_tokens == 0 {
+        return bad("maxOutputTokens", "must be at least 1");
+    }
+    Ok(())
 }
 
 /// The identifiers `text` does not contain verbatim.

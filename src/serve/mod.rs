@@ -41,11 +41,13 @@ pub mod state;
 
 mod calls;
 mod engine;
+mod model;
 mod params;
 mod server;
 
 use engine::Hosted;
 pub use engine::{config_for, engine_id_from_path};
+pub use model::NO_CLIENT_MODEL;
 use server::Server;
 
 use protocol::{RpcError, code};

@@ -253,7 +253,16 @@ impl Server {
             .engine_entry()
             .and_then(|(_, e)| e.path.as_deref().map(|p| config.resolve(p)));
         let watch = config.host.watch.enabled;
-        let host = Arc::new(Host::start(config).await.map_err(internal)?);
+        let model = super::model::client_model(
+            &self.peer,
+            &p.capabilities,
+            self.options.client_timeout,
+        );
+        let host = Arc::new(
+            Host::start_with_client_model(config, model)
+                .await
+                .map_err(internal)?,
+        );
         let info = engine_info(&host);
         if let Some(client) = &p.client_info {
             tracing::info!(client = %client.name, version = %client.version, engine = %info.id, "initialized");

@@ -67,6 +67,8 @@ pub struct SessionSetup {
     pub tokens: Arc<dyn crate::tokens::TokenCounter>,
     /// Summarizes for compaction and `host.summarize`.
     pub summarizer: Arc<dyn Summarizer>,
+    /// The model behind `host.complete`, with its budgets.
+    pub completions: Arc<crate::host::Completions>,
     /// The configured engine (hot-reloadable), with its entry config.
     pub engine: Arc<EngineCell>,
     /// Where this host's engines are quarantined.
@@ -208,6 +210,7 @@ impl Session {
                 .unwrap_or_else(|| Arc::clone(&setup.summarizer)),
             compaction: setup.compaction.clone(),
             limits: setup.limits.clone(),
+            model: crate::host::SessionModel::new(Arc::clone(&setup.completions)),
         });
         let context = Arc::new(derive_context(&messages));
         let mut session = Session {

@@ -31,6 +31,7 @@ impl Session {
         self.turn_engine_time = std::time::Duration::ZERO;
         self.turn_index += 1;
         self.services.summarizer.begin_turn();
+        self.services.model.begin_turn();
         let _turn = self.turn_span().entered();
         self.check_requirements(Operation::AgentRun)?;
         if !self.bootstrapped {

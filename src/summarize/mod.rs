@@ -102,6 +102,12 @@ pub trait Summarizer: Send + Sync + std::fmt::Debug {
 
     /// A turn of the session this summarizer serves begins: per-turn limits start again.
     fn begin_turn(&self) {}
+
+    /// Whether it waits on a model: a script's `host.summarize` then does not count that wait
+    /// against the script's deadline (the model's own timeout bounds it). Default `false`.
+    fn calls_a_model(&self) -> bool {
+        false
+    }
 }
 
 /// What the built-in extraction finds in a span, for other summarizers to audit and report.

@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
 pub mod engine;
+pub mod fake_model;
 pub mod replay;
 
 use std::path::PathBuf;

@@ -52,7 +52,11 @@ impl std::error::Error for Stopped {}
 /// `sandbox(true)`, the interrupt and the memory cap.
 fn sandboxed_lua(boot: &Boot) -> mlua::Result<Lua> {
     let lua = Lua::new();
-    lua.set_app_data(HostScope::new(&boot.label, boot.limits.results.clone()));
+    lua.set_app_data(HostScope::new(
+        &boot.label,
+        boot.limits.results.clone(),
+        boot.signals.clone(),
+    ));
     lua.set_app_data(Resident::new(&lua)?);
     api::install(&lua, &boot.config)?;
     lua.sandbox(true)?;

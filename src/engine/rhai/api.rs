@@ -17,6 +17,7 @@ use serde_json::Value as Json;
 
 use super::values::{self, Resident};
 use crate::contract::ResultLimits;
+use crate::sandbox::StopSignals;
 use crate::engine::script::Budget;
 use crate::host::{
     API, Args, HostError, HostFn, HostOut, HostScope, HostValue, Kept, LogLevel, Param,
@@ -54,9 +55,9 @@ fn rhai_error(e: HostError) -> Box<EvalAltResult> {
 
 impl Bridge {
     /// A bridge for the engine labelled `engine`, with no call running and no resident messages.
-    pub fn new(engine: &str, limits: ResultLimits) -> Self {
+    pub fn new(engine: &str, limits: ResultLimits, signals: Arc<StopSignals>) -> Self {
         Bridge {
-            scope: Mutex::new(HostScope::new(engine, limits)),
+            scope: Mutex::new(HostScope::new(engine, limits, signals)),
             resident: Mutex::new(Resident::default()),
         }
     }

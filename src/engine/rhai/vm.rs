@@ -34,7 +34,11 @@ impl Vm {
     /// `info()`, and lists the engine's members.
     pub fn boot(program: &Arc<Program>, boot: &Boot) -> Result<(Vm, Loaded), EngineError> {
         let mut site = Site::of(boot);
-        let bridge = Arc::new(Bridge::new(&boot.label, boot.limits.results.clone()));
+        let bridge = Arc::new(Bridge::new(
+            &boot.label,
+            boot.limits.results.clone(),
+            boot.signals.clone(),
+        ));
         let setup = |m: String| site.error(Op::Load, EngineErrorKind::Runtime, m, None);
         let host = api::host_module(&bridge, &boot.config).map_err(setup)?;
         let engine =

@@ -21,7 +21,7 @@ use crate::contract::{
 use crate::engine::{Engine, SpawnRollback};
 use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::host::HostCall;
-use crate::sandbox::{Limits, Worker};
+use crate::sandbox::{Limits, StopSignals, Worker};
 
 /// `p` for a lifecycle call: the params' fields (messages aside, they travel as a [`Feed`]),
 /// without the host params the engine opted out of (`acceptedHostParams`).
@@ -56,6 +56,8 @@ pub struct ScriptInstance<V: ScriptVm> {
     limits: Limits,
     file: String,
     cancel: Arc<AtomicBool>,
+    /// The VM's stop signals: host waits (model calls) extend the hard timeout.
+    signals: Arc<StopSignals>,
     disposed: bool,
 }
 
@@ -66,7 +68,7 @@ impl<V: ScriptVm> ScriptInstance<V> {
         worker: Worker<Option<V>>,
         limits: Limits,
         file: String,
-        cancel: Arc<AtomicBool>,
+        signals: Arc<StopSignals>,
     ) -> Self {
         let defined = Method::ALL
             .into_iter()
@@ -78,7 +80,8 @@ impl<V: ScriptVm> ScriptInstance<V> {
             worker,
             limits,
             file,
-            cancel,
+            cancel: signals.cancel.clone(),
+            signals,
             disposed: false,
         }
     }
@@ -103,8 +106,9 @@ impl<V: ScriptVm> ScriptInstance<V> {
         let engine = self.info.id.clone();
 
         let out =
-            self.worker.call(
+            self.worker.call_with(
                 self.limits.hard_timeout(),
+                Some(&self.signals),
                 move |slot: &mut Option<V>| match slot {
                     Some(vm) => f(vm),
                     None => Err(EngineError::new(

@@ -207,7 +207,7 @@ impl<L: Language> ScriptFactory<L> {
     ) -> Result<ScriptInstance<L::Vm>, EngineError> {
         // The interrupt reads one cancel flag: the shared one when given, else the instance's.
         let signals = Arc::new(StopSignals::new(self.opts.cancel.clone()));
-        let cancel = signals.cancel.clone();
+        let vm_signals = Arc::clone(&signals);
         let label = label_for(&self.path, &self.opts);
         let boot = Boot {
             file: self.file.clone(),
@@ -225,7 +225,7 @@ impl<L: Language> ScriptFactory<L> {
             worker,
             self.opts.limits.clone(),
             self.file.clone(),
-            cancel,
+            vm_signals,
         ))
     }
 }
