@@ -237,10 +237,10 @@ fn complete_budgets_per_turn_and_per_day_are_enforced_by_the_host() {
         let got = ask(lang, &services, json!([{"prompt": "d"}]));
         assert_eq!(got, vec!["ok|yes|fake-model|100|20"], "{lang:?}");
 
-        // The day's tokens: the first call (120 used, reported) fits in 500; the second's
+        // The day's tokens: the first call (reserving prompt + 256, using 120) fits in 300; the second's
         // reservation (prompt + 256) would not.
         let model = FakeModel::start(vec![], Reply::answer("yes"));
-        let services = services_with(Some(fake_client(&model, None)), limits(10, 500, 5_000));
+        let services = services_with(Some(fake_client(&model, None)), limits(10, 300, 5_000));
         let got = ask(lang, &services, json!([{"prompt": "a"}, {"prompt": "b"}]));
         assert_eq!(got[0], "ok|yes|fake-model|100|20", "{lang:?}");
         assert!(got[1].starts_with("error|tokens_per_day|"), "{lang:?}: {got:?}");

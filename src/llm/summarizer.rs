@@ -220,12 +220,20 @@ impl LlmSummarizer {
                 session: None,
                 timeout: left,
             };
+            // A timeout names the summary's whole limit, not what was left of it.
             bridge::wait(
                 s.client.complete(request),
                 left,
                 &bridge::NEVER,
                 &s.endpoint,
             )
+            .map_err(|e| match e {
+                LlmError::Timeout { endpoint, .. } => LlmError::Timeout {
+                    endpoint,
+                    timeout_ms: s.settings.timeout_ms,
+                },
+                other => other,
+            })
         };
         let used = budget::used_by(&result, prompt_tokens, |t| counter.count_text(t));
         s.day.lock().settle(needed, used);
