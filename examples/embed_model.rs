@@ -50,7 +50,11 @@ impl ModelClient for CannedModel {
         Box::pin(async move {
             // A real client would await its HTTP call here, within `request.timeout`.
             tokio::time::sleep(Duration::from_millis(600)).await;
-            let prompt = request.messages.last().map(|m| m.content.as_str()).unwrap_or("");
+            let prompt = request
+                .messages
+                .last()
+                .map(|m| m.content.as_str())
+                .unwrap_or("");
             if prompt.is_empty() {
                 return Err(LlmError::Empty {
                     endpoint: "canned".into(),
@@ -91,8 +95,9 @@ async fn main() -> anyhow::Result<()> {
         Arc::clone(&model),
         config.host.complete,
     )?);
-    let host = tokio::task::spawn_blocking(move || Host::with_parts(config, summarizer, Some(model)))
-        .await??;
+    let host =
+        tokio::task::spawn_blocking(move || Host::with_parts(config, summarizer, Some(model)))
+            .await??;
     let session = host
         .create_session(SessionSpec::new("demo", dir.path().join("demo.jsonl")))
         .await?;

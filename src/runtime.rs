@@ -26,11 +26,11 @@ use crate::contract::CompactResult;
 use crate::engine::legacy::LEGACY_ID;
 use crate::engine::{EngineCell, EngineFactory, LoadOptions};
 use crate::error::{EngineError, EngineErrorKind, Error, Op, Result};
+use crate::host::Completions;
+use crate::llm::ModelClient;
 use crate::message::Message;
 use crate::quarantine::Quarantine;
 use crate::session::{Assembly, Session, SessionSetup, TurnInput, TurnStats};
-use crate::host::Completions;
-use crate::llm::ModelClient;
 use crate::summarize::Summarizer;
 use crate::tokens::{self, TokenCounter};
 

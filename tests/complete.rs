@@ -81,10 +81,7 @@ fn limits(calls: u32, tokens_per_day: u64, timeout_ms: u64) -> ModelLimits {
 }
 
 /// Session services whose `host.complete` asks `model` within `limits`.
-fn services_with(
-    model: Option<Arc<dyn ModelClient>>,
-    limits: ModelLimits,
-) -> Arc<SessionServices> {
+fn services_with(model: Option<Arc<dyn ModelClient>>, limits: ModelLimits) -> Arc<SessionServices> {
     Arc::new(SessionServices {
         tokens: TokenCache::new(Arc::new(Estimate)),
         summarizer: Arc::new(BuiltinSummarizer::new()),
@@ -170,10 +167,7 @@ fn complete_answers_alike_in_lua_and_rhai_and_sends_what_the_script_asked() {
     let mut answers = Vec::new();
     for lang in [Lang::Lua, Lang::Rhai] {
         let model = FakeModel::start(
-            vec![
-                Reply::answer("Paris"),
-                Reply::answer("{\"answer\": 42}"),
-            ],
+            vec![Reply::answer("Paris"), Reply::answer("{\"answer\": 42}")],
             Reply::answer("unused"),
         );
         let services = services_with(Some(fake_client(&model, None)), limits(4, 1_000_000, 5_000));
@@ -229,7 +223,10 @@ fn complete_budgets_per_turn_and_per_day_are_enforced_by_the_host() {
         let got = ask(lang, &services, ask3.clone());
         assert_eq!(got[0], "ok|yes|fake-model|100|20", "{lang:?}");
         assert_eq!(got[1], "ok|yes|fake-model|100|20", "{lang:?}");
-        assert!(got[2].starts_with("error|calls_per_turn|"), "{lang:?}: {got:?}");
+        assert!(
+            got[2].starts_with("error|calls_per_turn|"),
+            "{lang:?}: {got:?}"
+        );
         assert!(got[2].contains("the 2 model calls this turn allows are spent"));
         assert_eq!(model.requests().len(), 2);
         // A new turn gives the calls back.
@@ -243,8 +240,15 @@ fn complete_budgets_per_turn_and_per_day_are_enforced_by_the_host() {
         let services = services_with(Some(fake_client(&model, None)), limits(10, 300, 5_000));
         let got = ask(lang, &services, json!([{"prompt": "a"}, {"prompt": "b"}]));
         assert_eq!(got[0], "ok|yes|fake-model|100|20", "{lang:?}");
-        assert!(got[1].starts_with("error|tokens_per_day|"), "{lang:?}: {got:?}");
-        assert_eq!(model.requests().len(), 1, "a refused call never reaches the model");
+        assert!(
+            got[1].starts_with("error|tokens_per_day|"),
+            "{lang:?}: {got:?}"
+        );
+        assert_eq!(
+            model.requests().len(),
+            1,
+            "a refused call never reaches the model"
+        );
     }
 }
 
@@ -252,7 +256,10 @@ fn complete_budgets_per_turn_and_per_day_are_enforced_by_the_host() {
 fn complete_slower_than_the_script_deadline_is_not_a_deadline_fault() {
     // The script's deadline is 100 ms (grace 100 ms); the model answers after 700 ms.
     for lang in [Lang::Lua, Lang::Rhai] {
-        let model = FakeModel::start(vec![], Reply::answer("late but fine").slow(Duration::from_millis(700)));
+        let model = FakeModel::start(
+            vec![],
+            Reply::answer("late but fine").slow(Duration::from_millis(700)),
+        );
         let services = services_with(Some(fake_client(&model, None)), limits(4, 1_000_000, 5_000));
         let got = ask(lang, &services, json!([{"prompt": "a"}, {"prompt": "b"}]));
         assert_eq!(
@@ -266,11 +273,17 @@ fn complete_slower_than_the_script_deadline_is_not_a_deadline_fault() {
 #[test]
 fn complete_slower_than_its_own_limit_is_a_timeout_the_script_reads() {
     for lang in [Lang::Lua, Lang::Rhai] {
-        let model = FakeModel::start(vec![], Reply::answer("too late").slow(Duration::from_secs(3)));
+        let model = FakeModel::start(
+            vec![],
+            Reply::answer("too late").slow(Duration::from_secs(3)),
+        );
         let services = services_with(Some(fake_client(&model, None)), limits(4, 1_000_000, 300));
         let got = ask(lang, &services, json!([{"prompt": "a"}]));
         assert_eq!(got.len(), 1);
-        assert!(got[0].starts_with("error|timeout|host"), "{lang:?}: {got:?}");
+        assert!(
+            got[0].starts_with("error|timeout|host"),
+            "{lang:?}: {got:?}"
+        );
         assert!(got[0].contains("did not answer within 300 ms"), "{got:?}");
     }
 }
@@ -278,8 +291,14 @@ fn complete_slower_than_its_own_limit_is_a_timeout_the_script_reads() {
 #[test]
 fn complete_is_cancelled_with_its_turn() {
     for lang in [Lang::Lua, Lang::Rhai] {
-        let model = FakeModel::start(vec![], Reply::answer("never read").slow(Duration::from_secs(20)));
-        let services = services_with(Some(fake_client(&model, None)), limits(4, 1_000_000, 30_000));
+        let model = FakeModel::start(
+            vec![],
+            Reply::answer("never read").slow(Duration::from_secs(20)),
+        );
+        let services = services_with(
+            Some(fake_client(&model, None)),
+            limits(4, 1_000_000, 30_000),
+        );
         let dir = tempfile::tempdir().unwrap();
         let config = json!({ "requests": [{"prompt": "a"}] });
         let cancel = Arc::new(AtomicBool::new(false));
@@ -304,7 +323,10 @@ fn complete_without_a_model_is_a_clear_answer_not_a_fault() {
         let services = services_with(None, ModelLimits::default());
         let got = ask(lang, &services, json!([{"prompt": "a"}]));
         assert_eq!(got.len(), 1);
-        assert!(got[0].starts_with("error|unavailable|"), "{lang:?}: {got:?}");
+        assert!(
+            got[0].starts_with("error|unavailable|"),
+            "{lang:?}: {got:?}"
+        );
         assert!(got[0].contains("no model is configured"), "{got:?}");
     }
 }
@@ -315,15 +337,25 @@ fn complete_bad_requests_are_script_errors() {
     for (request, needle) in [
         (json!({}), "needs messages or a prompt"),
         (json!({"prompt": "a", "messages": []}), "not both"),
-        (json!({"messages": [{"role": "tool", "content": "x"}]}), "role \"tool\""),
+        (
+            json!({"messages": [{"role": "tool", "content": "x"}]}),
+            "role \"tool\"",
+        ),
         (json!({"prompt": "a", "temperature": 7}), "temperature"),
         (json!({"prompt": "a", "apiKey": "x"}), "unknown field"),
-        (json!({"prompt": "a", "responseFormat": 3}), "responseFormat"),
+        (
+            json!({"prompt": "a", "responseFormat": 3}),
+            "responseFormat",
+        ),
     ] {
         let e = run_complete(&services, request.clone()).expect_err("a bad request");
         assert!(!e.is_host_fault(), "{request}");
         assert!(e.message().contains(needle), "{request}: {}", e.message());
-        assert!(e.message().starts_with("host.complete: request"), "{}", e.message());
+        assert!(
+            e.message().starts_with("host.complete: request"),
+            "{}",
+            e.message()
+        );
     }
 }
 
@@ -352,7 +384,10 @@ fn complete_never_shows_the_key_or_the_url_to_scripts_or_logs() {
     echo.echo_auth = true;
     let model = FakeModel::start(vec![echo], Reply::answer("fine"));
     let url = model.url();
-    let services = services_with(Some(fake_client(&model, Some(KEY))), limits(4, 1_000_000, 5_000));
+    let services = services_with(
+        Some(fake_client(&model, Some(KEY))),
+        limits(4, 1_000_000, 5_000),
+    );
     let (answers, logs) = capture(|| {
         [
             run_complete(&services, json!({"prompt": "a"})).unwrap(),
@@ -363,7 +398,10 @@ fn complete_never_shows_the_key_or_the_url_to_scripts_or_logs() {
     assert_eq!(answers[1]["text"], "fine");
     // The key went to the model, in the Authorization header only.
     let sent = model.requests();
-    assert_eq!(sent[0].header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     assert!(!sent[0].body.to_string().contains(KEY));
     for a in &answers {
         let text = a.to_string();

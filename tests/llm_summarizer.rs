@@ -556,4 +556,3 @@ async fn llm_replay_of_a_shared_transcript_keeps_every_guarantee() {
     assert!(by_model > 0, "no summary came from the model");
     assert!(!model.requests().is_empty());
 }
-

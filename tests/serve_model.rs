@@ -163,14 +163,20 @@ async fn client_model_answers_host_complete_and_summaries_over_llm_complete() {
         first["messages"],
         json!([{"role": "user", "content": "Which file next?"}])
     );
-    assert!(asked[1]["messages"][0]["content"]
-        .as_str()
-        .unwrap()
-        .contains("handoff summary"));
+    assert!(
+        asked[1]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("handoff summary")
+    );
     let text = addition(&r);
     let mut lines = text.splitn(2, '\n');
     assert_eq!(lines.next(), Some("ok|src/lib.rs|claude-test|12|3"));
-    assert_eq!(lines.next(), Some(SUMMARY), "the client's model wrote the summary");
+    assert_eq!(
+        lines.next(),
+        Some(SUMMARY),
+        "the client's model wrote the summary"
+    );
 }
 
 #[tokio::test]
@@ -178,15 +184,24 @@ async fn a_client_without_a_model_leaves_scripts_unavailable_and_summaries_offli
     let dir = tempfile::tempdir().unwrap();
     let mut c = Client::start(dir.path(), json!({"llmComplete": true})).await;
     let (r, asked) = c
-        .assemble(|_| Err(json!({"code": NO_CLIENT_MODEL, "message": "the runtime offers no model call"})))
+        .assemble(|_| {
+            Err(json!({"code": NO_CLIENT_MODEL, "message": "the runtime offers no model call"}))
+        })
         .await;
-    assert_eq!(asked.len(), 2, "both the script and the summarizer asked: {asked:?}");
+    assert_eq!(
+        asked.len(),
+        2,
+        "both the script and the summarizer asked: {asked:?}"
+    );
     let text = addition(&r);
     assert!(
         text.starts_with("error|unavailable|host.complete: no model is configured"),
         "{text}"
     );
-    assert!(text.contains("/srv/app/main.rs"), "the offline summary: {text}");
+    assert!(
+        text.contains("/srv/app/main.rs"),
+        "the offline summary: {text}"
+    );
     assert!(!text.contains(SUMMARY));
 }
 

@@ -234,7 +234,10 @@ impl HostCall {
         let limits = &shared.limits;
         budget::take_call(&model.turn_calls, limits.max_calls_per_turn)?;
         let counter = self.services().tokens.counter();
-        let prompt: u64 = messages.iter().map(|m| counter.count_text(&m.content)).sum();
+        let prompt: u64 = messages
+            .iter()
+            .map(|m| counter.count_text(&m.content))
+            .sum();
         let needed = prompt + max_tokens;
         shared
             .days
@@ -284,11 +287,7 @@ pub(super) fn complete(cx: &Ctx<'_>, [request, _]: Args) -> Result<HostOut, Host
     };
     let temperature = request.temperature;
     let model = &call.services().model;
-    let limits = model
-        .shared
-        .as_ref()
-        .map(|s| s.limits)
-        .unwrap_or_default();
+    let limits = model.shared.as_ref().map(|s| s.limits).unwrap_or_default();
     let (messages, format, max_tokens) = request
         .into_parts(&limits)
         .map_err(|e| cx.script_error(format!("request: {e}")))?;

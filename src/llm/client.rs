@@ -291,7 +291,12 @@ impl OpenAiClient {
     }
 
     /// One HTTP request within `left`.
-    fn attempt(&self, body: &[u8], left: Duration, timeout_ms: u64) -> Result<ModelAnswer, Failure> {
+    fn attempt(
+        &self,
+        body: &[u8],
+        left: Duration,
+        timeout_ms: u64,
+    ) -> Result<ModelAnswer, Failure> {
         let mut request = self
             .agent
             .post(&self.endpoint)

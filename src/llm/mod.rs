@@ -141,6 +141,9 @@ impl LlmSettings {
     }
 }
 
+/// A summarizer and the model it uses, if any.
+pub type Configured = (Arc<dyn Summarizer>, Option<Arc<dyn ModelClient>>);
+
 /// The summarizer `settings` describe, and the model it uses (which `host.complete` uses
 /// too). An LLM one reads its API key from the environment now, so a missing key is reported
 /// when the host starts, not mid-turn. `client` is the model `kind: "client"` means (the
@@ -148,7 +151,7 @@ impl LlmSettings {
 pub fn configured(
     settings: &SummarizerSettings,
     client: Option<Arc<dyn ModelClient>>,
-) -> Result<(Arc<dyn Summarizer>, Option<Arc<dyn ModelClient>>)> {
+) -> Result<Configured> {
     Ok(match settings {
         SummarizerSettings::Builtin => (Arc::new(BuiltinSummarizer), client),
         SummarizerSettings::Llm(llm) => {

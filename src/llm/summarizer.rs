@@ -17,9 +17,9 @@ use crate::summarize::{
 use crate::tokens::TokenCounter;
 
 use super::bridge;
-use super::budget::{self, DayLedger};
 #[cfg(test)]
 use super::budget::DAY;
+use super::budget::{self, DayLedger};
 use super::client::{ApiKey, LlmError, OpenAiClient};
 use super::model::{ChatMessage, ModelAnswer, ModelClient, ModelRequest};
 use super::prompt;

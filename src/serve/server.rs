@@ -253,11 +253,8 @@ impl Server {
             .engine_entry()
             .and_then(|(_, e)| e.path.as_deref().map(|p| config.resolve(p)));
         let watch = config.host.watch.enabled;
-        let model = super::model::client_model(
-            &self.peer,
-            &p.capabilities,
-            self.options.client_timeout,
-        );
+        let model =
+            super::model::client_model(&self.peer, &p.capabilities, self.options.client_timeout);
         let host = Arc::new(
             Host::start_with_client_model(config, model)
                 .await

@@ -233,7 +233,6 @@ fn serve(mut stream: TcpStream, reply: &Reply, stop: &AtomicBool, requests: &Mut
     let _ = stream.flush();
 }
 
-
 /// Runs `f` with a subscriber that keeps every event and span field as text.
 pub fn capture<R>(f: impl FnOnce() -> R) -> (R, String) {
     let logs = Arc::new(Mutex::new(String::new()));
