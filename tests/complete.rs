@@ -15,13 +15,19 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use ctxhost::compaction::CompactionSettings;
+use ctxhost::config::{Config, Entry};
 use ctxhost::contract::{AssembleResult, ResultLimits};
 use ctxhost::engine::lua::LoadOptions;
 use ctxhost::engine::{Engine, InstanceContext};
 use ctxhost::error::{EngineError, EngineErrorKind};
 use ctxhost::host::{Completions, HostCall, HostScope, HostValue, SessionModel, SessionServices};
-use ctxhost::llm::{ApiKey, ModelClient, ModelLimits, OpenAiClient};
+use ctxhost::llm::{
+    ApiKey, LlmSettings, LlmSummarizer, ModelClient, ModelLimits, OpenAiClient, SummarizerSettings,
+};
+use ctxhost::message::Message;
+use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::sandbox::{Limits, StopSignals};
+use ctxhost::session::{Session, TurnInput};
 use ctxhost::summarize::BuiltinSummarizer;
 use ctxhost::tokens::{Estimate, TokenCache};
 
@@ -413,4 +419,114 @@ fn complete_never_shows_the_key_or_the_url_to_scripts_or_logs() {
     assert!(logs.contains("answered HTTP 401"), "{logs}");
     assert!(logs.contains("127.0.0.1"), "{logs}");
     assert!(!logs.contains(KEY), "{logs}");
+}
+
+/// A summarizer asking a model that answers after 700 ms (the script's deadline is 100 ms).
+#[test]
+fn summarize_with_a_slow_model_is_not_a_deadline_fault() {
+    const GOOD: &str = "## Goal\n- Read /etc/hosts\n\n## Progress\n- It maps localhost.";
+    for lang in [Lang::Lua, Lang::Rhai] {
+        let model = FakeModel::start(vec![], Reply::answer(GOOD).slow(Duration::from_millis(700)));
+        let llm = LlmSummarizer::new(&LlmSettings::new(model.url(), "fake-model"), None).unwrap();
+        let services = Arc::new(SessionServices {
+            tokens: TokenCache::new(Arc::new(Estimate)),
+            summarizer: Arc::new(llm),
+            compaction: CompactionSettings::default(),
+            limits: ResultLimits::default(),
+            model: SessionModel::default(),
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let config = json!({});
+        let path = dir.path().join(lang.file("summer"));
+        let source = match lang {
+            Lang::Lua => {
+                r#"local M = { info = { id = "summer", name = "Summer" } }
+function M.ingest(p) return { ingested = true } end
+function M.assemble(p)
+  local s = host.summarize(p.messages, { maxTokens = 300 })
+  return { messages = p.messages, estimatedTokens = 0, systemPromptAddition = s.text }
+end
+function M.compact(p) return host.delegateCompaction(p) end
+return M
+"#
+            }
+            Lang::Rhai => {
+                r#"fn info() { #{ id: "summer", name: "Summer" } }
+fn ingest(p) { #{ ingested: true } }
+fn assemble(p) {
+    let s = host::summarize(p.messages, #{ maxTokens: 300 });
+    #{ messages: p.messages, estimatedTokens: 0, systemPromptAddition: s.text }
+}
+fn compact(p) { host::delegateCompaction(p) }
+"#
+            }
+        };
+        std::fs::write(&path, source).unwrap();
+        let opts = LoadOptions {
+            config: Arc::new(config.clone()),
+            limits: Limits {
+                deadline_ms: 100,
+                grace_ms: 100,
+                ..Limits::default()
+            },
+            ..LoadOptions::default()
+        };
+        let factory = lang.load(&path, &opts).unwrap();
+        let mut engine = factory.instantiate(&InstanceContext::default()).unwrap();
+        let r = engine
+            .assemble(&call(&services, &config), &assemble_params())
+            .unwrap_or_else(|e| panic!("{lang:?}: {e}"));
+        assert!(
+            r.system_prompt_addition
+                .as_deref()
+                .unwrap_or("")
+                .starts_with(GOOD),
+            "{lang:?}: the model's summary: {:?}",
+            r.system_prompt_addition
+        );
+    }
+}
+
+/// `host.summarizer: {kind: "llm"}` in the config gives `host.complete` its model through
+/// `Host` and `Session`; a new turn gives the turn's calls back.
+#[test]
+fn the_configured_model_serves_host_complete_through_a_session() {
+    let model = FakeModel::start(vec![], Reply::answer("from the configured model"));
+    let dir = tempfile::tempdir().unwrap();
+    let engine = dir.path().join("asker.lua");
+    std::fs::write(&engine, ASKER_LUA).unwrap();
+    let mut config = Config::default();
+    config.host.summarizer = SummarizerSettings::Llm(LlmSettings::new(model.url(), "fake-model"));
+    config.host.complete.max_calls_per_turn = 1;
+    config.plugins.slots.context_engine = Some("asker".into());
+    config.plugins.entries.insert(
+        "asker".into(),
+        Entry {
+            path: Some(engine),
+            config: json!({"requests": [{"prompt": "a"}, {"prompt": "b"}]}),
+            ..Entry::default()
+        },
+    );
+    let host = Host::new(config).unwrap();
+    let spec = SessionSpec::new("s", dir.path().join("s.jsonl"));
+    let mut s = Session::create(host.session_setup(&spec), &spec.file, "").unwrap();
+    for turn in 0..2 {
+        let a = s
+            .begin_turn(TurnInput {
+                user: Message::user(format!("turn {turn}")),
+                is_heartbeat: false,
+            })
+            .unwrap();
+        assert!(!a.fallback, "{a:?}");
+        let lines: Vec<&str> = a
+            .system_prompt_addition
+            .as_deref()
+            .unwrap()
+            .lines()
+            .collect();
+        assert_eq!(lines[0], "ok|from the configured model|fake-model|100|20");
+        assert!(lines[1].starts_with("error|calls_per_turn|"), "{lines:?}");
+        s.end_turn(vec![Message::assistant("ok")]).unwrap();
+    }
+    assert_eq!(model.requests().len(), 2, "one call per turn");
 }

@@ -1,7 +1,10 @@
 //! Model calls: an LLM summarizer behind the [`Summarizer`] seam, for any OpenAI-compatible
 //! Chat Completions endpoint (OpenAI, a local llama.cpp or vLLM server, a gateway).
 //!
-//! `client` speaks Chat Completions (request and response types, retries with backoff on 429
+//! `model` is the seam: [`ModelClient`] (async, one chat request → text, usage, model), which
+//! the summarizer, `host.complete` and an embedder's own client all go through; `bridge` waits
+//! on one from a synchronous thread, cancellable and bounded; `budget` keeps calls per turn and
+//! tokens per day. `client` ([`OpenAiClient`]) speaks Chat Completions (request and response types, retries with backoff on 429
 //! and 5xx, one deadline per summary); `prompt` writes what the model is asked (OpenClaw's
 //! compaction sections, the previous summary folded in, the transcript as data); `summarizer`
 //! holds [`LlmSummarizer`]: the identifier audit, the per-turn and per-day budgets, and the
