@@ -4,11 +4,12 @@
 //! `model` is the seam: [`ModelClient`] (async, one chat request → text, usage, model), which
 //! the summarizer, `host.complete` and an embedder's own client all go through; `bridge` waits
 //! on one from a synchronous thread, cancellable and bounded; `budget` keeps calls per turn and
-//! tokens per day. `client` ([`OpenAiClient`]) speaks Chat Completions (request and response types, retries with backoff on 429
-//! and 5xx, one deadline per summary); `prompt` writes what the model is asked (OpenClaw's
-//! compaction sections, the previous summary folded in, the transcript as data); `summarizer`
-//! holds [`LlmSummarizer`]: the identifier audit, the per-turn and per-day budgets, and the
-//! fall back to the offline [`BuiltinSummarizer`] whenever the model cannot answer.
+//! tokens per day. `client` ([`OpenAiClient`]) speaks Chat Completions (request and response
+//! types, retries with backoff on 429 and 5xx within the call's timeout); `prompt` writes what
+//! the model is asked (OpenClaw's compaction sections, the previous summary folded in, the
+//! transcript as data); `summarizer` holds [`LlmSummarizer`]: the identifier audit, the
+//! per-turn and per-day budgets, and the fall back to the offline [`BuiltinSummarizer`]
+//! whenever the model cannot answer.
 //!
 //! The API key is read from the environment variable the configuration names, is sent only in
 //! the `Authorization` header, and never appears in a log, an error or a `Debug` output.

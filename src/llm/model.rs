@@ -7,7 +7,7 @@
 //! The seam is async: [`ModelClient::complete`] returns a boxed future, so a client written
 //! for Tokio (an HTTP stack, a channel to another process) fits without a thread of its own.
 //! Engines run on worker threads and host functions are synchronous, so the host waits on the
-//! future through [`wait`](super::bridge::wait): the future runs on a small shared Tokio
+//! future through `bridge::wait`: the future runs on a small shared Tokio
 //! runtime, the waiting thread watches the turn's cancel flag and the call's own time limit,
 //! and dropping the future (on cancel or timeout) is how the call is cancelled.
 
