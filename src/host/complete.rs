@@ -231,6 +231,10 @@ impl HostCall {
                 });
             }
         };
+        if signals.check().is_some() {
+            // Cancelled, or past its deadline already: the script stops at its next step.
+            return Err(LlmError::Cancelled);
+        }
         let limits = &shared.limits;
         budget::take_call(&model.turn_calls, limits.max_calls_per_turn)?;
         let counter = self.services().tokens.counter();
