@@ -68,6 +68,7 @@ fn services() -> Arc<SessionServices> {
         summarizer: Arc::new(BuiltinSummarizer),
         compaction: CompactionSettings::default(),
         limits: ResultLimits::default(),
+        host_times: Default::default(),
     })
 }
 

@@ -163,6 +163,7 @@ fn services() -> Arc<SessionServices> {
         summarizer: Arc::new(BuiltinSummarizer::new()),
         compaction: CompactionSettings::default(),
         limits: ResultLimits::default(),
+        host_times: Default::default(),
     })
 }
 

@@ -34,6 +34,7 @@ pub fn services() -> Arc<SessionServices> {
         summarizer: Arc::new(BuiltinSummarizer::new()),
         compaction: CompactionSettings::default(),
         limits: ResultLimits::default(),
+        host_times: Default::default(),
     })
 }
 

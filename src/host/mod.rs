@@ -55,6 +55,9 @@ pub struct SessionServices {
     pub compaction: CompactionSettings,
     /// Caps on engine results.
     pub limits: ResultLimits,
+    /// Where scripts' `host.*` calls spent their time (`host.summarize`, `host.tokens`, ...),
+    /// per function, for replay and `watch` reports.
+    pub host_times: parking_lot::Mutex<crate::session::CallTimes>,
 }
 
 /// Everything one lifecycle call may use: the session context and the host services.

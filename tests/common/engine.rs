@@ -152,6 +152,7 @@ pub fn services() -> Arc<SessionServices> {
         summarizer: Arc::new(BuiltinSummarizer::new()),
         compaction: CompactionSettings::default(),
         limits: ResultLimits::default(),
+        host_times: Default::default(),
     })
 }
 
@@ -685,6 +686,7 @@ pub fn a_failing_summarizer_is_a_host_fault(lang: Lang) {
         summarizer: Arc::new(Down),
         compaction: CompactionSettings::default(),
         limits: ResultLimits::default(),
+        host_times: Default::default(),
     });
     let call = HostCall::new(
         "test".into(),
