@@ -66,7 +66,12 @@ fn replay_contexts_mark_each_messages_origin_and_what_changed() {
     let mut with_json: Vec<&str> = args.iter().map(String::as_str).collect();
     with_json.extend(["--json", "--contexts"]);
     let out = ctxhost(&with_json);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut lines = json_lines(&out);
     let summary = lines.pop().unwrap();
     assert_eq!(summary["summary"]["turns"], 40);
@@ -79,12 +84,16 @@ fn replay_contexts_mark_each_messages_origin_and_what_changed() {
             let ctx = &call["context"];
             let messages = ctx["messages"].as_array().unwrap();
             // The view is the context the model got, counted as the host counts it.
-            assert_eq!(messages.len() as u64, call["assembledMessages"].as_u64().unwrap());
+            assert_eq!(
+                messages.len() as u64,
+                call["assembledMessages"].as_u64().unwrap()
+            );
             let tokens: u64 = messages.iter().map(|m| m["tokens"].as_u64().unwrap()).sum();
             assert_eq!(
                 tokens + ctx["systemPromptTokens"].as_u64().unwrap(),
                 call["assembledTokens"].as_u64().unwrap(),
-                "turn {}", turn["turn"]
+                "turn {}",
+                turn["turn"]
             );
             let new = messages.iter().filter(|m| m["new"] == true).count() as u64;
             assert_eq!(ctx["new"].as_u64(), Some(new));
@@ -101,10 +110,22 @@ fn replay_contexts_mark_each_messages_origin_and_what_changed() {
             summarized += ctx["summarized"].as_array().unwrap().len();
         }
     }
-    assert!(pinned_decision, "the decision is kept by the policy's own rule: {origins:?}");
-    assert!(summary_message, "the running summary is a message the engine made");
-    assert!(summarized > 0, "compactions summarize what earlier calls sent");
-    assert!(origins.contains("summary") && origins.contains("original"), "{origins:?}");
+    assert!(
+        pinned_decision,
+        "the decision is kept by the policy's own rule: {origins:?}"
+    );
+    assert!(
+        summary_message,
+        "the running summary is a message the engine made"
+    );
+    assert!(
+        summarized > 0,
+        "compactions summarize what earlier calls sent"
+    );
+    assert!(
+        origins.contains("summary") && origins.contains("original"),
+        "{origins:?}"
+    );
 
     // Without --contexts, no call carries its context; --show names the turns that do.
     let mut plain: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -121,10 +142,17 @@ fn replay_contexts_mark_each_messages_origin_and_what_changed() {
     human.extend(["--show", "12"]);
     let out = ctxhost(&human);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("turn 12 call 1 of 1 (first-policy)"), "{text}");
+    assert!(
+        text.contains("turn 12 call 1 of 1 (first-policy)"),
+        "{text}"
+    );
     assert!(text.contains("against the previous call:"), "{text}");
     assert!(text.contains("systemPromptAddition: none"), "{text}");
-    assert_eq!(text.matches("turn 13 call").count(), 0, "only the turns asked for");
+    assert_eq!(
+        text.matches("turn 13 call").count(),
+        0,
+        "only the turns asked for"
+    );
 
     let bad = ctxhost(&["replay", "--show", "7..3"]);
     assert_eq!(bad.status.code(), Some(2));
@@ -136,7 +164,12 @@ fn an_agentic_turn_has_a_row_per_model_call() {
     let dir = tempfile::tempdir().expect("tempdir");
     let traj = transcript("sweagent-marshmallow-code__marshmallow-1867.traj");
     let out = ctxhost(&[
-        "replay", &traj, "--window", "8000", "--json", "--out",
+        "replay",
+        &traj,
+        "--window",
+        "8000",
+        "--json",
+        "--out",
         &dir.path().display().to_string(),
     ]);
     let lines = json_lines(&out);
@@ -151,9 +184,19 @@ fn an_agentic_turn_has_a_row_per_model_call() {
         assert_eq!(c["call"].as_u64(), Some(i as u64 + 1));
         assert!(c.get("context").is_none(), "contexts are opt-in");
     }
-    let largest = calls.iter().map(|c| c["assembledTokens"].as_u64().unwrap()).max();
-    assert_eq!(agentic["assembledTokens"].as_u64(), largest, "the turn row is its largest call");
-    let compactions: u64 = calls.iter().map(|c| c["compactions"].as_u64().unwrap()).sum();
+    let largest = calls
+        .iter()
+        .map(|c| c["assembledTokens"].as_u64().unwrap())
+        .max();
+    assert_eq!(
+        agentic["assembledTokens"].as_u64(),
+        largest,
+        "the turn row is its largest call"
+    );
+    let compactions: u64 = calls
+        .iter()
+        .map(|c| c["compactions"].as_u64().unwrap())
+        .sum();
     assert!(compactions <= agentic["compactions"].as_u64().unwrap());
 
     // The table: the turn's row, then one row per call under it.
@@ -162,7 +205,8 @@ fn an_agentic_turn_has_a_row_per_model_call() {
     for c in calls {
         let label = format!("·{}", c["call"]);
         assert!(
-            text.lines().any(|l| l.trim_start().starts_with(&format!("{label} "))),
+            text.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{label} "))),
             "a row for call {label}: {text}"
         );
     }

@@ -223,8 +223,17 @@ fn the_browser_draws_one_point_per_turn_with_compaction_fallback_and_quarantine_
         last["assembledMessages"].as_u64().expect("messages"),
         "one row per message of the shown call"
     );
-    let known = ["original", "summary", "pinned", "host-repaired", "engine-made"];
-    assert!(origins.iter().all(|o| known.contains(&o.as_str())), "{origins:?}");
+    let known = [
+        "original",
+        "summary",
+        "pinned",
+        "host-repaired",
+        "engine-made",
+    ];
+    assert!(
+        origins.iter().all(|o| known.contains(&o.as_str())),
+        "{origins:?}"
+    );
     // Where the time goes, per engine method.
     assert!(attrs(&html, "tr", "data-time").contains(&"assemble".to_owned()));
 }

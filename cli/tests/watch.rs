@@ -431,5 +431,8 @@ fn watch_replays_again_after_a_save_and_prints_what_changed() {
         );
     }
     assert!(out.contains("turns unchanged ("), "{out}");
-    assert!(out.contains("of which in host functions:"), "run 2 has its times: {out}");
+    assert!(
+        out.contains("of which in host functions:"),
+        "run 2 has its times: {out}"
+    );
 }
