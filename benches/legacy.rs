@@ -69,6 +69,7 @@ fn services() -> Arc<SessionServices> {
         compaction: CompactionSettings::default(),
         limits: ResultLimits::default(),
         model: Default::default(),
+        host_times: Default::default(),
     })
 }
 

@@ -18,7 +18,12 @@ use crate::guarantee::{Violation, violations};
 use crate::message::{Message, Role};
 use crate::runtime::{Host, SessionHandle, SessionSpec};
 use crate::session::{Assembly, CallTimes, MethodTimes, Session, TurnInput};
+use crate::tokens::TokenCache;
 use crate::transcript::{Import, ImportedSession};
+
+mod view;
+
+pub use view::{ContextMessage, ContextTracker, ContextView, GoneMessage, Origin, first_line};
 
 /// One turn as the model would have seen it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -59,6 +64,39 @@ pub struct TurnReport {
     pub engine_ms: f64,
     /// Whether that exceeded `host.turnBudget.engineMs`.
     pub slow: bool,
+    /// Each model call of the turn (an agentic turn has dozens: one per recorded assistant
+    /// message, each seeing a fresh assembly).
+    pub calls: Vec<CallReport>,
+}
+
+/// One model call: what `assemble` gave the model at that point of the turn.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallReport {
+    /// 1-based model call number within the turn.
+    pub call: u32,
+    /// The engine that assembled the context.
+    pub engine: String,
+    /// Whether `legacy` answered in place of the configured engine.
+    pub fallback: bool,
+    /// Messages in the session's context at this call.
+    pub context_messages: usize,
+    /// Messages the model saw.
+    pub assembled_messages: usize,
+    /// Tokens of the assembly (messages plus `systemPromptAddition`), measured by the host.
+    pub assembled_tokens: u64,
+    /// The budget the engine was given.
+    pub token_budget: u64,
+    /// What the engine said `assembledTokens` would be.
+    pub estimated_tokens: f64,
+    /// Compactions of the turn that happened before this call's assembly (since the call
+    /// before).
+    pub compactions: u32,
+    /// Pairing repairs of this assembly.
+    pub pairing_repairs: usize,
+    /// The context itself, message by message, when [`ReplayOptions::contexts`] asked for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextView>,
 }
 
 /// The first failure of a quarantined engine, for the summary.
@@ -114,6 +152,9 @@ pub struct ReplaySummary {
     pub slow_turns: u64,
     /// Where the engine's time went, per lifecycle method, over all sessions.
     pub engine_times: Vec<MethodTimes>,
+    /// Where scripts spent time inside `host.*` functions (`host.summarize`, `host.tokens`,
+    /// ...), per function, over all sessions; part of the engine's time above.
+    pub host_times: Vec<MethodTimes>,
 }
 
 /// How to replay.
@@ -123,6 +164,9 @@ pub struct ReplayOptions {
     pub out_dir: PathBuf,
     /// How many conversations run at once.
     pub concurrency: usize,
+    /// Whether each model call's report carries its context message by message
+    /// ([`CallReport::context`]); costs memory and time proportional to the contexts.
+    pub contexts: bool,
 }
 
 /// Replays every conversation of an import; `on_turn` sees each turn in session order.
@@ -152,6 +196,7 @@ pub async fn replay(
         wall_ms: 0,
         slow_turns: 0,
         engine_times: Vec::new(),
+        host_times: Vec::new(),
     };
 
     // Each conversation runs as a task; reports flow back tagged with the session's index and
@@ -163,9 +208,10 @@ pub async fn replay(
         let file = opts.out_dir.join(format!("{name}.jsonl"));
         summary.session_files.push(file.clone());
         let (host, tx, permits) = (Arc::clone(&host), tx.clone(), Arc::clone(&permits));
+        let contexts = opts.contexts;
         tasks.push(tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
-            let r = replay_session(&host, name, file, session, |report| {
+            let r = replay_session(&host, name, file, session, contexts, |report| {
                 let _ = tx.send((index, Some(report)));
             })
             .await;
@@ -195,15 +241,17 @@ pub async fn replay(
             next += 1;
         }
     }
-    let mut times = CallTimes::default();
+    let (mut times, mut host_times) = (CallTimes::default(), CallTimes::default());
     for task in tasks {
         let session_times = task.await.map_err(|e| Error::Task {
             task: "replay",
             message: e.to_string(),
         })??;
-        times.merge(&session_times);
+        times.merge(&session_times.engine);
+        host_times.merge(&session_times.host);
     }
     summary.engine_times = times.summary();
+    summary.host_times = host_times.summary();
     summary.quarantine = host.engine_failure().map(QuarantineReport::from);
     summary.wall_ms = started.elapsed().as_millis() as u64;
     Ok(summary)
@@ -218,14 +266,25 @@ fn account(summary: &mut ReplaySummary, r: &TurnReport) {
     summary.slow_turns += u64::from(r.slow);
 }
 
-/// Replays one conversation into a new session file; returns where its engine's time went.
+/// Where one session's engine spent its time.
+#[derive(Clone, Debug, Default)]
+pub struct SessionTimes {
+    /// Per lifecycle method.
+    pub engine: CallTimes,
+    /// Per `host.*` function scripts called.
+    pub host: CallTimes,
+}
+
+/// Replays one conversation into a new session file (each model call's context described when
+/// `contexts`); returns where its engine's time went.
 pub async fn replay_session(
     host: &Host,
     name: String,
     file: PathBuf,
     source: ImportedSession,
+    contexts: bool,
     mut on_turn: impl FnMut(TurnReport),
-) -> Result<CallTimes> {
+) -> Result<SessionTimes> {
     if file.exists() {
         std::fs::remove_file(&file)
             .map_err(|e| Error::io("replace replay transcript", &file, e))?;
@@ -236,22 +295,89 @@ pub async fn replay_session(
     let session = host.create_session(spec).await?;
     let (preamble, turns) = split_turns(source.messages);
     session.record(preamble).await?;
+    let mut tracker = if contexts {
+        let counter = crate::tokens::counter(host.config().host.tokenizer)?;
+        Some(ContextTracker::new(TokenCache::new(counter)))
+    } else {
+        None
+    };
     for (n, (user, replies)) in turns.into_iter().enumerate() {
-        let report = replay_turn(host, &session, &name, n as u64 + 1, user, replies).await?;
+        let turn = Turn {
+            name: &name,
+            number: n as u64 + 1,
+        };
+        let report = replay_turn(host, &session, turn, user, replies, &mut tracker).await?;
         on_turn(report);
     }
-    let times = session.with(|s| s.call_times().clone()).await?;
+    let times = session
+        .with(|s| SessionTimes {
+            engine: s.call_times().clone(),
+            host: s.host_times(),
+        })
+        .await?;
     session.close().await?;
     Ok(times)
+}
+
+/// Which turn of which session.
+#[derive(Clone, Copy)]
+struct Turn<'a> {
+    name: &'a str,
+    number: u64,
+}
+
+/// One model call's report, with the session as it was at that call (and the call's context
+/// described when `tracker` is given).
+async fn call_report(
+    session: &SessionHandle,
+    turn: Turn<'_>,
+    call: u32,
+    a: &Assembly,
+    compactions_before: &mut u32,
+    tracker: &mut Option<ContextTracker>,
+) -> Result<CallReport> {
+    let (sent, addition) = (a.messages.clone(), a.system_prompt_addition.clone());
+    let want_context = tracker.is_some();
+    let (found, context_len, context, compactions) = session
+        .with(move |s| {
+            let found: Vec<Violation> =
+                violations(s.context(), s.current_request(), &sent, addition.as_deref())
+                    .into_iter()
+                    .filter(|v| *v != Violation::NoHistory)
+                    .collect();
+            let context = want_context.then(|| s.context().to_vec());
+            (found, s.context().len(), context, s.stats().compactions)
+        })
+        .await?;
+    report_violations(turn.name, turn.number, call, &found);
+    let view = match (tracker.as_mut(), &context) {
+        (Some(t), Some(c)) => Some(t.observe(c, a)),
+        _ => None,
+    };
+    let report = CallReport {
+        call,
+        engine: a.engine.clone(),
+        fallback: a.fallback,
+        context_messages: context_len,
+        assembled_messages: a.messages.len(),
+        assembled_tokens: a.assembled_tokens,
+        token_budget: a.token_budget,
+        estimated_tokens: a.estimated_tokens,
+        compactions: compactions.saturating_sub(*compactions_before),
+        pairing_repairs: a.pairing_repairs,
+        context: view,
+    };
+    *compactions_before = compactions;
+    Ok(report)
 }
 
 async fn replay_turn(
     host: &Host,
     session: &SessionHandle,
-    name: &str,
-    turn: u64,
+    turn: Turn<'_>,
     user: Message,
     replies: Vec<Message>,
+    tracker: &mut Option<ContextTracker>,
 ) -> Result<TurnReport> {
     let manual = manual_compact(&user);
     let mut manual_compactions = 0;
@@ -263,48 +389,40 @@ async fn replay_turn(
     // a fresh assembly that includes the tool results before it.
     let mut steps = model_steps(replies);
     let last = steps.pop().unwrap_or_default();
-    let mut largest = session
+    let first = session
         .begin_turn(TurnInput {
             user,
             is_heartbeat: false,
         })
         .await?;
-    let mut context_messages = session.with(|s| s.context().len()).await?;
-    let mut model_calls = 1;
-    let check = |a: &Assembly| {
-        let (sent, addition) = (a.messages.clone(), a.system_prompt_addition.clone());
-        session.with(move |s| {
-            violations(s.context(), s.current_request(), &sent, addition.as_deref())
-                .into_iter()
-                .filter(|v| *v != Violation::NoHistory)
-                .collect::<Vec<_>>()
-        })
-    };
-    report_violations(name, turn, model_calls, &check(&largest).await?);
+    let mut seen_compactions = 0;
+    let mut calls =
+        vec![call_report(session, turn, 1, &first, &mut seen_compactions, tracker).await?];
+    let (mut largest, mut largest_at) = (first, 0);
     let mut fallback = largest.fallback;
     let mut repairs = largest.pairing_repairs;
     for step in steps {
         let a = session.continue_turn(step).await?;
-        model_calls += 1;
-        report_violations(name, turn, model_calls, &check(&a).await?);
+        let n = calls.len() as u32 + 1;
+        calls.push(call_report(session, turn, n, &a, &mut seen_compactions, tracker).await?);
         fallback |= a.fallback;
         repairs += a.pairing_repairs;
         if a.assembled_tokens >= largest.assembled_tokens {
-            context_messages = session.with(|s| s.context().len()).await?;
+            largest_at = calls.len() - 1;
             largest = a;
         }
     }
     let stats = session.end_turn(last).await?;
     let session_messages = session.with(|s| s.transcript_len()).await?;
     Ok(TurnReport {
-        session: name.to_owned(),
-        turn,
+        session: turn.name.to_owned(),
+        turn: turn.number,
         engine: largest.engine.clone(),
         fallback: fallback || stats.fallback,
         quarantined: host.engine_failure().is_some(),
         session_messages,
-        context_messages,
-        model_calls,
+        context_messages: calls[largest_at].context_messages,
+        model_calls: calls.len() as u32,
         assembled_messages: largest.messages.len(),
         assembled_tokens: largest.assembled_tokens,
         token_budget: largest.token_budget,
@@ -314,6 +432,7 @@ async fn replay_turn(
         manual_compact: manual.is_some(),
         engine_ms: stats.engine_ms,
         slow: stats.slow,
+        calls,
     })
 }
 

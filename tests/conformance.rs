@@ -29,6 +29,8 @@ async fn run(engine: &Path, transcript: &Path, window: u64) -> (Vec<TurnReport>,
     let opts = ReplayOptions {
         out_dir: dir.path().to_path_buf(),
         concurrency: 2,
+        // The twins must agree on every call's context, message by message.
+        contexts: true,
     };
     let mut turns = Vec::new();
     let summary = replay(host, transcript, imported, &opts, |t| turns.push(t.clone()))

@@ -164,6 +164,7 @@ fn services() -> Arc<SessionServices> {
         compaction: CompactionSettings::default(),
         limits: ResultLimits::default(),
         model: Default::default(),
+        host_times: Default::default(),
     })
 }
 

@@ -64,6 +64,7 @@ async fn replay_with(host: Arc<Host>, id: &str) -> ctxhost::EngineError {
     let opts = ReplayOptions {
         out_dir: dir.path().to_path_buf(),
         concurrency: 1,
+        contexts: false,
     };
     let mut reports = Vec::new();
     let summary = replay(Arc::clone(&host), &path, imported, &opts, |t| {

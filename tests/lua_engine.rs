@@ -158,8 +158,22 @@ fn overwriting_input_messages_fails_and_leaves_the_host_view_intact() {
             "overwrite_list",
             "rawset_message",
         ],
-        "readonly",
+        "read-only",
     );
+    // The error names the way out, like the Rhai adapter's.
+    let e = attack(LANG, "overwrite_message");
+    assert!(e.message.contains("msg.copy(m)"), "{e}");
+    assert!(line(&e).is_some(), "{e}");
+}
+
+#[test]
+fn a_misspelt_stdlib_function_is_named_with_its_closest_match() {
+    let e = assert_kind(LANG, "stdlib_typo", EngineErrorKind::Runtime);
+    assert_eq!(
+        e.message,
+        "`fit.newest_frist` is not a function of `fit`; did you mean `newest_first`?"
+    );
+    assert!(line(&e).is_some(), "{e}");
 }
 
 #[test]

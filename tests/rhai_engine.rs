@@ -176,6 +176,21 @@ fn imports_resolve_only_the_stdlib_and_eval_is_gone() {
 }
 
 #[test]
+fn a_misspelt_stdlib_function_is_named_with_its_closest_match() {
+    for (attack, called) in [("stdlib_typo", "fit"), ("stdlib_typo_alias", "f")] {
+        let e = assert_kind(LANG, attack, EngineErrorKind::Runtime);
+        assert_eq!(
+            e.message,
+            format!(
+                "`{called}::newest_frist` is not a function of `{called}`; did you mean `newest_first`?"
+            ),
+            "{attack}"
+        );
+        assert!(line(&e).is_some(), "{attack}: {e}");
+    }
+}
+
+#[test]
 fn changing_input_messages_fails_and_leaves_the_host_view_intact() {
     engine::changing_input_messages_fails_and_leaves_the_host_view_intact(
         LANG,

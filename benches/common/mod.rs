@@ -35,6 +35,7 @@ pub fn services() -> Arc<SessionServices> {
         compaction: CompactionSettings::default(),
         limits: ResultLimits::default(),
         model: Default::default(),
+        host_times: Default::default(),
     })
 }
 

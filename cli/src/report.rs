@@ -1,12 +1,14 @@
 //! `replay --report`: one self-contained HTML page for a replay — a header with the run and its
 //! summary, a chart of assembled tokens per turn against the budget with markers for compactions,
-//! fallbacks and the quarantine point, and per-turn details on hover or click.
+//! fallbacks and the quarantine point, per-turn details on hover or click, the context each
+//! model call of the pinned turn sent (origins, summaries and drops marked, the diff against
+//! the call before), and where the engine's time went (per method and per `host.*` function).
 //!
 //! The page needs nothing from the network: its CSS and script are inline and the chart is an
 //! inline SVG the script draws from the replay's turns, embedded as JSON. Everything from the data
 //! is escaped (HTML text in the header, `<`/`>`/`&` as JSON escapes in the embedded data, and the
-//! script only ever sets `textContent`). The same replay renders the same bytes apart from the one
-//! element that shows the wall time.
+//! script only ever sets `textContent`). The same replay renders the same bytes apart from the
+//! element that shows the wall time and the rows of the time table (`data-time`).
 //!
 //! `render(&meta, &summary, &turns)` returns the page as one string; `report_tests.rs` pins
 //! what it holds.
@@ -16,6 +18,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use ctxhost::replay::{ReplaySummary, TurnReport};
+use ctxhost::session::MethodTimes;
 
 /// What the header says about the run beyond the summary (the summary does not carry these).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -184,6 +187,17 @@ pub fn render(meta: &ReportMeta, summary: &ReplaySummary, turns: &[TurnReport]) 
          (← → step through turns).</p>\n<dl class=\"detail\" id=\"detail\"></dl>\n</section>\n",
     );
     h.push_str(
+        "<section class=\"card\" id=\"context-card\">\n<h2>Context sent to the model</h2>\n\
+         <p class=\"hint\" id=\"context-hint\">The pinned turn's model calls; pick one to see its \
+         messages. Origins: original, <span class=\"o-summary\">summary</span>, \
+         <span class=\"o-pinned\">pinned</span> (kept while newer messages were left out), \
+         <span class=\"o-host-repaired\">host-repaired</span>, \
+         <span class=\"o-engine-made\">engine-made</span>; <span class=\"is-new\">+</span> marks \
+         what the previous call did not have.</p>\n\
+         <div class=\"calls\" id=\"calls\"></div>\n<div id=\"context\"></div>\n</section>\n",
+    );
+    times_section(&mut h, summary);
+    h.push_str(
         "<section class=\"card\">\n<details id=\"table-box\"><summary>All turns in view \
          (table)</summary>\n<div class=\"table-wrap\"><table id=\"turns\"><thead><tr>\
          <th>session</th><th>turn</th><th>engine</th><th>assembled</th><th>budget</th>\
@@ -201,6 +215,43 @@ pub fn render(meta: &ReportMeta, summary: &ReplaySummary, turns: &[TurnReport]) 
     h.push_str(SCRIPT);
     h.push_str("</script>\n</body>\n</html>\n");
     h
+}
+
+/// "Where the time goes": the engine's lifecycle methods, then the `host.*` functions its
+/// scripts called (their time is part of the methods').
+fn times_section(h: &mut String, summary: &ReplaySummary) {
+    if summary.engine_times.is_empty() && summary.host_times.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<section class=\"card\" id=\"times\">\n<h2>Where the time goes</h2>\n\
+         <div class=\"table-wrap\"><table><thead><tr><th></th><th>calls</th><th>p50 ms</th>\
+         <th>p95 ms</th><th>max ms</th><th>total ms</th></tr></thead><tbody>\n",
+    );
+    let sections: [(&str, &[MethodTimes]); 2] = [
+        ("engine methods", &summary.engine_times),
+        ("host functions (part of the above)", &summary.host_times),
+    ];
+    for (title, times) in sections {
+        if times.is_empty() {
+            continue;
+        }
+        let _ = writeln!(h, "<tr class=\"group\"><th colspan=\"6\">{title}</th></tr>");
+        for t in times {
+            let _ = writeln!(
+                h,
+                "<tr data-time=\"{0}\"><td><code>{0}</code></td><td>{1}</td><td>{2:.3}</td>\
+                 <td>{3:.3}</td><td>{4:.3}</td><td>{5:.1}</td></tr>",
+                escape(&t.method),
+                group(t.calls),
+                t.p50_ms,
+                t.p95_ms,
+                t.max_ms,
+                t.total_ms
+            );
+        }
+    }
+    h.push_str("</tbody></table></div>\n</section>\n");
 }
 
 fn stat(h: &mut String, label: &str, value: &str, class: &str, key: &str) {

@@ -5,6 +5,7 @@
 mod common;
 
 mod cli;
+mod contexts;
 mod new_engine;
 mod progress;
 mod report;

@@ -1,6 +1,6 @@
 //! `ctxhost replay --report`: the HTML page rendered in a real browser (headless Chromium) draws
 //! one chart point per replayed turn, with the markers the summary implies; and the same replay
-//! writes the same page apart from its wall time.
+//! writes the same page apart from its wall time and the time table.
 //!
 //! The browser tests need Debian's `chromium` (`apt-get install -y chromium`; `.ci/run` installs
 //! it). Without it they fail, saying so, rather than pass without having looked: a report that
@@ -202,6 +202,40 @@ fn the_browser_draws_one_point_per_turn_with_compaction_fallback_and_quarantine_
     );
     // The pinned details were filled in by the script too.
     assert!(dom.contains("<dt>assembled / budget</dt>"), "details panel");
+
+    // The pinned turn (the first largest assembly) opens its context: a button per model call,
+    // and the last call's messages, each with its origin.
+    let largest = turns
+        .iter()
+        .map(|t| t["assembledTokens"].as_u64().expect("tokens"))
+        .max()
+        .expect("turns");
+    let pinned = turns
+        .iter()
+        .find(|t| t["assembledTokens"].as_u64() == Some(largest))
+        .expect("pinned turn");
+    let calls = pinned["calls"].as_array().expect("calls");
+    assert_eq!(attrs(&dom, "button", "data-call").len(), calls.len());
+    let last = calls.last().expect("a call");
+    let origins = attrs(&dom, "tr", "data-origin");
+    assert_eq!(
+        origins.len() as u64,
+        last["assembledMessages"].as_u64().expect("messages"),
+        "one row per message of the shown call"
+    );
+    let known = [
+        "original",
+        "summary",
+        "pinned",
+        "host-repaired",
+        "engine-made",
+    ];
+    assert!(
+        origins.iter().all(|o| known.contains(&o.as_str())),
+        "{origins:?}"
+    );
+    // Where the time goes, per engine method.
+    assert!(attrs(&html, "tr", "data-time").contains(&"assemble".to_owned()));
 }
 
 #[test]
@@ -249,7 +283,7 @@ fn the_same_replay_writes_the_same_report_apart_from_wall_time() {
         std::fs::read_to_string(p)
             .expect("report")
             .lines()
-            .filter(|l| !l.contains("data-stat=\"wall-ms\""))
+            .filter(|l| !l.contains("data-stat=\"wall-ms\"") && !l.contains("data-time="))
             .collect::<Vec<_>>()
             .join("\n")
     };

@@ -51,6 +51,24 @@ fn replay_table_of_the_demo_session() {
 }
 
 #[test]
+fn replay_show_of_one_turn_of_the_demo_session() {
+    settings().bind(|| {
+        insta::assert_snapshot!(
+            "replay_demo_show",
+            visible(&[
+                "replay",
+                "--engine",
+                "docs/examples/first_policy.lua",
+                "--window",
+                "8000",
+                "--show",
+                "9"
+            ])
+        )
+    });
+}
+
+#[test]
 fn check_of_an_example_engine() {
     settings().bind(|| {
         insta::assert_snapshot!(

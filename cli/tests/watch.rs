@@ -400,6 +400,10 @@ fn watch_replays_again_after_a_save_and_prints_what_changed() {
         .unwrap();
     let mut lines = Lines::new(child.stdout.take().unwrap());
     lines.wait_for("run 1 (generation 0)");
+    // Each run says where the engine's time went, the host functions it called included.
+    lines.wait_for("engine time per method:");
+    let tokens = lines.wait_for("host.tokens");
+    assert!(tokens.contains("calls  p50"), "{tokens}");
     lines.wait_for("waiting for changes");
 
     // A broken save: reported with file:line, no replay, the old version keeps serving.
@@ -427,4 +431,8 @@ fn watch_replays_again_after_a_save_and_prints_what_changed() {
         );
     }
     assert!(out.contains("turns unchanged ("), "{out}");
+    assert!(
+        out.contains("of which in host functions:"),
+        "run 2 has its times: {out}"
+    );
 }

@@ -177,7 +177,16 @@ impl HostScope {
 
     /// Runs `f` on converted `args`, as the script called it by `name` (`host.tokens`).
     pub fn run(&self, f: &HostFn, name: &str, args: Args) -> Result<HostOut, HostError> {
-        (f.run)(&Ctx { scope: self, name }, args)
+        let Some(call) = &self.call else {
+            return (f.run)(&Ctx { scope: self, name }, args);
+        };
+        let started = std::time::Instant::now();
+        let out = (f.run)(&Ctx { scope: self, name }, args);
+        call.services()
+            .host_times
+            .lock()
+            .record_named(f.path, started.elapsed());
+        out
     }
 }
 

@@ -59,6 +59,9 @@ pub struct SessionServices {
     pub limits: ResultLimits,
     /// The model behind `host.complete` and its budgets (none by default).
     pub model: SessionModel,
+    /// Where scripts' `host.*` calls spent their time (`host.summarize`, `host.tokens`, ...),
+    /// per function, for replay and `watch` reports.
+    pub host_times: parking_lot::Mutex<crate::session::CallTimes>,
 }
 
 /// Everything one lifecycle call may use: the session context and the host services.

@@ -103,6 +103,9 @@ pub struct Assembly {
     pub fallback: bool,
     /// Pairing repairs the host made.
     pub pairing_repairs: usize,
+    /// Ids of the messages the host put in that the engine's result left out (the current
+    /// request, the newest summary; see [`crate::guarantee`]), so reports can tell them apart.
+    pub host_added: Vec<String>,
 }
 
 /// What happened during one turn, for reports.
@@ -211,6 +214,7 @@ impl Session {
             compaction: setup.compaction.clone(),
             limits: setup.limits.clone(),
             model: crate::host::SessionModel::new(Arc::clone(&setup.completions)),
+            host_times: Default::default(),
         });
         let context = Arc::new(derive_context(&messages));
         let mut session = Session {
@@ -283,6 +287,12 @@ impl Session {
     /// Where this session's engine time went, per lifecycle method.
     pub fn call_times(&self) -> &CallTimes {
         &self.call_times
+    }
+
+    /// Where this session's scripts spent time in `host.*` functions (`host.summarize`,
+    /// `host.tokens`, ...), per function.
+    pub fn host_times(&self) -> CallTimes {
+        self.services.host_times.lock().clone()
     }
 
     /// The configured engine's first failure, when it is quarantined.

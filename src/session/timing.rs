@@ -1,5 +1,6 @@
-//! Where an engine's time goes: per lifecycle method, how many calls and how long they took
-//! (p50, p95, max), kept in bounded memory however long the session runs.
+//! Where an engine's time goes: per lifecycle method (and per `host.*` function a script
+//! calls), how many calls and how long they took (p50, p95, max), kept in bounded memory
+//! however long the session runs.
 
 use std::collections::BTreeMap;
 use std::collections::VecDeque;
@@ -12,10 +13,10 @@ use crate::contract::Method;
 /// Samples kept per method for the percentiles (the count, total and max are exact).
 const SAMPLES: usize = 1024;
 
-/// The call times of one session's engine, per method.
+/// The call times of one session's engine, per method (or per `host.*` function).
 #[derive(Clone, Debug, Default)]
 pub struct CallTimes {
-    methods: BTreeMap<&'static str, MethodClock>,
+    methods: BTreeMap<String, MethodClock>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -30,7 +31,7 @@ struct MethodClock {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MethodTimes {
-    /// The lifecycle method.
+    /// The lifecycle method, or the `host` function (`host.summarize`).
     pub method: String,
     /// How many calls.
     pub calls: u64,
@@ -47,7 +48,20 @@ pub struct MethodTimes {
 impl CallTimes {
     /// Records one call.
     pub fn record(&mut self, method: Method, took: Duration) {
-        let clock = self.methods.entry(method.as_str()).or_default();
+        self.record_as(method.as_str(), took);
+    }
+
+    /// Records one call of the `host` function at `path` (`["summarize"]` is `host.summarize`).
+    pub fn record_named(&mut self, path: &[&str], took: Duration) {
+        let name = format!("host.{}", path.join("."));
+        self.record_as(&name, took);
+    }
+
+    fn record_as(&mut self, name: &str, took: Duration) {
+        let clock = match self.methods.get_mut(name) {
+            Some(c) => c,
+            None => self.methods.entry(name.to_owned()).or_default(),
+        };
         clock.calls += 1;
         clock.total += took;
         clock.max = clock.max.max(took);
@@ -60,7 +74,7 @@ impl CallTimes {
     /// Adds another session's times (a replay's summary covers all its sessions).
     pub fn merge(&mut self, other: &CallTimes) {
         for (name, theirs) in &other.methods {
-            let mine = self.methods.entry(name).or_default();
+            let mine = self.methods.entry(name.clone()).or_default();
             mine.calls += theirs.calls;
             mine.total += theirs.total;
             mine.max = mine.max.max(theirs.max);
@@ -81,7 +95,7 @@ impl CallTimes {
                 let mut sorted: Vec<Duration> = c.recent.iter().copied().collect();
                 sorted.sort_unstable();
                 MethodTimes {
-                    method: (*name).to_owned(),
+                    method: name.clone(),
                     calls: c.calls,
                     p50_ms: ms(percentile(&sorted, 50)),
                     p95_ms: ms(percentile(&sorted, 95)),

@@ -429,6 +429,15 @@ impl Session {
             budget,
             tokens,
         );
+        let mut host_added = Vec::new();
+        for v in &put_back {
+            let added = match v {
+                guarantee::Violation::MissingRequest => self.request.as_ref(),
+                guarantee::Violation::MissingSummary => guarantee::newest_summary(&self.context),
+                guarantee::Violation::NoHistory => None,
+            };
+            host_added.extend(added.map(|m| m.id.clone()));
+        }
         if !put_back.is_empty() {
             tracing::debug!(session = &*self.id, engine = %engine, ?put_back, "the host put back what the assembly left out");
             self.stats.guarantee_repairs += 1;
@@ -449,6 +458,7 @@ impl Session {
             engine,
             fallback,
             pairing_repairs: repaired.repairs.len(),
+            host_added,
         }
     }
 

@@ -153,6 +153,7 @@ pub fn services() -> Arc<SessionServices> {
         compaction: CompactionSettings::default(),
         limits: ResultLimits::default(),
         model: Default::default(),
+        host_times: Default::default(),
     })
 }
 
@@ -687,6 +688,7 @@ pub fn a_failing_summarizer_is_a_host_fault(lang: Lang) {
         compaction: CompactionSettings::default(),
         limits: ResultLimits::default(),
         model: Default::default(),
+        host_times: Default::default(),
     });
     let call = HostCall::new(
         "test".into(),

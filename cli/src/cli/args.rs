@@ -111,6 +111,67 @@ pub struct ReplayArgs {
     /// Also write a self-contained HTML report (token chart, per-turn details) to this file.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
+    /// Print the assembled context of these turns (`5`, `3..7`, `12..`), every model call of
+    /// each: each message's index, role, origin, tokens and first line, the
+    /// systemPromptAddition, and what changed against the previous call. With `--json`, those
+    /// turns' calls carry their `context`.
+    #[arg(long, value_name = "TURN[..TURN]", value_parser = parse_turns)]
+    pub show: Option<TurnRange>,
+    /// With `--json`: every model call carries its `context` (as `--show` for all turns).
+    #[arg(long, requires = "json")]
+    pub contexts: bool,
+}
+
+/// Turns to show: `first..=last` (1-based; `last` open when `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurnRange {
+    /// The first turn shown.
+    pub first: u64,
+    /// The last turn shown (`None`: to the end).
+    pub last: Option<u64>,
+}
+
+impl TurnRange {
+    /// Whether turn `n` is in the range.
+    pub fn contains(self, n: u64) -> bool {
+        n >= self.first && self.last.is_none_or(|l| n <= l)
+    }
+}
+
+/// `5`, `3..7` (both included) or `12..`.
+fn parse_turns(s: &str) -> Result<TurnRange, String> {
+    let number = |t: &str| -> Result<u64, String> {
+        match t.trim().parse::<u64>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(format!(
+                "`{t}` is not a turn number (turns count from 1; write 5, 3..7 or 12..)"
+            )),
+        }
+    };
+    let range = match s.split_once("..") {
+        None => {
+            let n = number(s)?;
+            TurnRange {
+                first: n,
+                last: Some(n),
+            }
+        }
+        Some((a, b)) => {
+            let b = b.strip_prefix('=').unwrap_or(b);
+            TurnRange {
+                first: number(a)?,
+                last: if b.trim().is_empty() {
+                    None
+                } else {
+                    Some(number(b)?)
+                },
+            }
+        }
+    };
+    if range.last.is_some_and(|l| l < range.first) {
+        return Err(format!("`{s}` ends before it starts"));
+    }
+    Ok(range)
 }
 
 /// `ctxhost doctor`.

@@ -8,6 +8,7 @@ mod engines;
 mod new;
 mod replay;
 mod serve;
+mod show;
 mod watch;
 
 use std::io::Write;

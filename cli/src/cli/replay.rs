@@ -77,8 +77,11 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
     let opts = ReplayOptions {
         out_dir,
         concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        // The report shows every call's context; --show and --contexts print some or all.
+        contexts: args.contexts || args.show.is_some() || args.report.is_some(),
     };
     let mut table = Table::new(args.json, imported.sessions.len() > 1, keep_files);
+    let (show, all_contexts) = (args.show, args.contexts);
     let mut write_error = None;
     let mut progress = Progress::new(&imported, args.json);
     let mut reported: Vec<TurnReport> = Vec::new();
@@ -93,9 +96,10 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         imported,
         &opts,
         |turn| {
+            let shown = all_contexts || show.is_some_and(|r| r.contains(turn.turn));
             // Rows and the bar share the terminal: lift the bar while a row is written.
             if write_error.is_none()
-                && let Err(e) = progress.suspend(|| table.turn(out, turn))
+                && let Err(e) = progress.suspend(|| table.turn(out, turn, shown))
             {
                 write_error = Some(e);
             }
@@ -233,9 +237,19 @@ impl Table {
         }
     }
 
-    fn turn(&mut self, out: &mut dyn Write, t: &TurnReport) -> anyhow::Result<()> {
+    /// One turn: a JSON line, or a table row and a row per model call when there are several
+    /// (and, when `shown`, each call's context).
+    fn turn(&mut self, out: &mut dyn Write, t: &TurnReport, shown: bool) -> anyhow::Result<()> {
         if self.json {
-            serde_json::to_writer(&mut *out, t)?;
+            if shown {
+                serde_json::to_writer(&mut *out, t)?;
+            } else {
+                let mut bare = t.clone();
+                for c in &mut bare.calls {
+                    c.context = None;
+                }
+                serde_json::to_writer(&mut *out, &bare)?;
+            }
             writeln!(out)?;
             return Ok(());
         }
@@ -270,6 +284,26 @@ impl Table {
             t.compactions,
             engine
         )?;
+        if t.calls.len() > 1 {
+            for c in &t.calls {
+                if self.multi {
+                    write!(out, "{:<28} ", "")?;
+                }
+                let row = format!(
+                    "{:>5} {:>8} {:>9} {:>22} {:>11} {}",
+                    format!("·{}", c.call),
+                    "",
+                    c.assembled_messages,
+                    format!("{} / {}", group(c.assembled_tokens), group(c.token_budget)),
+                    c.compactions,
+                    if c.fallback { "(fallback)" } else { "" }
+                );
+                writeln!(out, "{}", row.trim_end())?;
+            }
+        }
+        if shown {
+            super::show::write_turn(out, t)?;
+        }
         Ok(())
     }
 
@@ -307,16 +341,7 @@ impl Table {
                 s.slow_turns
             )?;
         }
-        if !s.engine_times.is_empty() {
-            writeln!(out, "engine time per method:")?;
-            for t in &s.engine_times {
-                writeln!(
-                    out,
-                    "  {:<20} {:>6} calls  p50 {:.3} ms  p95 {:.3} ms  max {:.3} ms  total {:.1} ms",
-                    t.method, t.calls, t.p50_ms, t.p95_ms, t.max_ms, t.total_ms
-                )?;
-            }
-        }
+        write_times(out, "", s)?;
         if let Some(dir) = s.session_files.first().and_then(|f| f.parent())
             && self.kept_files
         {
@@ -324,6 +349,33 @@ impl Table {
         }
         Ok(())
     }
+}
+
+/// Where the engine's time went: per lifecycle method, then per `host.*` function its scripts
+/// called (time that is part of the methods'), each line prefixed with `indent`.
+pub(crate) fn write_times(
+    out: &mut dyn Write,
+    indent: &str,
+    s: &ReplaySummary,
+) -> anyhow::Result<()> {
+    let sections = [
+        ("engine time per method:", &s.engine_times),
+        ("of which in host functions:", &s.host_times),
+    ];
+    for (title, times) in sections {
+        if times.is_empty() {
+            continue;
+        }
+        writeln!(out, "{indent}{title}")?;
+        for t in times {
+            writeln!(
+                out,
+                "{indent}  {:<20} {:>6} calls  p50 {:.3} ms  p95 {:.3} ms  max {:.3} ms  total {:.1} ms",
+                t.method, t.calls, t.p50_ms, t.p95_ms, t.max_ms, t.total_ms
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn clip(s: &str, n: usize) -> String {

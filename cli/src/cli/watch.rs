@@ -46,6 +46,7 @@ pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcom
     let opts = ReplayOptions {
         out_dir: out_dir.clone(),
         concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        contexts: false,
     };
     let host = Arc::new(Host::new(config)?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -142,6 +143,7 @@ async fn run_once(
     if let Some(q) = &summary.quarantine {
         writeln!(out, "  engine error: {}", q.error)?;
     }
+    super::replay::write_times(out, "  ", &summary)?;
     out.flush()?;
     Ok(Some((reports, summary)))
 }

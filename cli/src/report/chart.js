@@ -17,6 +17,7 @@
   var pinned = -1;        // pinned turn index
   var x = function () { return 0; }, y = x;
   var focusRing, pinRing, guide;
+  var shownCall = {};     // turn index -> the model call shown in the context panel
 
   function fmt(n) {
     var s = String(Math.round(n)), out = '';
@@ -294,6 +295,54 @@
     if (tr) { tr.classList.add('is-selected'); }
     document.getElementById('details-hint').textContent =
       'Pinned: ' + (multi ? r.session + ', ' : '') + 'turn ' + r.turn + '. Click another point to pin it; ← → step through turns.';
+    showContext(pinned);
+  }
+
+  // The pinned turn's model calls, and the chosen call's context: each message with its origin,
+  // what is new against the call before, and what that call had that this one dropped or
+  // summarized.
+  function showContext(i) {
+    var calls = document.getElementById('calls'), box = document.getElementById('context');
+    while (calls.firstChild) { calls.removeChild(calls.firstChild); }
+    while (box.firstChild) { box.removeChild(box.firstChild); }
+    var r = turns[i], list = r.calls || [];
+    if (!list.length) { return; }
+    var chosen = shownCall[i] === undefined ? list.length - 1 : shownCall[i];
+    list.forEach(function (c, k) {
+      var b = html('button', 'call' + (k === chosen ? ' is-selected' : '') + (c.fallback ? ' is-fallback' : ''),
+        'call ' + c.call + ' · ' + fmt(c.assembledTokens) + ' tok' + (c.compactions ? ' · compacted' : ''), calls);
+      b.type = 'button';
+      b.setAttribute('data-call', String(c.call));
+      b.addEventListener('click', function () { shownCall[i] = k; showContext(i); });
+    });
+    var c = list[chosen], v = c.context;
+    html('p', 'call-title', 'Turn ' + r.turn + ', model call ' + c.call + ' of ' + list.length + ' (' + c.engine +
+      (c.fallback ? ', fell back to legacy' : '') + '): ' + fmt(c.assembledMessages) + ' messages, ' +
+      fmt(c.assembledTokens) + ' / ' + fmt(c.tokenBudget) + ' tokens.', box);
+    if (!v) { html('p', 'hint', 'This replay did not record contexts.', box); return; }
+    var spa = html('div', 'spa', null, box);
+    html('span', 'k', 'systemPromptAddition' + (v.systemPromptAddition ? ' (' + fmt(v.systemPromptTokens) + ' tokens)' : ''), spa);
+    html('pre', '', v.systemPromptAddition || 'none', spa);
+    html('p', 'diff', 'Against the previous call: ' + fmt(v.kept) + ' kept, ' + fmt(v.new) + ' new, ' +
+      fmt(v.dropped.length) + ' dropped, ' + fmt(v.summarized.length) + ' summarized.', box);
+    var wrapT = html('div', 'table-wrap', null, box);
+    var t = html('table', 'ctx', null, wrapT);
+    var head = html('tr', '', null, html('thead', '', null, t));
+    ['', '#', 'role', 'origin', 'tokens', 'first line'].forEach(function (h) { html('th', '', h, head); });
+    var body = html('tbody', '', null, t);
+    v.messages.forEach(function (m) {
+      var tr = html('tr', 'o-' + m.origin + (m.new ? ' is-new' : ''), null, body);
+      tr.setAttribute('data-origin', m.origin);
+      if (m.new) { tr.setAttribute('data-new', ''); }
+      [m.new ? '+' : '', String(m.index), m.role, m.origin, fmt(m.tokens), m.firstLine].forEach(function (x) { html('td', '', x, tr); });
+    });
+    [['dropped', v.dropped], ['summarized', v.summarized]].forEach(function (g) {
+      g[1].forEach(function (m) {
+        var tr = html('tr', 'gone gone-' + g[0], null, body);
+        tr.setAttribute('data-gone', g[0]);
+        ['−', '', m.role, g[0], fmt(m.tokens), m.firstLine].forEach(function (x) { html('td', '', x, tr); });
+      });
+    });
   }
 
   function nearest(evt) {
@@ -336,6 +385,16 @@
         fmt(r.assembledMessages) + ' / ' + fmt(r.sessionMessages), r.modelCalls, r.compactions,
         r.pairingRepairs, r.fallback ? 'yes' : ''].forEach(function (v) { html('td', '', String(v), tr); });
       tr.addEventListener('click', function () { pinned = i; showPinned(); });
+      if ((r.calls || []).length > 1) {
+        r.calls.forEach(function (c, k) {
+          var cr = html('tr', 'call-row' + (c.fallback ? ' is-fallback' : ''), null, body);
+          cr.setAttribute('data-call-of', String(i));
+          ['', '· call ' + c.call, c.engine, fmt(c.assembledTokens), fmt(c.tokenBudget),
+            fmt(c.assembledMessages) + ' / ' + fmt(c.contextMessages), '', c.compactions,
+            c.pairingRepairs, c.fallback ? 'yes' : ''].forEach(function (v) { html('td', '', String(v), cr); });
+          cr.addEventListener('click', function () { pinned = i; shownCall[i] = k; showPinned(); });
+        });
+      }
     });
     showPinned();
   }

@@ -216,10 +216,13 @@ fn require(lua: &Lua, name: mlua::LuaString) -> mlua::Result<Value> {
         .set_name(format!("@stdlib/{name}.lua"))
         .set_mode(mlua::chunk::ChunkMode::Text)
         .call(())?;
-    let value = if value.is_nil() {
-        Value::Boolean(true)
-    } else {
-        value
+    let value = match value {
+        Value::Nil => Value::Boolean(true),
+        Value::Table(t) => {
+            super::hints::strict_module(lua, &name, &t)?;
+            Value::Table(t)
+        }
+        other => other,
     };
     cache.raw_set(name.as_str(), &value)?;
     Ok(value)

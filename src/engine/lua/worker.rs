@@ -159,7 +159,7 @@ fn fault(file: &str, err: &mlua::Error, default: EngineErrorKind) -> Fault {
     };
     Fault {
         kind,
-        message: clean_message(file, &msg),
+        message: super::hints::explain(clean_message(file, &msg)),
         line: find_line(file, &full),
         column: None,
     }

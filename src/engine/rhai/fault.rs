@@ -76,6 +76,10 @@ pub(super) fn fault(err: &EvalAltResult, limits: &RhaiLimits, default: EngineErr
             ),
         ),
         EvalAltResult::ErrorDataTooLarge(..) => (EngineErrorKind::Memory, bare(e)),
+        EvalAltResult::ErrorFunctionNotFound(sig, _) => (
+            default,
+            super::stdlib::missing_function(sig).unwrap_or_else(|| bare(e)),
+        ),
         EvalAltResult::ErrorRuntime(v, _) if v.is::<HostFault>() => {
             (EngineErrorKind::Host, bare(e))
         }

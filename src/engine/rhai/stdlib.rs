@@ -71,3 +71,44 @@ impl ModuleResolver for StdlibResolver {
         }
     }
 }
+
+/// The public functions of a stdlib module (its `fn` definitions; `private fn` excluded).
+fn module_functions(name: &str) -> Vec<&'static str> {
+    let Some(src) = stdlib_source(name) else {
+        return Vec::new();
+    };
+    let mut out: Vec<&'static str> = src
+        .lines()
+        .filter_map(|l| l.strip_prefix("fn "))
+        .filter_map(|rest| rest.split('(').next())
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// For Rhai's "Function not found: fit::newest_frist (array, i64)" on a stdlib module (by its
+/// name, or by any alias when some module has a close function): "`fit::newest_frist` is not a
+/// function of `fit`; did you mean `newest_first`?". `None` for anything else.
+pub(super) fn missing_function(signature: &str) -> Option<String> {
+    let called = signature.split(" (").next().unwrap_or(signature).trim();
+    let (namespace, function) = called.rsplit_once("::")?;
+    let head = format!("`{called}` is not a function of `{namespace}`");
+    if stdlib_source(namespace).is_some() {
+        let functions = module_functions(namespace);
+        return Some(
+            match crate::contract::closest(function, functions.iter().copied()) {
+                Some(c) if c != function => format!("{head}; did you mean `{c}`?"),
+                // The name exists: the arguments did not match any of its definitions.
+                Some(_) => return None,
+                None => format!("{head} (it has: {})", functions.join(", ")),
+            },
+        );
+    }
+    // An alias (`import "fit" as f`): the closest function of any stdlib module.
+    let all: Vec<&'static str> = stdlib_names().flat_map(module_functions).collect();
+    let c = crate::contract::closest(function, all.iter().copied()).filter(|c| *c != function)?;
+    Some(format!("{head}; did you mean `{c}`?"))
+}

@@ -1,0 +1,116 @@
+//! `replay --show TURN[..TURN]`: the context each model call of those turns assembled, message
+//! by message, with where each message came from and what changed against the call before.
+
+use std::io::Write;
+
+use ctxhost::replay::{CallReport, ContextView, GoneMessage, TurnReport};
+
+use crate::report::group;
+
+/// Every model call of `t` whose context was recorded.
+pub(crate) fn write_turn(out: &mut dyn Write, t: &TurnReport) -> anyhow::Result<()> {
+    for c in &t.calls {
+        if let Some(view) = &c.context {
+            write_call(out, t, c, view)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_call(
+    out: &mut dyn Write,
+    t: &TurnReport,
+    c: &CallReport,
+    v: &ContextView,
+) -> anyhow::Result<()> {
+    let origins: Vec<String> = v
+        .origin_counts()
+        .into_iter()
+        .map(|(o, n)| format!("{n} {}", o.as_str()))
+        .collect();
+    writeln!(out)?;
+    writeln!(
+        out,
+        "turn {} call {} of {} ({}{}): {} messages, {} / {} tokens ({})",
+        t.turn,
+        c.call,
+        t.model_calls,
+        c.engine,
+        if c.fallback { ", fallback" } else { "" },
+        c.assembled_messages,
+        group(c.assembled_tokens),
+        group(c.token_budget),
+        if origins.is_empty() {
+            "empty".to_owned()
+        } else {
+            origins.join(", ")
+        }
+    )?;
+    match &v.system_prompt_addition {
+        None => writeln!(out, "  systemPromptAddition: none")?,
+        Some(a) => writeln!(
+            out,
+            "  systemPromptAddition ({} tokens): {}",
+            group(v.system_prompt_tokens),
+            first_line_of(a)
+        )?,
+    }
+    writeln!(
+        out,
+        "  {:>1} {:>4}  {:<17} {:<13} {:>7}  first line",
+        "", "#", "role", "origin", "tokens"
+    )?;
+    for m in &v.messages {
+        writeln!(
+            out,
+            "  {:>1} {:>4}  {:<17} {:<13} {:>7}  {}",
+            if m.new { "+" } else { "" },
+            m.index,
+            m.role,
+            m.origin.as_str(),
+            group(m.tokens),
+            m.first_line
+        )?;
+    }
+    writeln!(
+        out,
+        "  against the previous call: {} kept, {} new, {} dropped, {} summarized",
+        v.kept,
+        v.new,
+        v.dropped.len(),
+        v.summarized.len()
+    )?;
+    write_gone(out, "dropped", &v.dropped)?;
+    write_gone(out, "summarized", &v.summarized)?;
+    Ok(())
+}
+
+fn write_gone(out: &mut dyn Write, what: &str, gone: &[GoneMessage]) -> anyhow::Result<()> {
+    for g in gone {
+        writeln!(
+            out,
+            "  - {:<10} {:<17} {:>7}  {}",
+            what,
+            g.role,
+            group(g.tokens),
+            g.first_line
+        )?;
+    }
+    Ok(())
+}
+
+/// The first non-empty line of `text`, clipped like the messages' first lines.
+fn first_line_of(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    if line.chars().count() <= 100 {
+        line.to_owned()
+    } else {
+        let mut cut: String = line.chars().take(99).collect();
+        cut.push('…');
+        cut
+    }
+}
