@@ -127,7 +127,12 @@ impl Client {
     /// Writes `source` as the engine, starts a server and initializes it; returns the client
     /// and the engine file.
     async fn on(dir: &Path, source: &str) -> (Client, PathBuf) {
-        let engine = write_engine(dir, "window.lua", source);
+        Self::on_file(dir, "window.lua", source).await
+    }
+
+    /// [`Client::on`] with the engine in the file `name` (its extension picks the language).
+    async fn on_file(dir: &Path, name: &str, source: &str) -> (Client, PathBuf) {
+        let engine = write_engine(dir, name, source);
         let mut c = Client::start(&dir.join("state"));
         c.init(&engine).await;
         (c, engine)
@@ -517,5 +522,401 @@ async fn a_view_the_client_compacted_itself_replaces_the_mirrored_history() {
     grown.extend([user("question 3"), assistant("answer 3")]);
     let r = c.ok("assemble", assemble_params(&grown, 10_000)).await;
     assert_eq!(r["systemPromptAddition"], "v1 n=3 kept 5 of 5");
+    c.close().await;
+}
+
+/// An engine that owns compaction and compacts through `host.delegateCompaction(p)`, counting
+/// its compactions in its state: Lua and its Rhai twin.
+fn delegating_owner(lang: &str) -> (&'static str, &'static str) {
+    match lang {
+        "lua" => (
+            "owner.lua",
+            r#"local M = { info = { id = "owner", name = "Owner", ownsCompaction = true } }
+function M.ingest(p) return { ingested = true } end
+function M.assemble(p)
+  return { messages = p.messages, estimatedTokens = 1,
+           systemPromptAddition = "delegated " .. (p.state.delegated or 0) }
+end
+function M.compact(p)
+  local r = host.delegateCompaction(p)
+  p.state.delegated = (p.state.delegated or 0) + 1
+  return { ok = r.ok, compacted = r.compacted, reason = "asked the client", result = r.result }
+end
+return M
+"#,
+        ),
+        _ => (
+            "owner.rhai",
+            r#"fn info() { #{ id: "owner", name: "Owner", ownsCompaction: true } }
+fn ingest(p) { #{ ingested: true } }
+fn assemble(p) {
+    #{ messages: p.messages, estimatedTokens: 1, systemPromptAddition: `delegated ${this.delegated ?? 0}` }
+}
+fn compact(p) {
+    let r = host::delegateCompaction(p);
+    this.delegated = (this.delegated ?? 0) + 1;
+    #{ ok: r.ok, compacted: r.compacted, reason: "asked the client", result: r.result }
+}
+"#,
+        ),
+    }
+}
+
+#[tokio::test]
+async fn a_scripts_delegate_compaction_runs_the_clients_compaction_outside_its_deadline() {
+    for lang in ["lua", "rhai"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (name, source) = delegating_owner(lang);
+        let engine = write_engine(dir.path(), name, source);
+        // A deadline far shorter than the client takes to compact.
+        let config = write_engine(
+            dir.path(),
+            "ctxhost.json5",
+            "{ host: { limits: { deadlineMs: 300, graceMs: 200 } } }",
+        );
+        let mut c = Client::start(&dir.path().join("state"));
+        c.ok(
+            "initialize",
+            json!({"engine": engine, "config": config,
+                   "capabilities": {"delegateCompaction": true}}),
+        )
+        .await;
+        c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+        let id = c
+            .send(
+                "compact",
+                json!({"sessionId": "s-1", "sessionKey": "agent:main:main", "tokenBudget": 1000,
+                       "force": true, "compactionTarget": "budget",
+                       "runtimeContext": {"cwd": "/w", "currentTokenCount": 900}}),
+            )
+            .await;
+        let ask = c.recv().await;
+        assert_eq!(ask["method"], "runtime.delegateCompaction", "{lang}: {ask}");
+        // The client's own params (its identity, its runtimeContext), as it sent them.
+        assert_eq!(ask["params"]["sessionKey"], "agent:main:main");
+        assert_eq!(ask["params"]["runtimeContext"]["cwd"], "/w");
+        assert_eq!(ask["params"]["tokenBudget"], 1000);
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        // The client's entry ids are its own: the session neither checks nor applies them.
+        let answer = json!({"ok": true, "compacted": true, "result": {
+            "summary": "they talked", "firstKeptEntryId": "openclaw-entry-9",
+            "tokensBefore": 900, "tokensAfter": 100, "sessionFile": "/old/path.jsonl"}});
+        c.reply(&ask, &answer).await;
+        let r = c.recv().await;
+        assert_eq!(r["id"], id, "{lang}: {r}");
+        assert_eq!(r["result"]["reason"], "asked the client", "{lang}: {r}");
+        assert_eq!(r["result"]["compacted"], true);
+        assert_eq!(
+            r["result"]["result"]["firstKeptEntryId"],
+            "openclaw-entry-9"
+        );
+        // Not quarantined: the engine still answers, its state counted the compaction.
+        let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+        assert_eq!(r["systemPromptAddition"], "delegated 1", "{lang}");
+        c.close().await;
+    }
+}
+
+#[tokio::test]
+async fn without_a_client_compaction_a_scripts_delegate_compaction_is_the_built_in_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (name, source) = delegating_owner("lua");
+    let (mut c, _) = Client::on_file(dir.path(), name, source).await;
+    let long: Vec<Value> = (0..8)
+        .map(|i| user(&format!("{i} {}", "word ".repeat(200))))
+        .collect();
+    c.ok("assemble", assemble_params(&long, 100_000)).await;
+    let r = c
+        .ok(
+            "compact",
+            json!({"sessionId": "s-1", "sessionKey": "agent:main:main", "tokenBudget": 300,
+                   "force": true}),
+        )
+        .await;
+    assert_eq!(r["reason"], "asked the client");
+    assert_eq!(r["compacted"], true, "{r}");
+    let r = c.ok("assemble", assemble_params(&long, 100_000)).await;
+    assert_eq!(r["messages"][0]["role"], "compactionSummary");
+    assert_eq!(r["systemPromptAddition"], "delegated 1");
+    c.close().await;
+}
+
+/// Records every lifecycle call it gets (and what OpenClaw passed) in its state, and shows
+/// the record as its system prompt addition: Lua and its Rhai twin.
+fn recorder(lang: &str) -> (&'static str, &'static str) {
+    match lang {
+        "lua" => (
+            "recorder.lua",
+            r#"local M = { info = { id = "recorder", name = "Recorder", ownsCompaction = true } }
+local function note(p, s) p.state.log = (p.state.log or "") .. s .. ";" end
+local function cwd(p) return p.runtimeContext and p.runtimeContext.cwd or "-" end
+function M.bootstrap(p) note(p, "bootstrap:" .. cwd(p)) return { bootstrapped = true, importedMessages = 0 } end
+function M.maintain(p)
+  note(p, "maintain:" .. p.reason .. ":" .. cwd(p))
+  return { changed = false, bytesFreed = 0, rewrittenEntries = 0 }
+end
+function M.ingest(p) note(p, "ingest") return { ingested = true } end
+function M.ingestBatch(p) note(p, "ingestBatch:" .. #p.messages) return { ingestedCount = #p.messages } end
+function M.afterTurn(p) note(p, "afterTurn:" .. #p.messages .. ":" .. cwd(p)) end
+function M.commitTurn(p)
+  note(p, "commitTurn:" .. p.advancementKey .. ":" .. #p.messages .. ":" .. cwd(p))
+  return { status = "committed" }
+end
+function M.prepareSubagentSpawn(p) note(p, "spawn:" .. p.childSessionKey .. ":" .. p.contextMode) end
+function M.onSubagentEnded(p) note(p, "ended:" .. p.childSessionKey .. ":" .. p.reason) end
+function M.assemble(p)
+  local tools = p.availableTools and table.concat(p.availableTools, ",") or "-"
+  note(p, "assemble:" .. tools .. ":" .. cwd(p))
+  return { messages = p.messages, estimatedTokens = 1, systemPromptAddition = p.state.log }
+end
+function M.compact(p) return { ok = true, compacted = false, reason = "no" } end
+return M
+"#,
+        ),
+        _ => (
+            "recorder.rhai",
+            r#"fn info() { #{ id: "recorder", name: "Recorder", ownsCompaction: true } }
+fn cwd(p) { if p.runtimeContext == () { "-" } else { p.runtimeContext.cwd } }
+fn bootstrap(p) {
+    this.log = (this.log ?? "") + `bootstrap:${cwd(p)};`;
+    #{ bootstrapped: true, importedMessages: 0 }
+}
+fn maintain(p) {
+    this.log = (this.log ?? "") + `maintain:${p.reason}:${cwd(p)};`;
+    #{ changed: false, bytesFreed: 0, rewrittenEntries: 0 }
+}
+fn ingest(p) { this.log = (this.log ?? "") + "ingest;"; #{ ingested: true } }
+fn ingestBatch(p) {
+    this.log = (this.log ?? "") + `ingestBatch:${p.messages.len()};`;
+    #{ ingestedCount: p.messages.len() }
+}
+fn afterTurn(p) { this.log = (this.log ?? "") + `afterTurn:${p.messages.len()}:${cwd(p)};`; }
+fn commitTurn(p) {
+    this.log = (this.log ?? "") + `commitTurn:${p.advancementKey}:${p.messages.len()}:${cwd(p)};`;
+    #{ status: "committed" }
+}
+fn prepareSubagentSpawn(p) { this.log = (this.log ?? "") + `spawn:${p.childSessionKey}:${p.contextMode};`; }
+fn onSubagentEnded(p) { this.log = (this.log ?? "") + `ended:${p.childSessionKey}:${p.reason};`; }
+fn assemble(p) {
+    let tools = "-";
+    if p.availableTools != () {
+        tools = "";
+        for t in p.availableTools {
+            if tools != "" { tools += ","; }
+            tools += t;
+        }
+    }
+    this.log = (this.log ?? "") + `assemble:${tools}:${cwd(p)};`;
+    #{ messages: p.messages, estimatedTokens: 1, systemPromptAddition: this.log }
+}
+fn compact(p) { #{ ok: true, compacted: false, reason: "no" } }
+"#,
+        ),
+    }
+}
+
+#[tokio::test]
+async fn every_lifecycle_method_reaches_lua_and_rhai_engines_with_openclaws_params() {
+    for lang in ["lua", "rhai"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (name, source) = recorder(lang);
+        let (mut c, _) = Client::on_file(dir.path(), name, source).await;
+        let key = json!({"sessionId": "s-1", "sessionKey": "agent:main:main"});
+        let with = |extra: Value| {
+            let mut p = key.clone();
+            p.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            p
+        };
+        let rc = json!({"cwd": "/w", "currentTokenCount": 10});
+        let r = c
+            .ok(
+                "bootstrap",
+                with(json!({"sessionFile": "/s.jsonl", "runtimeContext": rc})),
+            )
+            .await;
+        assert_eq!(r["bootstrapped"], true, "{lang}: {r}");
+        let r = c
+            .ok(
+                "maintain",
+                with(json!({"reason": "bootstrap", "runtimeContext": rc})),
+            )
+            .await;
+        assert_eq!(r["changed"], false, "{lang}: {r}");
+        let r = c
+            .ok("ingestBatch", with(json!({"messages": history(1)})))
+            .await;
+        assert_eq!(r["ingestedCount"], 2, "{lang}: {r}");
+        let r = c
+            .ok(
+                "assemble",
+                with(json!({"messages": history(1), "tokenBudget": 10_000,
+                            "availableTools": ["read", "write"], "runtimeContext": rc})),
+            )
+            .await;
+        assert_eq!(
+            r["systemPromptAddition"],
+            "bootstrap:/w;maintain:bootstrap:/w;ingestBatch:2;assemble:read,write:/w;",
+            "{lang}"
+        );
+        let r = c
+            .ok(
+                "afterTurn",
+                with(json!({"messages": history(2), "prePromptMessageCount": 2,
+                            "tokenBudget": 10_000, "runtimeContext": rc})),
+            )
+            .await;
+        assert_eq!(r, Value::Null, "{lang}");
+        let r = c
+            .ok(
+                "commitTurn",
+                with(
+                    json!({"advancementKey": "t1", "messages": [user("q"), assistant("a")],
+                            "runtimeContext": rc}),
+                ),
+            )
+            .await;
+        assert_eq!(r["status"], "committed", "{lang}");
+        c.ok("maintain", with(json!({"reason": "turn"}))).await;
+        let r = c
+            .ok(
+                "prepareSubagentSpawn",
+                json!({"parentSessionKey": "agent:main:main", "childSessionKey": "agent:main:sub-1",
+                       "contextMode": "fork"}),
+            )
+            .await;
+        assert_eq!(r, Value::Null, "{lang}");
+        // OpenClaw names only the child: the parent is the session that spawned it.
+        let r = c
+            .ok(
+                "onSubagentEnded",
+                json!({"childSessionKey": "agent:main:sub-1", "reason": "completed"}),
+            )
+            .await;
+        assert_eq!(r, Value::Null, "{lang}");
+        let r = c
+            .ok(
+                "assemble",
+                with(json!({"messages": history(2), "tokenBudget": 10_000})),
+            )
+            .await;
+        assert_eq!(
+            r["systemPromptAddition"],
+            "bootstrap:/w;maintain:bootstrap:/w;ingestBatch:2;assemble:read,write:/w;\
+             ingestBatch:2;afterTurn:4:/w;commitTurn:t1:2:/w;maintain:turn:-;\
+             spawn:agent:main:sub-1:fork;ended:agent:main:sub-1:completed;assemble:-:-;",
+            "{lang}"
+        );
+        c.close().await;
+    }
+}
+
+#[tokio::test]
+async fn an_engine_that_does_not_accept_runtime_context_does_not_get_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (name, source) = recorder("lua");
+    let source = source.replace(
+        "ownsCompaction = true",
+        r#"ownsCompaction = true, acceptedHostParams = { "sessionKey" }"#,
+    );
+    let (mut c, _) = Client::on_file(dir.path(), name, &source).await;
+    let r = c
+        .ok(
+            "assemble",
+            json!({"sessionId": "s-1", "sessionKey": "k", "messages": history(1),
+                   "tokenBudget": 10_000, "availableTools": ["read"],
+                   "runtimeContext": {"cwd": "/w"}}),
+        )
+        .await;
+    assert_eq!(r["systemPromptAddition"], "ingestBatch:2;assemble:read:-;");
+    c.close().await;
+}
+
+#[tokio::test]
+async fn the_commit_record_and_the_engine_state_are_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 2, true));
+    let commit = json!({"sessionId": "s-1", "sessionKey": "agent:main:main",
+                        "advancementKey": "turn-1", "messages": [user("q"), assistant("a")]});
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("assemble", assemble_params(&history(1), 1000)).await;
+    let session = std::fs::read_dir(state.join("sessions"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let before = snapshot(&session);
+    assert_eq!(
+        c.ok("commitTurn", commit.clone()).await["status"],
+        "committed"
+    );
+    let after = snapshot(&session);
+    c.close().await;
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(name, bytes)| before.get(*name) != Some(bytes))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        changed,
+        ["transcript.jsonl.state.json"],
+        "a commit changes one file, replaced whole"
+    );
+    let saved: Value = serde_json::from_slice(&after["transcript.jsonl.state.json"]).unwrap();
+    assert_eq!(saved["client"]["committed"], json!(["turn-1"]));
+    assert_eq!(saved["state"]["commits"], 1);
+
+    // A crash before that write leaves the old file: the turn is neither recorded nor in the
+    // state, and committing it again commits it once.
+    let file = session.join("transcript.jsonl.state.json");
+    std::fs::write(&file, &before["transcript.jsonl.state.json"]).unwrap();
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    assert_eq!(
+        c.ok("commitTurn", commit.clone()).await["status"],
+        "committed"
+    );
+    assert_eq!(c.ok("commitTurn", commit).await["status"], "duplicate");
+    c.close().await;
+    let saved: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(saved["state"]["commits"], 1);
+}
+
+/// Every file of a directory, by name.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_save_of_the_same_length_with_its_time_set_back_is_picked_up_at_the_next_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut c, engine) = Client::on(dir.path(), &window_engine("v1", 2, true)).await;
+    let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+    assert_eq!(r["systemPromptAddition"], "v1 n=1 kept 2 of 4");
+    let modified = std::fs::metadata(&engine).unwrap().modified().unwrap();
+    // A tick of the file system's clock later, as an editor restoring the time would.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    std::fs::write(&engine, window_engine("v2", 2, true)).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&engine)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+    assert_eq!(r["systemPromptAddition"], "v2 n=2 kept 2 of 4");
     c.close().await;
 }
