@@ -662,7 +662,12 @@ function M.commitTurn(p)
   note(p, "commitTurn:" .. p.advancementKey .. ":" .. #p.messages .. ":" .. cwd(p))
   return { status = "committed" }
 end
-function M.prepareSubagentSpawn(p) note(p, "spawn:" .. p.childSessionKey .. ":" .. p.contextMode) end
+function M.prepareSubagentSpawn(p)
+  note(p, "spawn:" .. p.childSessionKey .. ":" .. p.contextMode)
+  p.state.lastSpawn = p.childSessionKey
+  local state = p.state
+  return { rollback = function() state.log = state.log .. "rollback:" .. state.lastSpawn .. ";" end }
+end
 function M.onSubagentEnded(p) note(p, "ended:" .. p.childSessionKey .. ":" .. p.reason) end
 function M.assemble(p)
   local tools = p.availableTools and table.concat(p.availableTools, ",") or "-"
@@ -695,7 +700,12 @@ fn commitTurn(p) {
     this.log = (this.log ?? "") + `commitTurn:${p.advancementKey}:${p.messages.len()}:${cwd(p)};`;
     #{ status: "committed" }
 }
-fn prepareSubagentSpawn(p) { this.log = (this.log ?? "") + `spawn:${p.childSessionKey}:${p.contextMode};`; }
+fn prepareSubagentSpawn(p) {
+    this.log = (this.log ?? "") + `spawn:${p.childSessionKey}:${p.contextMode};`;
+    this.lastSpawn = p.childSessionKey;
+    #{ rollback: Fn("undo_spawn") }
+}
+fn undo_spawn() { this.log += `rollback:${this.lastSpawn};`; }
 fn onSubagentEnded(p) { this.log = (this.log ?? "") + `ended:${p.childSessionKey}:${p.reason};`; }
 fn assemble(p) {
     let tools = "-";
@@ -786,12 +796,26 @@ async fn every_lifecycle_method_reaches_lua_and_rhai_engines_with_openclaws_para
                        "contextMode": "fork"}),
             )
             .await;
-        assert_eq!(r, Value::Null, "{lang}");
+        assert!(r["rollbackId"].is_u64(), "{lang}: {r}");
         // OpenClaw names only the child: the parent is the session that spawned it.
         let r = c
             .ok(
                 "onSubagentEnded",
                 json!({"childSessionKey": "agent:main:sub-1", "reason": "completed"}),
+            )
+            .await;
+        assert_eq!(r, Value::Null, "{lang}");
+        // A spawn that failed after its preparation: the engine's rollback runs.
+        let spawn = c
+            .ok(
+                "prepareSubagentSpawn",
+                json!({"parentSessionKey": "agent:main:main", "childSessionKey": "agent:main:sub-2"}),
+            )
+            .await;
+        let r = c
+            .ok(
+                "rollbackSubagentSpawn",
+                json!({"parentSessionKey": "agent:main:main", "rollbackId": spawn["rollbackId"]}),
             )
             .await;
         assert_eq!(r, Value::Null, "{lang}");
@@ -805,7 +829,8 @@ async fn every_lifecycle_method_reaches_lua_and_rhai_engines_with_openclaws_para
             r["systemPromptAddition"],
             "bootstrap:/w;maintain:bootstrap:/w;ingestBatch:2;assemble:read,write:/w;\
              ingestBatch:2;afterTurn:4:/w;commitTurn:t1:2:/w;maintain:turn:-;\
-             spawn:agent:main:sub-1:fork;ended:agent:main:sub-1:completed;assemble:-:-;",
+             spawn:agent:main:sub-1:fork;ended:agent:main:sub-1:completed;\
+             spawn:agent:main:sub-2:isolated;rollback:agent:main:sub-2;assemble:-:-;",
             "{lang}"
         );
         c.close().await;

@@ -243,6 +243,15 @@ export default function register(api) {
     const info = await request(child, "info", {});
     const engine = { info };
     for (const m of METHODS) engine[m] = (params) => call(config, m, params);
+    // The engine's rollback stays in ctxhost: OpenClaw gets a function that asks for it.
+    engine.prepareSubagentSpawn = async (params) => {
+      const r = await call(config, "prepareSubagentSpawn", params);
+      if (r?.rollbackId === undefined) return undefined;
+      const parentSessionKey = params?.parentSessionKey;
+      return {
+        rollback: () => call(config, "rollbackSubagentSpawn", { parentSessionKey, rollbackId: r.rollbackId }),
+      };
+    };
     // ctxhost keeps the engine instance across operations; OpenClaw's per-operation dispose
     // has nothing to release.
     engine.dispose = async () => {};

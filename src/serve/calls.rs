@@ -40,7 +40,11 @@ impl Server {
             return Err(internal("the session did not open"));
         };
         let p = &mut job.params;
-        let Some(lifecycle) = Method::from_name(&job.method) else {
+        let lifecycle = match job.method.as_str() {
+            method::ROLLBACK_SUBAGENT_SPAWN => Some(Method::PrepareSubagentSpawn),
+            m => Method::from_name(m),
+        };
+        let Some(lifecycle) = lifecycle else {
             return Err(RpcError::new(
                 code::METHOD_NOT_FOUND,
                 format!("no method {}", job.method),
@@ -155,7 +159,25 @@ impl Server {
                 }
                 let r = s
                     .handle
-                    .with(move |s| s.prepare_subagent_spawn(&child, mode, ttl).map(|_| ()))
+                    .with(move |s| s.prepare_subagent_spawn(&child, mode, ttl))
+                    .await;
+                // The engine's rollback stays here; the client gets an id to ask for it.
+                flatten(r).map(|h| match h {
+                    Some(h) => json!({ "rollbackId": h.0 }),
+                    None => Value::Null,
+                })
+            }
+            method::ROLLBACK_SUBAGENT_SPAWN => {
+                let Some(id) = number(p, "rollbackId") else {
+                    return Err(RpcError::new(
+                        code::INVALID_PARAMS,
+                        "rollbackSubagentSpawn needs the rollbackId prepareSubagentSpawn answered",
+                    ));
+                };
+                let handle = crate::engine::SpawnRollback(id);
+                let r = s
+                    .handle
+                    .with(move |s| s.subagent_spawn_failed(handle))
                     .await;
                 flatten(r).map(|()| Value::Null)
             }

@@ -114,7 +114,7 @@ impl Server {
                 }
                 Flow::Go
             }
-            m if Method::from_name(m).is_some() => {
+            m if Method::from_name(m).is_some() || m == method::ROLLBACK_SUBAGENT_SPAWN => {
                 if self.hosted.read().await.is_none() {
                     self.answer(
                         frame.id,
