@@ -178,7 +178,8 @@ impl Drop for WatchGuard {
     fn drop(&mut self) {
         let key = self.armed.lock().key;
         self.shared.state.lock().timers.remove(&key);
-        RUNNING.with(|r| {
+        // `try_with`: a guard may be dropped while the thread's locals are torn down.
+        let _ = RUNNING.try_with(|r| {
             let mut r = r.borrow_mut();
             if r.as_ref().is_some_and(|a| Arc::ptr_eq(a, &self.armed)) {
                 *r = None;
