@@ -83,35 +83,6 @@ pub struct StopSignals {
     pub cancel: Arc<AtomicBool>,
     /// The script line where the interrupt first stopped the current call (0 = none).
     pub stop_line: AtomicU32,
-    /// The running call's deadline, which a host wait (a model call) pushes back.
-    clock: Arc<Mutex<CallClock>>,
-}
-
-/// The deadline of the running call and the time it spent waiting on the host.
-#[derive(Debug, Default)]
-struct CallClock {
-    /// When the call's deadline passes (host waits excluded); `None` between calls.
-    deadline: Option<Instant>,
-    /// The watchdog timer for `deadline`.
-    timer: Option<WatchGuard>,
-    /// Time this call spent in finished host waits.
-    waited: Duration,
-    /// When the host wait under way began.
-    since: Option<Instant>,
-}
-
-/// Ends a call's deadline when dropped (the call finished in time, or failed).
-#[derive(Debug)]
-pub struct CallGuard {
-    clock: Arc<Mutex<CallClock>>,
-}
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        let mut c = self.clock.lock();
-        c.timer = None;
-        c.deadline = None;
-    }
 }
 
 impl StopSignals {
@@ -121,7 +92,6 @@ impl StopSignals {
             expired: Arc::new(AtomicBool::new(false)),
             cancel: cancel.unwrap_or_default(),
             stop_line: AtomicU32::new(0),
-            clock: Arc::default(),
         }
     }
 
@@ -154,53 +124,14 @@ impl StopSignals {
         }
     }
 
-    /// Starts a call: clears the deadline flag and line, and arms the watchdog.
-    pub fn start_call(&self, deadline: Duration) -> CallGuard {
+    /// Starts a call on this thread: clears the deadline flag and line, and arms the watchdog
+    /// (a host function the call makes may step outside the deadline: [`outside_deadline`]).
+    pub fn start_call(&self, deadline: Duration) -> WatchGuard {
         self.expired.store(false, Ordering::Relaxed);
         self.stop_line.store(0, Ordering::Relaxed);
-        let at = Instant::now() + deadline;
-        let mut c = self.clock.lock();
-        *c = CallClock {
-            deadline: Some(at),
-            timer: Some(watchdog().arm(at, self.expired.clone())),
-            waited: Duration::ZERO,
-            since: None,
-        };
-        CallGuard {
-            clock: Arc::clone(&self.clock),
-        }
-    }
-
-    /// Runs `wait` (the script waits on the host: a model call) with the running call's
-    /// deadline paused: the time it takes is not counted against the deadline, and the
-    /// caller's hard timeout grows by it (see [`Worker::call_with`]). `wait` must bound itself.
-    pub fn host_wait<R>(&self, wait: impl FnOnce() -> R) -> R {
-        let start = Instant::now();
-        let left = {
-            let mut c = self.clock.lock();
-            c.timer = None;
-            c.since = Some(start);
-            c.deadline.map(|d| d.saturating_duration_since(start))
-        };
-        let out = wait();
-        let now = Instant::now();
-        let mut c = self.clock.lock();
-        c.since = None;
-        c.waited += now.saturating_duration_since(start);
-        if let Some(left) = left
-            && c.deadline.is_some()
-        {
-            let at = now + left;
-            c.deadline = Some(at);
-            c.timer = Some(watchdog().arm(at, self.expired.clone()));
-        }
-        out
-    }
-
-    /// How long the running (or last) call has waited on the host so far.
-    pub fn host_waited(&self) -> Duration {
-        let c = self.clock.lock();
-        c.waited + c.since.map_or(Duration::ZERO, |s| s.elapsed())
+        let guard = watchdog().arm(Instant::now() + deadline, self.expired.clone());
+        RUNNING.with(|r| *r.borrow_mut() = Some(Arc::clone(&guard.armed)));
+        guard
     }
 }
 
@@ -232,13 +163,28 @@ struct WatchState {
 /// Disarms its deadline when dropped (the call finished in time, or failed).
 #[derive(Debug)]
 pub struct WatchGuard {
-    key: (Instant, u64),
+    armed: Arc<Mutex<Armed>>,
     shared: Arc<WatchShared>,
+}
+
+/// One armed deadline: its key in the timers (moved by [`outside_deadline`]) and its flag.
+#[derive(Debug)]
+struct Armed {
+    key: (Instant, u64),
+    flag: Arc<AtomicBool>,
 }
 
 impl Drop for WatchGuard {
     fn drop(&mut self) {
-        self.shared.state.lock().timers.remove(&self.key);
+        let key = self.armed.lock().key;
+        self.shared.state.lock().timers.remove(&key);
+        // `try_with`: a guard may be dropped while the thread's locals are torn down.
+        let _ = RUNNING.try_with(|r| {
+            let mut r = r.borrow_mut();
+            if r.as_ref().is_some_and(|a| Arc::ptr_eq(a, &self.armed)) {
+                *r = None;
+            }
+        });
     }
 }
 
@@ -282,6 +228,14 @@ fn watch_loop(shared: &WatchShared) {
 impl Watchdog {
     /// Sets `flag` at `at` unless the returned guard is dropped first.
     pub fn arm(&self, at: Instant, flag: Arc<AtomicBool>) -> WatchGuard {
+        let key = self.insert(at, Arc::clone(&flag));
+        WatchGuard {
+            armed: Arc::new(Mutex::new(Armed { key, flag })),
+            shared: self.shared.clone(),
+        }
+    }
+
+    fn insert(&self, at: Instant, flag: Arc<AtomicBool>) -> (Instant, u64) {
         let mut state = self.shared.state.lock();
         state.next_id += 1;
         let key = (at, state.next_id);
@@ -294,11 +248,63 @@ impl Watchdog {
         if sooner {
             self.shared.wake.notify_one();
         }
-        WatchGuard {
-            key,
-            shared: self.shared.clone(),
-        }
+        key
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiting outside the deadline
+
+thread_local! {
+    /// The deadline of the script call running on this thread, if any.
+    static RUNNING: std::cell::RefCell<Option<Arc<Mutex<Armed>>>> =
+        const { std::cell::RefCell::new(None) };
+    /// The [`Worker`] this thread serves, if it is one.
+    static SERVING: std::cell::RefCell<Option<Arc<HostWaits>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// What a worker's caller needs to know of the host waits of the running call.
+#[derive(Debug, Default)]
+struct HostWaits {
+    /// A host function of the running call is waiting now.
+    waiting: AtomicBool,
+    /// Nanoseconds spent in host waits on this worker, ever (callers take differences).
+    waited_ns: std::sync::atomic::AtomicU64,
+}
+
+/// Runs `f` (a host function's wait on something outside the process: the client's
+/// compaction, a model call) without its time counting against the running script call's
+/// deadline: the deadline moves later by the time `f` took, and the worker's caller waits that
+/// much longer before abandoning the VM. The script cannot run meanwhile (it is inside the host
+/// function), so nothing it does escapes the deadline. A deadline that had already passed stays
+/// passed. Outside a script call (or off a worker thread) this is just `f()`.
+pub fn outside_deadline<R>(f: impl FnOnce() -> R) -> R {
+    let running = RUNNING.with(|r| r.borrow().clone());
+    let waits = SERVING.with(|w| w.borrow().clone());
+    let Some(running) = running else {
+        return f();
+    };
+    let dog = watchdog();
+    let key = running.lock().key;
+    let pending = dog.shared.state.lock().timers.remove(&key).is_some();
+    if let Some(w) = &waits {
+        w.waiting.store(true, Ordering::SeqCst);
+    }
+    let started = Instant::now();
+    let r = f();
+    let waited = started.elapsed();
+    if let Some(w) = &waits {
+        let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        w.waited_ns.fetch_add(ns, Ordering::SeqCst);
+        w.waiting.store(false, Ordering::SeqCst);
+    }
+    if pending {
+        let mut armed = running.lock();
+        let flag = Arc::clone(&armed.flag);
+        armed.key = dog.insert(key.0 + waited, flag);
+    }
+    r
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -325,6 +331,9 @@ const CALLER_POLL: Duration = Duration::from_micros(200);
 /// then assemble at a turn's start; assemble again per tool-loop step), each otherwise paying a
 /// wake-up. An idle worker then sleeps and costs nothing.
 const WORKER_POLL: Duration = Duration::from_micros(100);
+
+/// How often a caller looks again while its job waits outside the deadline.
+const HOST_WAIT_POLL: Duration = Duration::from_millis(50);
 
 /// Polls `ready` for up to `window` (spinning briefly, then yielding the core), `None` if it
 /// never gave a value.
@@ -354,6 +363,7 @@ fn poll_then_wait<T>(window: Duration, mut ready: impl FnMut() -> Option<T>) -> 
 pub struct Worker<S: 'static> {
     jobs: Option<mpsc::Sender<Job<S>>>,
     abandoned: Arc<AtomicBool>,
+    waits: Arc<HostWaits>,
 }
 
 impl<S: 'static> std::fmt::Debug for Worker<S> {
@@ -370,10 +380,13 @@ impl<S: Send + 'static> Worker<S> {
         let (tx, rx) = mpsc::channel::<Job<S>>();
         let abandoned = Arc::new(AtomicBool::new(false));
         let flag = abandoned.clone();
+        let waits = Arc::new(HostWaits::default());
+        let thread_waits = Arc::clone(&waits);
         std::thread::Builder::new()
             .name(name.into())
             .stack_size(stack_bytes)
             .spawn(move || {
+                SERVING.with(|w| *w.borrow_mut() = Some(thread_waits));
                 while let Some(job) =
                     poll_then_wait(WORKER_POLL, || rx.try_recv().ok()).or_else(|| rx.recv().ok())
                 {
@@ -387,6 +400,7 @@ impl<S: Send + 'static> Worker<S> {
         Ok(Worker {
             jobs: Some(tx),
             abandoned,
+            waits,
         })
     }
 
@@ -395,21 +409,11 @@ impl<S: Send + 'static> Worker<S> {
         self.abandoned.load(Ordering::Relaxed)
     }
 
-    /// Runs `job` on the worker and waits at most `timeout` for its answer.
+    /// Runs `job` on the worker and waits at most `timeout` for its answer, plus whatever time
+    /// the job spent in host waits ([`outside_deadline`]).
     pub fn call<R: Send + 'static>(
         &self,
         timeout: Duration,
-        job: impl FnOnce(&mut S) -> R + Send + 'static,
-    ) -> Result<R, WorkerError> {
-        self.call_with(timeout, None, job)
-    }
-
-    /// [`Worker::call`], the wait extended by the time the call spends waiting on the host
-    /// ([`StopSignals::host_wait`]) when `signals` are the VM's.
-    pub fn call_with<R: Send + 'static>(
-        &self,
-        timeout: Duration,
-        signals: Option<&StopSignals>,
         job: impl FnOnce(&mut S) -> R + Send + 'static,
     ) -> Result<R, WorkerError> {
         if self.is_abandoned() {
@@ -421,24 +425,34 @@ impl<S: Send + 'static> Worker<S> {
             let _ = reply_tx.send(job(state));
         });
         let sent = Instant::now();
+        let waited_before = self.waits.waited_ns.load(Ordering::SeqCst);
         jobs.send(boxed).map_err(|_| WorkerError::Gone)?;
         if let Some(r) = poll_then_wait(CALLER_POLL, || reply_rx.try_recv().ok()) {
             return Ok(r);
         }
-        let mut limit = timeout;
+        let mut until = sent + timeout;
         loop {
-            match reply_rx.recv_timeout(limit.saturating_sub(sent.elapsed())) {
+            match reply_rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
                 Ok(r) => return Ok(r),
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let extended = timeout + signals.map_or(Duration::ZERO, |s| s.host_waited());
-                    if extended > limit && sent.elapsed() < extended {
-                        limit = extended;
-                        continue;
-                    }
-                    self.abandoned.store(true, Ordering::Relaxed);
-                    return Err(WorkerError::TimedOut);
-                }
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Err(WorkerError::Gone),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            // Time the job spent waiting outside its deadline is not held against it.
+            let waiting = self.waits.waiting.load(Ordering::SeqCst);
+            let waited = self
+                .waits
+                .waited_ns
+                .load(Ordering::SeqCst)
+                .saturating_sub(waited_before);
+            let extended = sent + timeout + Duration::from_nanos(waited);
+            let now = Instant::now();
+            if waiting {
+                until = now + HOST_WAIT_POLL;
+            } else if extended > now {
+                until = extended;
+            } else {
+                self.abandoned.store(true, Ordering::Relaxed);
+                return Err(WorkerError::TimedOut);
             }
         }
     }

@@ -68,3 +68,32 @@ fn worker_runs_jobs_and_abandons_a_stuck_one() {
         Err(WorkerError::Abandoned)
     );
 }
+
+#[test]
+fn a_wait_outside_the_deadline_neither_expires_the_call_nor_abandons_the_worker() {
+    let w = Worker::spawn("test-wait", 1 << 20, ()).unwrap();
+    let signals = Arc::new(StopSignals::new(None));
+    let s = Arc::clone(&signals);
+    // A 50 ms deadline, a caller waiting 100 ms: the host wait takes 300 ms.
+    let r = w.call(Duration::from_millis(100), move |_: &mut ()| {
+        let guard = s.start_call(Duration::from_millis(50));
+        outside_deadline(|| std::thread::sleep(Duration::from_millis(300)));
+        let after_wait = s.check();
+        drop(guard);
+        after_wait
+    });
+    assert_eq!(r, Ok(None), "the call is still within its deadline");
+    assert!(!w.is_abandoned());
+
+    // The same wait inside the deadline expires the call, and the caller gives up.
+    let s = Arc::clone(&signals);
+    let r = w.call(Duration::from_millis(100), move |_: &mut ()| {
+        let guard = s.start_call(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(300));
+        let after_wait = s.check();
+        drop(guard);
+        after_wait
+    });
+    assert_eq!(r, Err(WorkerError::TimedOut));
+    assert_eq!(signals.check(), Some(StopReason::Deadline));
+}

@@ -94,6 +94,7 @@ fn services_with(model: Option<Arc<dyn ModelClient>>, limits: ModelLimits) -> Ar
         compaction: CompactionSettings::default(),
         limits: ResultLimits::default(),
         model: SessionModel::new(Arc::new(Completions::new(model, limits))),
+        host_times: Default::default(),
     })
 }
 
@@ -434,6 +435,7 @@ fn summarize_with_a_slow_model_is_not_a_deadline_fault() {
             compaction: CompactionSettings::default(),
             limits: ResultLimits::default(),
             model: SessionModel::default(),
+            host_times: Default::default(),
         });
         let dir = tempfile::tempdir().unwrap();
         let config = json!({});

@@ -170,8 +170,15 @@ async function answer(child, frame) {
     const live = state.live.get(sessionOf(params));
     if (frame.method === "runtime.delegateCompaction") {
       const sdk = await import("openclaw/plugin-sdk/core");
-      // The operation's own params carry what the wire cannot (abort signal, callbacks).
-      const result = await sdk.delegateCompactionToRuntime(live ?? params);
+      // The operation's own params carry what the wire cannot (abort signal, callbacks); a
+      // script's host.delegateCompaction(p) may change the budget, force and instructions.
+      const asked = live ? { ...live } : params;
+      if (live) {
+        for (const k of ["tokenBudget", "force", "compactionTarget", "customInstructions"]) {
+          if (params[k] !== undefined) asked[k] = params[k];
+        }
+      }
+      const result = await sdk.delegateCompactionToRuntime(asked);
       reply({ result: JSON.parse(encode(result ?? null)) });
       return;
     }
@@ -260,6 +267,15 @@ export default function register(api) {
     const info = await request(child, "info", {});
     const engine = { info };
     for (const m of METHODS) engine[m] = (params) => call(config, m, params);
+    // The engine's rollback stays in ctxhost: OpenClaw gets a function that asks for it.
+    engine.prepareSubagentSpawn = async (params) => {
+      const r = await call(config, "prepareSubagentSpawn", params);
+      if (r?.rollbackId === undefined) return undefined;
+      const parentSessionKey = params?.parentSessionKey;
+      return {
+        rollback: () => call(config, "rollbackSubagentSpawn", { parentSessionKey, rollbackId: r.rollbackId }),
+      };
+    };
     // ctxhost keeps the engine instance across operations; OpenClaw's per-operation dispose
     // has nothing to release.
     engine.dispose = async () => {};

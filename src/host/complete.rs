@@ -3,13 +3,13 @@
 //!
 //! - Budgets (`host.complete` in the config): calls per session turn, and prompt plus answer
 //!   tokens per engine in a rolling 24 hours; `maxOutputTokens` caps each answer.
-//! - Time: the wait is not counted against the script's deadline ([`StopSignals::host_wait`])
+//! - Time: the wait is not counted against the script's deadline ([`outside_deadline`])
 //!   and has its own limit (`timeoutMs`); a cancelled turn cancels the call.
 //! - Failure: bad arguments are a script error; a model that cannot answer (none configured,
 //!   a spent budget, a timeout, an HTTP error) is an answer `{error, reason}` the script can
 //!   act on, so an engine that asks a model keeps running without one.
 //!
-//! [`StopSignals::host_wait`]: crate::sandbox::StopSignals::host_wait
+//! [`outside_deadline`]: crate::sandbox::outside_deadline
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -259,7 +259,7 @@ impl HostCall {
             timeout,
         };
         let label = format!("model {}", client.name());
-        let result = signals.host_wait(|| {
+        let result = crate::sandbox::outside_deadline(|| {
             crate::llm::bridge::wait(client.complete(request), timeout, &signals.cancel, &label)
         });
         let used = budget::used_by(&result, prompt, |t| counter.count_text(t));

@@ -33,13 +33,13 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::compaction::CompactionSettings;
-use crate::contract::ResultLimits;
+use crate::contract::{Method, ResultLimits};
 use crate::message::Message;
 use crate::summarize::Summarizer;
 use crate::tokens::TokenCache;
 
 pub use api::{API, Args, Ctx, HostFn, HostScope, MAX_PARAMS, Param};
-pub use compaction::COMPACT_FIELDS;
+pub use compaction::{COMPACT_FIELDS, ClientCompaction, ClientCompactor};
 pub use complete::{Completions, SessionModel};
 pub use log::{LOG_CAP, LogLevel, cut_log_text, log};
 pub use summarize::{SummarizeOptions, SummarizeOutput};
@@ -73,6 +73,19 @@ pub struct HostCall {
     services: Arc<SessionServices>,
     config: Arc<Value>,
     token_budget: u64,
+    client_compaction: Option<ClientCompaction>,
+    client_params: Option<Arc<ClientParams>>,
+}
+
+/// The host params a client (`ctxhost serve`) passed with the lifecycle call it is being
+/// served, which the engine receives as the client sent them (`runtimeContext`,
+/// `sessionTarget`), unless its `acceptedHostParams` leaves them out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientParams {
+    /// The lifecycle method the client called: only that method's `p` carries them.
+    pub method: Method,
+    /// The params, by their OpenClaw names.
+    pub fields: serde_json::Map<String, Value>,
 }
 
 impl HostCall {
@@ -92,7 +105,35 @@ impl HostCall {
             services,
             config,
             token_budget,
+            client_compaction: None,
+            client_params: None,
         }
+    }
+
+    /// The call with `client` as what `host.delegateCompaction(p)` runs (instead of the
+    /// built-in compaction), when there is one.
+    pub fn with_client_compaction(mut self, client: Option<ClientCompaction>) -> Self {
+        self.client_compaction = client;
+        self
+    }
+
+    /// The call with the host params the client passed with the call it is being served.
+    pub fn with_client_params(mut self, params: Option<Arc<ClientParams>>) -> Self {
+        self.client_params = params;
+        self
+    }
+
+    /// The host params the client passed for `method`, when this call serves that method.
+    pub fn client_params(&self, method: Method) -> Option<&serde_json::Map<String, Value>> {
+        self.client_params
+            .as_deref()
+            .filter(|p| p.method == method)
+            .map(|p| &p.fields)
+    }
+
+    /// The client compaction `host.delegateCompaction(p)` runs in this call, if any.
+    pub fn client_compaction(&self) -> Option<&ClientCompaction> {
+        self.client_compaction.as_ref()
     }
 
     /// The engine this call is for.

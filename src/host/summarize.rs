@@ -80,7 +80,7 @@ pub(super) fn summarize(cx: &Ctx<'_>, [messages, opts]: Args) -> Result<HostOut,
     let run = || call.summarize(&messages, &opts);
     // A model's wait is bounded by its own timeout, not the script's deadline.
     let out = if call.services().summarizer.calls_a_model() {
-        cx.scope().signals().host_wait(run)
+        crate::sandbox::outside_deadline(run)
     } else {
         run()
     }

@@ -2,16 +2,20 @@
 //! engine-calling path (quarantine, fallback, validation), and the result answered; sessions
 //! opened from (and kept under) the state directory.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::contract::{
-    CommitStatus, CompactionTarget, ContextMode, MaintainReason, SubagentEndReason,
+    CommitStatus, CompactionTarget, ContextMode, MaintainReason, Method, SubagentEndReason,
 };
 use crate::error::{Error, Result};
+use crate::host::ClientCompaction;
 use crate::runtime::{Host, SessionSpec};
-use crate::session::{ClientAssemble, ClientMirror, Session};
+use crate::session::{ClientAssemble, ClientCall, ClientMirror, Session};
 
 use super::Hosted;
+use super::delegate::PeerCompactor;
 use super::params::*;
 use super::protocol::{RpcError, code, method};
 use super::server::{Job, Served, Server};
@@ -36,8 +40,23 @@ impl Server {
             return Err(internal("the session did not open"));
         };
         let p = &mut job.params;
+        let lifecycle = match job.method.as_str() {
+            method::ROLLBACK_SUBAGENT_SPAWN => Some(Method::PrepareSubagentSpawn),
+            m => Method::from_name(m),
+        };
+        let Some(lifecycle) = lifecycle else {
+            return Err(RpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!("no method {}", job.method),
+            ));
+        };
+        let cc = client_call(lifecycle, p);
         let result = match job.method.as_str() {
-            "bootstrap" => to_value(s.handle.with(|s| s.client_bootstrap()).await),
+            "bootstrap" => to_value(
+                s.handle
+                    .with(move |s| s.serve_client(cc, |s| s.client_bootstrap()))
+                    .await,
+            ),
             "ingest" | "ingestBatch" => {
                 let batch = job.method == "ingestBatch";
                 let messages = if batch {
@@ -46,12 +65,14 @@ impl Server {
                     vec![one_message(p)?]
                 };
                 let heartbeat = flag(p, "isHeartbeat");
-                s.with_mirror(move |s, m| s.client_ingest(m, messages, heartbeat))
-                    .await
-                    .map(|n| match batch {
-                        true => json!({ "ingestedCount": n }),
-                        false => json!({ "ingested": n > 0 }),
-                    })
+                s.with_mirror(move |s, m| {
+                    s.serve_client(cc, |s| s.client_ingest(m, messages, heartbeat))
+                })
+                .await
+                .map(|n| match batch {
+                    true => json!({ "ingestedCount": n }),
+                    false => json!({ "ingested": n > 0 }),
+                })
             }
             "assemble" => {
                 let messages = messages(p, "messages");
@@ -60,28 +81,38 @@ impl Server {
                     prompt: text(p, "prompt"),
                     model: text(p, "model"),
                 };
-                s.with_mirror(move |s, m| s.client_assemble(m, messages, request))
-                    .await
-                    .map(|a| {
-                        let mut out = json!({
-                            "messages": a.messages,
-                            "estimatedTokens": a.assembled_tokens,
-                        });
-                        if let Some(add) = a.system_prompt_addition {
-                            out["systemPromptAddition"] = Value::String(add);
-                        }
-                        out
-                    })
+                let cc = ClientCall {
+                    available_tools: tools(p),
+                    ..cc
+                };
+                s.with_mirror(move |s, m| {
+                    s.serve_client(cc, |s| s.client_assemble(m, messages, request))
+                })
+                .await
+                .map(|a| {
+                    let mut out = json!({
+                        "messages": a.messages,
+                        "estimatedTokens": a.assembled_tokens,
+                    });
+                    if let Some(add) = a.system_prompt_addition {
+                        out["systemPromptAddition"] = Value::String(add);
+                    }
+                    out
+                })
             }
-            "compact" => self.compact(&hosted, s, p).await,
+            "compact" => self.compact(&hosted, s, p, cc).await,
             "afterTurn" => {
                 let messages = messages(p, "messages");
                 let pre = number(p, "prePromptMessageCount").unwrap_or(0) as usize;
                 let budget = number(p, "tokenBudget");
                 let heartbeat = flag(p, "isHeartbeat");
-                s.with_mirror(move |s, m| s.client_after_turn(m, messages, pre, budget, heartbeat))
-                    .await
-                    .map(|()| Value::Null)
+                s.with_mirror(move |s, m| {
+                    s.serve_client(cc, |s| {
+                        s.client_after_turn(m, messages, pre, budget, heartbeat)
+                    })
+                })
+                .await
+                .map(|()| Value::Null)
             }
             "commitTurn" => {
                 let Some(advancement) = text(p, "advancementKey") else {
@@ -97,7 +128,7 @@ impl Server {
                 let key = advancement.clone();
                 let r = s
                     .handle
-                    .with(move |s| s.client_commit_turn(&key, messages))
+                    .with(move |s| s.serve_client(cc, |s| s.client_commit_turn(&key, messages)))
                     .await;
                 flatten(r).map(|()| {
                     s.record.commit(&advancement);
@@ -110,7 +141,11 @@ impl Server {
                     Some("compaction") => MaintainReason::Compaction,
                     _ => MaintainReason::Turn,
                 };
-                to_value(s.handle.with(move |s| s.client_maintain(reason)).await)
+                to_value(
+                    s.handle
+                        .with(move |s| s.serve_client(cc, |s| s.client_maintain(reason)))
+                        .await,
+                )
             }
             "prepareSubagentSpawn" => {
                 let child = text(p, "childSessionKey").unwrap_or_default();
@@ -119,9 +154,30 @@ impl Server {
                     _ => ContextMode::Isolated,
                 };
                 let ttl = number(p, "ttlMs");
+                if let Err(e) = state::note_subagent(&self.options.state_dir, &child, key) {
+                    tracing::warn!(session = key, "cannot note the subagent {child}: {e}");
+                }
                 let r = s
                     .handle
-                    .with(move |s| s.prepare_subagent_spawn(&child, mode, ttl).map(|_| ()))
+                    .with(move |s| s.prepare_subagent_spawn(&child, mode, ttl))
+                    .await;
+                // The engine's rollback stays here; the client gets an id to ask for it.
+                flatten(r).map(|h| match h {
+                    Some(h) => json!({ "rollbackId": h.0 }),
+                    None => Value::Null,
+                })
+            }
+            method::ROLLBACK_SUBAGENT_SPAWN => {
+                let Some(id) = number(p, "rollbackId") else {
+                    return Err(RpcError::new(
+                        code::INVALID_PARAMS,
+                        "rollbackSubagentSpawn needs the rollbackId prepareSubagentSpawn answered",
+                    ));
+                };
+                let handle = crate::engine::SpawnRollback(id);
+                let r = s
+                    .handle
+                    .with(move |s| s.subagent_spawn_failed(handle))
                     .await;
                 flatten(r).map(|()| Value::Null)
             }
@@ -133,6 +189,7 @@ impl Server {
                     Some("released") => SubagentEndReason::Released,
                     _ => SubagentEndReason::Completed,
                 };
+                state::forget_subagent(&self.options.state_dir, &child);
                 let r = s
                     .handle
                     .with(move |s| s.subagent_ended(&child, reason))
@@ -147,19 +204,15 @@ impl Server {
                 format!("no method {other}"),
             )),
         };
-        let persisted = s.handle.with(|s| s.persist_state()).await;
+        // The engine's state and the record (mirror, turns committed) in one atomic write.
+        let record = serde_json::to_value(&s.record).map_err(internal)?;
+        let persisted = s.handle.with(move |s| s.persist_state(record)).await;
         if let Err(e) = flatten(persisted) {
             tracing::warn!(
                 session = key,
-                "saving the engine state failed: {}",
+                "saving the session state failed: {}",
                 e.message
             );
-        }
-        if s.record != s.saved {
-            match s.record.save(&s.dir) {
-                Ok(()) => s.saved = s.record.clone(),
-                Err(e) => tracing::warn!(session = key, "saving the bridge record failed: {e}"),
-            }
         }
         result
     }
@@ -169,6 +222,7 @@ impl Server {
         hosted: &Hosted,
         s: &mut Served,
         p: &Value,
+        cc: ClientCall,
     ) -> std::result::Result<Value, RpcError> {
         let owns = s
             .handle
@@ -192,9 +246,21 @@ impl Server {
             _ => CompactionTarget::Budget,
         };
         let instructions = text(p, "customInstructions");
+        // A script's host.delegateCompaction(p) runs the client's compaction, when offered.
+        let cc = ClientCall {
+            compaction: hosted.capabilities.delegate_compaction.then(|| {
+                ClientCompaction::new(Arc::new(PeerCompactor {
+                    peer: self.peer.clone(),
+                    params: p.clone(),
+                    timeout: self.options.client_timeout,
+                    runtime: tokio::runtime::Handle::current(),
+                }))
+            }),
+            ..cc
+        };
         let r = s
             .handle
-            .with(move |s| s.client_compact(budget, target, instructions))
+            .with(move |s| s.serve_client(cc, |s| s.client_compact(budget, target, instructions)))
             .await;
         to_value(r)
     }
@@ -210,13 +276,16 @@ impl Server {
         } else {
             host.create_session(spec).await?
         };
-        let record = BridgeRecord::load(&dir);
-        Ok(Served {
-            handle,
-            dir,
-            saved: record.clone(),
-            record,
-        })
+        let saved = handle.with(|s| s.client_record().cloned()).await?;
+        let record = match saved {
+            Some(v) => serde_json::from_value(v).unwrap_or_else(|e| {
+                tracing::warn!(session = key, "ignoring an unreadable bridge record: {e}");
+                BridgeRecord::default()
+            }),
+            // Kept by an earlier ctxhost beside the state; the next save moves it in.
+            None => BridgeRecord::load(&dir),
+        };
+        Ok(Served { handle, record })
     }
 }
 

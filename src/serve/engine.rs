@@ -18,13 +18,76 @@ pub(super) struct Hosted {
     pub(super) capabilities: ClientCapabilities,
     pub(super) engine_path: Option<PathBuf>,
     pub(super) watch: bool,
-    /// The engine file's last seen modification stamp, under a lock so one reload runs at a time.
-    pub(super) seen: tokio::sync::Mutex<Option<Stamp>>,
+    /// The engine file as last seen, under a lock so one reload runs at a time.
+    pub(super) seen: tokio::sync::Mutex<Option<EngineFile>>,
 }
 
-/// The engine file's modification time, length and content hash: a save within the file
-/// system's timestamp granularity still changes the hash.
-pub(super) type Stamp = (Option<SystemTime>, u64, u64);
+/// What a file's metadata says of its version: modification and change times, length and
+/// inode. The change time cannot be set back by a tool (`touch -d`), and a save by rename
+/// makes a new inode. Two saves of the same length within one tick of the file system's clock
+/// (a few ms) look the same: the content hash then only runs when the metadata moved.
+type Meta = (Option<SystemTime>, Option<(i64, i64)>, u64, u64);
+
+/// Tells whether the engine file changed since the last look: its metadata on every call (one
+/// `stat`), its content (read and hashed) only when the metadata moved.
+#[derive(Debug)]
+pub(super) struct EngineFile {
+    path: PathBuf,
+    meta: Option<Meta>,
+    hash: Option<u64>,
+    /// How many times the file was read and hashed (for tests).
+    pub(super) reads: u64,
+}
+
+impl EngineFile {
+    /// Takes the file as it is now as the version loaded.
+    pub(super) fn new(path: PathBuf) -> Self {
+        let mut f = EngineFile {
+            meta: meta(&path),
+            hash: None,
+            reads: 0,
+            path,
+        };
+        f.hash = f.read_hash();
+        f.reads = 0;
+        f
+    }
+
+    /// Whether the content changed since the last call (metadata alone when it did not move).
+    pub(super) fn changed(&mut self) -> bool {
+        let now = meta(&self.path);
+        if now == self.meta {
+            return false;
+        }
+        self.meta = now;
+        let hash = self.read_hash();
+        if hash == self.hash {
+            return false;
+        }
+        self.hash = hash;
+        true
+    }
+
+    fn read_hash(&mut self) -> Option<u64> {
+        self.reads += 1;
+        let bytes = std::fs::read(&self.path).ok()?;
+        let mut h = crate::session::Fnv::new();
+        h.write(&bytes);
+        Some(h.0)
+    }
+}
+
+fn meta(path: &Path) -> Option<Meta> {
+    let m = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let (changed, inode) = {
+        use std::os::unix::fs::MetadataExt;
+        (Some((m.ctime(), m.ctime_nsec())), m.ino())
+    };
+    #[cfg(not(unix))]
+    let (changed, inode) = (None, 0);
+    Some((m.modified().ok(), changed, m.len(), inode))
+}
 
 impl Hosted {
     /// Loads the engine file again when it changed since the last call (with
@@ -34,11 +97,9 @@ impl Hosted {
             return;
         };
         let mut seen = self.seen.lock().await;
-        let now = stamp(&path);
-        if seen.as_ref() == Some(&now) {
+        if !seen.as_mut().is_some_and(EngineFile::changed) {
             return;
         }
-        *seen = Some(now);
         let host = Arc::clone(&self.host);
         match tokio::task::spawn_blocking(move || host.reload_engine()).await {
             Ok(Ok(generation)) => {
@@ -92,14 +153,6 @@ pub(super) fn engine_info(host: &Host) -> contract::EngineInfo {
     info
 }
 
-pub(super) fn stamp(path: &Path) -> Stamp {
-    let modified = std::fs::metadata(path).ok().and_then(|m| m.modified().ok());
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let mut h = crate::session::Fnv::new();
-            h.write(&bytes);
-            (modified, bytes.len() as u64, h.0)
-        }
-        Err(_) => (modified, 0, 0),
-    }
-}
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

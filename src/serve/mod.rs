@@ -40,6 +40,7 @@ pub mod rpc;
 pub mod state;
 
 mod calls;
+mod delegate;
 mod engine;
 mod model;
 mod params;

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use crate::contract;
 use crate::error::{Error, Result};
 use crate::message::Message;
+use crate::session::ClientCall;
 
 use super::protocol::{RpcError, code};
 
@@ -13,6 +14,34 @@ pub(super) fn session_key(p: &Value) -> Option<String> {
     ["sessionKey", "sessionId", "parentSessionKey"]
         .iter()
         .find_map(|k| text(p, k).filter(|s| !s.is_empty()))
+}
+
+/// The host params OpenClaw passes that an engine receives as they are (contract §3,
+/// `acceptedHostParams`).
+const CLIENT_HOST_PARAMS: [&str; 2] = ["runtimeContext", "sessionTarget"];
+
+/// What the client passed with `method` for the engine: its host params as they are.
+pub(super) fn client_call(method: contract::Method, p: &Value) -> ClientCall {
+    let host_params = CLIENT_HOST_PARAMS
+        .iter()
+        .filter_map(|k| p.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+        .collect();
+    ClientCall {
+        method,
+        host_params,
+        available_tools: None,
+        compaction: None,
+    }
+}
+
+/// `assemble`'s `availableTools` (a JavaScript `Set` travels as an array of names).
+pub(super) fn tools(p: &Value) -> Option<Vec<String>> {
+    p.get("availableTools").and_then(Value::as_array).map(|a| {
+        a.iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    })
 }
 
 pub(super) fn text(p: &Value, key: &str) -> Option<String> {

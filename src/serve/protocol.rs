@@ -24,6 +24,9 @@ pub mod method {
     pub const INFO: &str = "info";
     /// Client → ctxhost: close every session and stop.
     pub const SHUTDOWN: &str = "shutdown";
+    /// Client → ctxhost: a spawn `prepareSubagentSpawn` prepared failed; run the engine's
+    /// rollback (`{parentSessionKey, rollbackId}`, the id `prepareSubagentSpawn` answered).
+    pub const ROLLBACK_SUBAGENT_SPAWN: &str = "rollbackSubagentSpawn";
     /// Client → ctxhost (notification): stop working on a request.
     pub const CANCEL: &str = "$/cancelRequest";
     /// ctxhost → client: run the client's built-in compaction for a session.

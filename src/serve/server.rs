@@ -12,11 +12,11 @@ use tokio::sync::mpsc;
 use crate::contract::Method;
 use crate::runtime::{Host, SessionHandle};
 
-use super::engine::{config_for, engine_info, stamp};
+use super::engine::{EngineFile, config_for, engine_info};
 use super::params::*;
 use super::protocol::{self, Id, InitializeParams, InitializeResult, RpcError, code, method};
 use super::rpc::Peer;
-use super::state::BridgeRecord;
+use super::state::{self, BridgeRecord};
 use super::{CLOSE_GRACE, Flow, Hosted, ServeOptions};
 
 pub(super) struct Server {
@@ -43,10 +43,8 @@ pub(super) struct Job {
 /// A session open in this server.
 pub(super) struct Served {
     pub(super) handle: SessionHandle,
-    pub(super) dir: PathBuf,
+    /// Saved with the engine's state after every call.
     pub(super) record: BridgeRecord,
-    /// The record as last written, so an unchanged record is not written again.
-    pub(super) saved: BridgeRecord,
 }
 
 impl Server {
@@ -116,7 +114,7 @@ impl Server {
                 }
                 Flow::Go
             }
-            m if Method::from_name(m).is_some() => {
+            m if Method::from_name(m).is_some() || m == method::ROLLBACK_SUBAGENT_SPAWN => {
                 if self.hosted.read().await.is_none() {
                     self.answer(
                         frame.id,
@@ -127,7 +125,21 @@ impl Server {
                     );
                     return Flow::Go;
                 }
-                let Some(key) = session_key(&params) else {
+                let key = session_key(&params).or_else(|| {
+                    // OpenClaw's onSubagentEnded names only the child: its parent is the
+                    // session that prepared the spawn.
+                    let child = text(&params, "childSessionKey")?;
+                    state::subagent_parent(&self.options.state_dir, &child)
+                });
+                let Some(key) = key else {
+                    if m == "onSubagentEnded" {
+                        tracing::warn!(
+                            child = text(&params, "childSessionKey").unwrap_or_default(),
+                            "onSubagentEnded for a child no session here spawned; nothing to tell an engine"
+                        );
+                        self.answer(frame.id, Ok(Value::Null));
+                        return Flow::Go;
+                    }
                     self.answer(
                         frame.id,
                         Err(RpcError::new(
@@ -253,6 +265,8 @@ impl Server {
             .engine_entry()
             .and_then(|(_, e)| e.path.as_deref().map(|p| config.resolve(p)));
         let watch = config.host.watch.enabled;
+        // Taken before the load, so a save during the load is a change at the next call.
+        let seen = engine_path.clone().map(EngineFile::new);
         let model =
             super::model::client_model(&self.peer, &p.capabilities, self.options.client_timeout);
         let host = Arc::new(
@@ -265,7 +279,7 @@ impl Server {
             tracing::info!(client = %client.name, version = %client.version, engine = %info.id, "initialized");
         }
         let hosted = Arc::new(Hosted {
-            seen: tokio::sync::Mutex::new(engine_path.as_deref().map(stamp)),
+            seen: tokio::sync::Mutex::new(seen),
             host,
             capabilities: p.capabilities,
             engine_path,

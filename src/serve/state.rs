@@ -3,16 +3,19 @@
 //!
 //! ```text
 //! <state dir>/sessions/<key slug>/transcript.jsonl             the mirrored messages and summaries
-//! <state dir>/sessions/<key slug>/transcript.jsonl.state.json  the engine's `p.state`
-//! <state dir>/sessions/<key slug>/bridge.json                  the mirror and the commitTurn record
+//! <state dir>/sessions/<key slug>/transcript.jsonl.state.json  the engine's `p.state`, and the
+//!                                                              mirror and commitTurn record
 //! ```
+//!
+//! The engine's state and the [`BridgeRecord`] are one file, replaced atomically after every
+//! call: a crash leaves both as they were or both as they are, so a turn is never recorded
+//! as committed while the state the engine's `commitTurn` left is lost (or the reverse).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
 use crate::session::ClientMirror;
 
 /// How many `advancementKey`s a session remembers (the oldest are forgotten first).
@@ -55,6 +58,38 @@ pub fn session_dir(state_dir: &Path, key: &str) -> PathBuf {
         .join(format!("{slug}-{:08x}", h.0 as u32))
 }
 
+/// Where the parent of a subagent is noted: OpenClaw's `onSubagentEnded` names only the child,
+/// possibly in a later client process than the one that prepared the spawn.
+fn subagent_file(state_dir: &Path, child: &str) -> PathBuf {
+    let dir = session_dir(state_dir, child);
+    let name = dir
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    state_dir.join("subagents").join(name)
+}
+
+/// Notes `parent` as the session that prepared the spawn of `child`.
+pub fn note_subagent(state_dir: &Path, child: &str, parent: &str) -> std::io::Result<()> {
+    let file = subagent_file(state_dir, child);
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(file, parent)
+}
+
+/// The session that prepared the spawn of `child`, if one did.
+pub fn subagent_parent(state_dir: &Path, child: &str) -> Option<String> {
+    std::fs::read_to_string(subagent_file(state_dir, child))
+        .ok()
+        .filter(|p| !p.is_empty())
+}
+
+/// Forgets the parent of `child` (it ended).
+pub fn forget_subagent(state_dir: &Path, child: &str) {
+    let _ = std::fs::remove_file(subagent_file(state_dir, child));
+}
+
 /// The bridge's record of one session: the mirror of the client's transcript and the turns
 /// already committed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,13 +102,15 @@ pub struct BridgeRecord {
 }
 
 impl BridgeRecord {
-    /// The record file of a session directory.
+    /// Where an earlier ctxhost kept the record, beside the state (read once, when the
+    /// state has no record yet).
     pub fn path(dir: &Path) -> PathBuf {
         dir.join("bridge.json")
     }
 
-    /// Reads the record; a missing file is an empty record, an unreadable one is reported
-    /// and replaced by an empty one (the mirror then starts again from the client's view).
+    /// Reads a record an earlier ctxhost kept in its own file; a missing file is an empty
+    /// record, an unreadable one is reported and replaced by an empty one (the mirror then
+    /// starts again from the client's view).
     pub fn load(dir: &Path) -> BridgeRecord {
         let path = Self::path(dir);
         match std::fs::read(&path) {
@@ -99,26 +136,5 @@ impl BridgeRecord {
         while self.committed.len() > COMMIT_RECORD_LEN {
             self.committed.pop_front();
         }
-    }
-
-    /// Writes the record atomically (temporary file, fsync, rename).
-    pub fn save(&self, dir: &Path) -> Result<()> {
-        use std::io::Write;
-        let path = Self::path(dir);
-        let tmp = dir.join("bridge.json.tmp");
-        let bytes = serde_json::to_vec(self).map_err(|e| {
-            Error::io(
-                "encode bridge record",
-                &path,
-                std::io::Error::other(e.to_string()),
-            )
-        })?;
-        let mut file =
-            std::fs::File::create(&tmp).map_err(|e| Error::io("write bridge record", &tmp, e))?;
-        file.write_all(&bytes)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| Error::io("write bridge record", &tmp, e))?;
-        drop(file);
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io("replace bridge record", &path, e))
     }
 }

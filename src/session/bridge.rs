@@ -22,6 +22,7 @@ use crate::contract::{
     Operation,
 };
 use crate::error::Result;
+use crate::host::{ClientCompaction, ClientParams};
 use crate::message::{Message, Role};
 
 use super::{Assembly, Session};
@@ -32,6 +33,27 @@ use super::{Assembly, Session};
 pub struct ClientMirror {
     /// A fingerprint of each client message mirrored so far, in the client's order.
     pub fingerprints: Vec<String>,
+}
+
+/// What a client passed with a lifecycle call beyond what the session makes itself.
+#[derive(Clone, Debug)]
+pub struct ClientCall {
+    /// The method the client called.
+    pub method: Method,
+    /// Its host params as the client sent them (`runtimeContext`, `sessionTarget`).
+    pub host_params: serde_json::Map<String, serde_json::Value>,
+    /// `assemble`'s tool names available this turn.
+    pub available_tools: Option<Vec<String>>,
+    /// The client's own compaction, for a script's `host.delegateCompaction(p)`.
+    pub compaction: Option<ClientCompaction>,
+}
+
+/// The client call a session is serving now.
+#[derive(Debug)]
+pub(super) struct Serving {
+    pub(super) params: Arc<ClientParams>,
+    pub(super) available_tools: Option<Vec<String>>,
+    pub(super) compaction: Option<ClientCompaction>,
 }
 
 /// What the client asked `assemble` for, beyond its messages.
@@ -129,7 +151,10 @@ impl Session {
     }
 
     /// `compact` from a client: the engine's `compact` (falling back like any call), its
-    /// summary applied to the session so later windows are built from it.
+    /// summary applied to the session so later windows are built from it. With `client`, a
+    /// script's `host.delegateCompaction(p)` runs the client's own compaction instead of the
+    /// built-in one; the client then applies that result to the transcript it owns, so the
+    /// session leaves it alone and picks the client's summary up from its next view.
     pub fn client_compact(
         &mut self,
         token_budget: Option<u64>,
@@ -140,6 +165,25 @@ impl Session {
         self.check_requirements(Operation::ManualCompact)?;
         let budget = self.budget_or_default(token_budget);
         self.engine_compact(budget, target, instructions, None)
+    }
+
+    /// Runs `f` (one of the `client_*` calls) as the client's `call`: the engine's `p` for that
+    /// method carries the client's host params, `assemble` its `availableTools`, and a script's
+    /// `host.delegateCompaction(p)` runs the client's compaction when it offers one (the client
+    /// then applies that result to the transcript it owns, so the session leaves it alone and
+    /// picks the client's summary up from its next view).
+    pub fn serve_client<R>(&mut self, call: ClientCall, f: impl FnOnce(&mut Session) -> R) -> R {
+        self.serving = Some(Serving {
+            params: Arc::new(ClientParams {
+                method: call.method,
+                fields: call.host_params,
+            }),
+            available_tools: call.available_tools,
+            compaction: call.compaction,
+        });
+        let r = f(self);
+        self.serving = None;
+        r
     }
 
     /// The client's budget, or the session's own when the client gave none.
@@ -200,9 +244,17 @@ impl Session {
         }))
     }
 
-    /// Saves the engine's per-session state now (a client process may end at any call).
-    pub fn persist_state(&mut self) -> Result<()> {
+    /// Saves the engine's per-session state now (a client process may end at any call), with
+    /// `record` (what the client's bridge keeps: its mirror, the turns committed) in the same
+    /// atomic write, so a crash leaves both as they were before or both as they are now.
+    pub fn persist_state(&mut self, record: serde_json::Value) -> Result<()> {
+        self.client_record = Some(record);
         self.save_state()
+    }
+
+    /// The record [`Session::persist_state`] last saved with this session, if any.
+    pub fn client_record(&self) -> Option<&serde_json::Value> {
+        self.client_record.as_ref()
     }
 
     /// The `info` of the engine answering now (`legacy`'s after a quarantine).

@@ -45,14 +45,28 @@ impl Session {
         let before = self.context_tokens();
         // The configured engine, and after its failure `legacy`, once: never a loop.
         for _ in 0..2 {
-            let (result, engine, _) = self.run_tagged(Method::Compact, budget, |e, call| {
-                let r = e.compact(call, &params)?;
-                contract::check_compact(&r, &limits)
-                    .map_err(|m| invalid(e.info(), Method::Compact, m))?;
-                check_first_kept(&r, call.context())
-                    .map_err(|m| invalid(e.info(), Method::Compact, m))?;
-                Ok(r)
-            })?;
+            let ((result, by_client), engine, _) =
+                self.run_tagged(Method::Compact, budget, |e, call| {
+                    let client = call.client_compaction();
+                    if let Some(c) = client {
+                        c.take_used();
+                    }
+                    let r = e.compact(call, &params)?;
+                    contract::check_compact(&r, &limits)
+                        .map_err(|m| invalid(e.info(), Method::Compact, m))?;
+                    // The client compacted its own transcript: its entry ids are not ours.
+                    let by_client = client.is_some_and(|c| c.take_used());
+                    if !by_client {
+                        check_first_kept(&r, call.context())
+                            .map_err(|m| invalid(e.info(), Method::Compact, m))?;
+                    }
+                    Ok((r, by_client))
+                })?;
+            if by_client {
+                // Applied by the client to the transcript it owns; its next view starts from
+                // its summary (see `session::bridge`).
+                return Ok(result);
+            }
             match self.apply_compaction(&result) {
                 Ok(()) => {
                     if !result.compacted

@@ -150,6 +150,8 @@ impl Session {
             Arc::clone(&self.engine_config),
             budget,
         )
+        .with_client_params(self.serving.as_ref().map(|s| Arc::clone(&s.params)))
+        .with_client_compaction(self.serving.as_ref().and_then(|s| s.compaction.clone()))
     }
 
     pub(super) fn check_requirements(&self, op: Operation) -> Result<()> {

@@ -37,7 +37,7 @@ mod timing;
 mod turn;
 
 pub(crate) use bridge::Fnv;
-pub use bridge::{ClientAssemble, ClientMirror};
+pub use bridge::{ClientAssemble, ClientCall, ClientMirror};
 pub use context::derive_context;
 pub use state::state_path;
 pub use timing::{CallTimes, MethodTimes};
@@ -168,6 +168,11 @@ pub struct Session {
     slow_strikes: u32,
     /// Per-method call times of this session's engine.
     call_times: CallTimes,
+    /// What the client passed with the call being served (`ctxhost serve`), beyond what the
+    /// session makes itself (see [`Session::serve_client`]).
+    serving: Option<bridge::Serving>,
+    /// What a client keeps with this session, saved with the engine's state.
+    client_record: Option<Value>,
 }
 
 impl std::fmt::Debug for Session {
@@ -239,6 +244,8 @@ impl Session {
             turn_engine_time: std::time::Duration::ZERO,
             slow_strikes: 0,
             call_times: CallTimes::default(),
+            serving: None,
+            client_record: None,
             services,
             context,
             store,

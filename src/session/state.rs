@@ -31,6 +31,9 @@ impl Session {
                 return Ok(());
             }
         };
+        if self.client_record.is_none() {
+            self.client_record = saved.client;
+        }
         if saved.engine != self.engine_id {
             return Ok(());
         }
@@ -49,20 +52,34 @@ impl Session {
         }
     }
 
+    /// Saves the engine's state, and the client's record with it (one atomic write, so the
+    /// two never disagree after a crash).
     pub(super) fn save_state(&mut self) -> Result<()> {
-        let Some(mut engine) = self.engine.take() else {
-            return Ok(());
-        };
-        let state = engine.save_state();
-        self.engine = Some(engine);
-        let state = match state {
-            Ok(s) => s,
-            Err(e) => return self.on_failure(e),
-        };
         let path = state_path(self.store.path());
+        let (engine_id, state) = match self.engine.take() {
+            Some(mut engine) => {
+                let state = engine.save_state();
+                self.engine = Some(engine);
+                match state {
+                    Ok(s) => (self.engine_id.clone(), s),
+                    Err(e) => return self.on_failure(e),
+                }
+            }
+            // No instance (quarantined, or legacy): the saved state stays as it is, and only
+            // a client's record has anything new to write.
+            None if self.client_record.is_none() => return Ok(()),
+            None => match std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<SavedState>(&b).ok())
+            {
+                Some(old) => (old.engine, old.state),
+                None => (self.engine_id.clone(), Value::Null),
+            },
+        };
         let saved = SavedState {
-            engine: self.engine_id.clone(),
+            engine: engine_id,
             state,
+            client: self.client_record.clone(),
         };
         let text = serde_json::to_vec_pretty(&saved).map_err(|e| {
             Error::Host(EngineError::new(
@@ -85,6 +102,10 @@ impl Session {
 struct SavedState {
     engine: String,
     state: Value,
+    /// What a client keeps with the session (`ctxhost serve`: the mirror of its transcript and
+    /// the `commitTurn` record), saved in the same write as the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client: Option<Value>,
 }
 
 /// Replaces `path` with `bytes` so that a reader sees the old state or the new, never a mix:

@@ -362,7 +362,10 @@ impl Session {
                     .clone()
                     .and_then(|p| self.host_param(HostParam::Prompt, p)),
                 model: self.setup.model.clone(),
-                available_tools: None,
+                available_tools: self
+                    .serving
+                    .as_ref()
+                    .and_then(|s| s.available_tools.clone()),
                 runtime_settings: self.runtime_settings_param(budget, degraded),
             };
             let limits = self.setup.limits.clone();

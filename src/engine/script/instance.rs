@@ -24,9 +24,11 @@ use crate::host::HostCall;
 use crate::sandbox::{Limits, StopSignals, Worker};
 
 /// `p` for a lifecycle call: the params' fields (messages aside, they travel as a [`Feed`]),
-/// without the host params the engine opted out of (`acceptedHostParams`).
+/// with the host params a client passed (`client`: fields the host did not set itself), without
+/// the host params the engine opted out of (`acceptedHostParams`).
 pub fn params_object<P: Serialize>(
     params: &P,
+    client: Option<&Map<String, Json>>,
     info: &EngineInfo,
 ) -> Result<Map<String, Json>, String> {
     let mut map = match serde_json::to_value(params).map_err(|e| e.to_string())? {
@@ -35,10 +37,17 @@ pub fn params_object<P: Serialize>(
     };
     map.remove("message");
     map.remove("messages");
+    for (k, v) in client.into_iter().flatten() {
+        if !map.contains_key(k) {
+            map.insert(k.clone(), v.clone());
+        }
+    }
     for (hp, key) in [
         (HostParam::SessionKey, "sessionKey"),
         (HostParam::Prompt, "prompt"),
         (HostParam::RuntimeSettings, "runtimeSettings"),
+        (HostParam::SessionTarget, "sessionTarget"),
+        (HostParam::RuntimeContext, "runtimeContext"),
     ] {
         if !info.accepts(hp) {
             map.remove(key);
@@ -56,8 +65,6 @@ pub struct ScriptInstance<V: ScriptVm> {
     limits: Limits,
     file: String,
     cancel: Arc<AtomicBool>,
-    /// The VM's stop signals: host waits (model calls) extend the hard timeout.
-    signals: Arc<StopSignals>,
     disposed: bool,
 }
 
@@ -81,7 +88,6 @@ impl<V: ScriptVm> ScriptInstance<V> {
             limits,
             file,
             cancel: signals.cancel.clone(),
-            signals,
             disposed: false,
         }
     }
@@ -105,9 +111,8 @@ impl<V: ScriptVm> ScriptInstance<V> {
     ) -> Result<R, EngineError> {
         let engine = self.info.id.clone();
 
-        let out = self.worker.call_with(
+        let out = self.worker.call(
             self.limits.hard_timeout(),
-            Some(&self.signals),
             move |slot: &mut Option<V>| match slot {
                 Some(vm) => f(vm),
                 None => Err(EngineError::new(
@@ -145,14 +150,15 @@ impl<V: ScriptVm> ScriptInstance<V> {
         if !self.defined.contains(&method) {
             return Ok(None);
         }
-        let fields = params_object(params, &self.info).map_err(|e| {
-            EngineError::new(
-                method,
-                &self.info.id,
-                EngineErrorKind::Runtime,
-                format!("host could not pass the params: {e}"),
-            )
-        })?;
+        let fields =
+            params_object(params, call.client_params(method), &self.info).map_err(|e| {
+                EngineError::new(
+                    method,
+                    &self.info.id,
+                    EngineErrorKind::Runtime,
+                    format!("host could not pass the params: {e}"),
+                )
+            })?;
         let call = call.clone();
         let limits = self.limits.clone();
         let (engine, file) = (self.info.id.clone(), self.file.clone());

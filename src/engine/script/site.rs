@@ -11,7 +11,7 @@ use super::located;
 use super::result::info_from_json;
 use crate::contract::EngineInfo;
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
-use crate::sandbox::{CallGuard, Limits, StopReason, StopSignals, WorkerError};
+use crate::sandbox::{Limits, StopReason, StopSignals, WatchGuard, WorkerError};
 
 /// The most bytes of text an engine's `info` may hold.
 pub const INFO_BYTES: usize = 1 << 20;
@@ -60,7 +60,7 @@ impl Site {
     }
 
     /// Starts a call under the deadline (disarmed when the guard drops).
-    pub fn start_call(&self) -> CallGuard {
+    pub fn start_call(&self) -> WatchGuard {
         self.signals.start_call(self.limits.deadline())
     }
 

@@ -4,6 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+mod compaction;
+mod durability;
+mod lifecycle;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -127,7 +131,12 @@ impl Client {
     /// Writes `source` as the engine, starts a server and initializes it; returns the client
     /// and the engine file.
     async fn on(dir: &Path, source: &str) -> (Client, PathBuf) {
-        let engine = write_engine(dir, "window.lua", source);
+        Self::on_file(dir, "window.lua", source).await
+    }
+
+    /// [`Client::on`] with the engine in the file `name` (its extension picks the language).
+    async fn on_file(dir: &Path, name: &str, source: &str) -> (Client, PathBuf) {
+        let engine = write_engine(dir, name, source);
         let mut c = Client::start(&dir.join("state"));
         c.init(&engine).await;
         (c, engine)

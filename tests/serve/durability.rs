@@ -1,0 +1,98 @@
+//! What survives a crash and what a save changes: the commit record and the engine state as
+//! one write; hot reload's cheap check of the engine file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::*;
+
+#[tokio::test]
+async fn the_commit_record_and_the_engine_state_are_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 2, true));
+    let commit = json!({"sessionId": "s-1", "sessionKey": "agent:main:main",
+                        "advancementKey": "turn-1", "messages": [user("q"), assistant("a")]});
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("assemble", assemble_params(&history(1), 1000)).await;
+    let session = std::fs::read_dir(state.join("sessions"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let before = snapshot(&session);
+    assert_eq!(
+        c.ok("commitTurn", commit.clone()).await["status"],
+        "committed"
+    );
+    let after = snapshot(&session);
+    c.close().await;
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(name, bytes)| before.get(*name) != Some(bytes))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        changed,
+        ["transcript.jsonl.state.json"],
+        "a commit changes one file, replaced whole"
+    );
+    let saved: Value = serde_json::from_slice(&after["transcript.jsonl.state.json"]).unwrap();
+    assert_eq!(saved["client"]["committed"], json!(["turn-1"]));
+    assert_eq!(saved["state"]["commits"], 1);
+
+    // A crash before that write leaves the old file: the turn is neither recorded nor in the
+    // state, and committing it again commits it once.
+    let file = session.join("transcript.jsonl.state.json");
+    std::fs::write(&file, &before["transcript.jsonl.state.json"]).unwrap();
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    assert_eq!(
+        c.ok("commitTurn", commit.clone()).await["status"],
+        "committed"
+    );
+    assert_eq!(c.ok("commitTurn", commit).await["status"], "duplicate");
+    c.close().await;
+    let saved: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(saved["state"]["commits"], 1);
+}
+
+/// Every file of a directory, by name.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_save_of_the_same_length_with_its_time_set_back_is_picked_up_at_the_next_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut c, engine) = Client::on(dir.path(), &window_engine("v1", 2, true)).await;
+    let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+    assert_eq!(r["systemPromptAddition"], "v1 n=1 kept 2 of 4");
+    let modified = std::fs::metadata(&engine).unwrap().modified().unwrap();
+    // A tick of the file system's clock later, as an editor restoring the time would.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    std::fs::write(&engine, window_engine("v2", 2, true)).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&engine)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+    assert_eq!(r["systemPromptAddition"], "v2 n=2 kept 2 of 4");
+    c.close().await;
+}
