@@ -9,7 +9,7 @@
 use std::fmt::Display;
 
 use super::value::{HostError, HostOut, HostValue};
-use super::{HostCall, LogLevel, clock, compaction, log, pairing, summarize, tokens};
+use super::{HostCall, LogLevel, clock, compaction, log, pairing, recall, summarize, tokens};
 use crate::contract::ResultLimits;
 
 /// How an adapter converts one argument of a `host` function.
@@ -53,7 +53,7 @@ pub const MAX_PARAMS: usize = 2;
 pub type Args = [HostValue; MAX_PARAMS];
 
 /// Every `host` function scripts can call.
-pub static API: [HostFn; 8] = [
+pub static API: [HostFn; 10] = [
     HostFn {
         path: &["tokens"],
         params: &[Param::Value("x")],
@@ -81,6 +81,20 @@ pub static API: [HostFn; 8] = [
         required: 1,
         per_message: false,
         run: pairing::repair,
+    },
+    HostFn {
+        path: &["search"],
+        params: &[Param::Value("query"), Param::Value("opts")],
+        required: 1,
+        per_message: false,
+        run: recall::search,
+    },
+    HostFn {
+        path: &["fetch"],
+        params: &[Param::Value("ids")],
+        required: 1,
+        per_message: false,
+        run: recall::fetch,
     },
     HostFn {
         path: &["now"],

@@ -4,8 +4,8 @@
 //! Rust function over plain values ([`HostValue`] in, [`HostOut`] back). The Lua and Rhai
 //! adapters only register each entry under the name scripts use (`host.tokens` /
 //! `host::tokens`) and convert values to and from their VM; every behaviour lives here, one
-//! module per surface: [`tokens`], [`summarize`], [`compaction`], [`pairing`], [`log`](mod@log) and
-//! [`clock`]. `host.config` is a value, not a function: each adapter installs the entry config
+//! module per surface: [`tokens`], [`summarize`], [`compaction`], [`pairing`], [`recall`],
+//! [`log`](mod@log) and [`clock`]. `host.config` is a value, not a function: each adapter installs the entry config
 //! ([`HostCall::config`]) as its language shows a map.
 //!
 //! A [`HostCall`] is made for each lifecycle call and owns (cheap `Arc`s of) everything the call
@@ -23,6 +23,7 @@ pub mod clock;
 pub mod compaction;
 pub mod log;
 pub mod pairing;
+pub mod recall;
 pub mod summarize;
 pub mod tokens;
 pub mod value;
@@ -34,6 +35,7 @@ use serde_json::Value;
 use crate::compaction::CompactionSettings;
 use crate::contract::ResultLimits;
 use crate::message::Message;
+use crate::recall::RecallIndex;
 use crate::summarize::Summarizer;
 use crate::tokens::TokenCache;
 
@@ -66,6 +68,7 @@ pub struct HostCall {
     services: Arc<SessionServices>,
     config: Arc<Value>,
     token_budget: u64,
+    recall: Option<Arc<RecallIndex>>,
 }
 
 impl HostCall {
@@ -85,7 +88,20 @@ impl HostCall {
             services,
             config,
             token_budget,
+            recall: None,
         }
+    }
+
+    /// The same call with the session's stored messages behind `host.search` and `host.fetch`
+    /// (without them, both find nothing).
+    pub fn with_recall(mut self, recall: Arc<RecallIndex>) -> Self {
+        self.recall = Some(recall);
+        self
+    }
+
+    /// The session's stored messages, when the call has them.
+    pub fn recall(&self) -> Option<&Arc<RecallIndex>> {
+        self.recall.as_ref()
     }
 
     /// The engine this call is for.

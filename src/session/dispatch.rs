@@ -150,6 +150,7 @@ impl Session {
             Arc::clone(&self.engine_config),
             budget,
         )
+        .with_recall(Arc::clone(&self.recall))
     }
 
     pub(super) fn check_requirements(&self, op: Operation) -> Result<()> {

@@ -24,6 +24,7 @@ use crate::error::{EngineError, Result};
 use crate::host::SessionServices;
 use crate::message::Message;
 use crate::quarantine::Quarantine;
+use crate::recall::RecallIndex;
 use crate::summarize::Summarizer;
 use crate::tokens::TokenCache;
 use crate::transcript::{Durability, Store, TranscriptStore};
@@ -131,6 +132,8 @@ pub struct Session {
     store: Box<dyn Store>,
     context: Arc<Vec<Arc<Message>>>,
     services: Arc<SessionServices>,
+    /// Every stored message, indexed for `host.search` / `host.fetch` as it is appended.
+    recall: Arc<RecallIndex>,
     /// The configured engine's instance, while it is healthy.
     engine: Option<Box<dyn Engine>>,
     /// The configured entry this session serves (`legacy` when none): the quarantine key.
@@ -210,6 +213,8 @@ impl Session {
             limits: setup.limits.clone(),
         });
         let context = Arc::new(derive_context(&messages));
+        let recall = Arc::new(RecallIndex::default());
+        recall.add(&messages);
         let mut session = Session {
             id: Arc::from(setup.id.as_str()),
             engine: None,
@@ -233,6 +238,7 @@ impl Session {
             slow_strikes: 0,
             call_times: CallTimes::default(),
             services,
+            recall,
             context,
             store,
             setup,
