@@ -93,9 +93,9 @@ fn probe(config: Value) -> Vec<Result<String, String>> {
 #[test]
 fn scripts_search_and_fetch_stored_messages_in_both_languages() {
     let got = probe(json!({"query": "what was in /etc/hosts?", "opts": {"limit": 2}}));
-    // The path is one term and its parts; the tool call (its arguments) and the user's request
-    // name it, the result only says `localhost`.
-    let want = "m2:assistant:etc/hosts,etc,hosts m1:user:etc/hosts,etc,hosts | m2=assistant m1=user";
+    // The path is one term and its parts; the user's request and the tool call (its arguments)
+    // name it, the shorter message first; the result only says `localhost`.
+    let want = "m1:user:etc/hosts,etc,hosts m2:assistant:etc/hosts,etc,hosts | m1=user m2=assistant";
     assert_eq!(got, [Ok(want.to_owned()), Ok(want.to_owned())]);
     // Roles and `before` narrow it; the fetched messages are the stored ones.
     let got = probe(json!({"query": "etc/hosts localhost", "opts": {"roles": ["toolResult", "user"], "before": "m3"}}));
@@ -126,7 +126,7 @@ fn search_and_fetch_arguments_are_bounded_and_checked() {
     // A long query is cut, not refused.
     let long = "etc/hosts ".repeat(2_000);
     for r in probe(json!({"query": long, "opts": {}})) {
-        assert!(r.is_ok_and(|s| s.starts_with("m2:")));
+        assert!(r.is_ok_and(|s| s.starts_with("m1:")));
     }
     // More ids than host.fetch takes.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -153,7 +153,7 @@ fn search_and_fetch_arguments_are_bounded_and_checked() {
 
 /// A conversation through the real host with `engine` at a 4,000-token window: an early turn
 /// names an order, a file and an error code; `filler` turns with large tool results push it out
-/// of the context; the last turn asks `last`. Returns every assembly and the transcript text.
+/// of the context, and a manual compaction follows; the last turn asks `last`. Returns every assembly and the transcript text.
 async fn converse(engine: &Path, filler: usize, last: &str) -> (Vec<Assembly>, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let host = common::replay::host(4_000, Some(engine));
@@ -205,6 +205,10 @@ async fn converse(engine: &Path, filler: usize, last: &str) -> (Vec<Assembly>, S
             .await,
         );
     }
+    // A manual compaction (`/compact`): the session's context shrinks to the engine's summary
+    // and its fresh tail; the transcript keeps every original message.
+    let compacted = s.compact(None).await.expect("compact");
+    assert!(compacted.compacted, "{compacted:?}");
     calls.push(turn(last.to_owned(), Vec::new()).await);
     s.close().await.expect("close");
     assert!(host.quarantine().all().is_empty());
