@@ -15,7 +15,9 @@
 //! - section fill: the share of summaries with a non-empty section, per section;
 //! - summary tokens per span token, summaries larger than their span, and folds (summaries of
 //!   summaries) that grew;
-//! - summarizer time.
+//! - summarizer time;
+//! - identifiers a request names again (seen earlier in the session): whether the model call
+//!   carries them besides the request, and the line they first appeared in (what recall is for).
 //!
 //! With `--summarizer llm` every summary is asked of a model instead: the LLM summarizer
 //! (`ctxhost::llm::LlmSummarizer`) against a forgetful fake model this program starts on
@@ -50,6 +52,7 @@ use ctxhost::transcript::Durability;
 use parking_lot::Mutex;
 
 mod fake_model;
+mod named_again;
 
 const ENGINES: [&str; 7] = [
     "legacy",
@@ -139,6 +142,17 @@ fn main() -> anyhow::Result<()> {
             }
             kinds_rows.push((engine.clone(), window, total));
         }
+    }
+    println!();
+    println!("| engine | window | identifiers a request names again | in the model call | with the line they first appeared in |");
+    println!("|---|---|---|---|---|");
+    for (engine, window, s) in &kinds_rows {
+        println!(
+            "| {engine} | {window} | {} | {} | {} |",
+            s.again.0,
+            pct(s.again.1, s.again.0),
+            pct(s.again.2, s.again.0)
+        );
     }
     if let Some(m) = &model {
         println!();
@@ -232,6 +246,8 @@ struct Stats {
     time: Duration,
     /// Summaries a model wrote (not the offline summarizer).
     by_model: usize,
+    /// Identifiers requests named again / in the call / with their first line in the call.
+    again: (u64, u64, u64),
 }
 
 impl Stats {
@@ -266,6 +282,9 @@ impl Stats {
         self.folds_grown += o.folds_grown;
         self.time += o.time;
         self.by_model += o.by_model;
+        self.again.0 += o.again.0;
+        self.again.1 += o.again.1;
+        self.again.2 += o.again.2;
     }
 
     fn row(&self, name: &str, window: u64) -> String {
@@ -499,8 +518,10 @@ fn run(
         setup.durability = Durability::None;
         let mut session = Session::create(setup, &file, "")?;
         let (mut seen_compactions, mut turn) = (0, String::new());
+        let mut again = named_again::NamedAgain::default();
         drive(&mut session, source.messages, |session, a| {
             measure(session, session.current_request(), a, &mut calls);
+            again.observe(session, session.current_request(), a, message_text);
             // Turn stats restart every turn: a rise is a compaction since the last call.
             let request = session.current_request().map(|m| m.id.clone());
             if request.as_deref() != Some(turn.as_str()) {
@@ -517,6 +538,9 @@ fn run(
         })?;
         session.close()?;
         let _ = std::fs::remove_file(&file);
+        calls.again.0 += again.named;
+        calls.again.1 += again.in_call;
+        calls.again.2 += again.with_line;
     }
     let mut s = std::mem::take(&mut *recorder.stats.lock());
     s.add(&calls);
