@@ -95,10 +95,13 @@ fn scripts_search_and_fetch_stored_messages_in_both_languages() {
     let got = probe(json!({"query": "what was in /etc/hosts?", "opts": {"limit": 2}}));
     // The path is one term and its parts; the user's request and the tool call (its arguments)
     // name it, the shorter message first; the result only says `localhost`.
-    let want = "m1:user:etc/hosts,etc,hosts m2:assistant:etc/hosts,etc,hosts | m1=user m2=assistant";
+    let want =
+        "m1:user:etc/hosts,etc,hosts m2:assistant:etc/hosts,etc,hosts | m1=user m2=assistant";
     assert_eq!(got, [Ok(want.to_owned()), Ok(want.to_owned())]);
     // Roles and `before` narrow it; the fetched messages are the stored ones.
-    let got = probe(json!({"query": "etc/hosts localhost", "opts": {"roles": ["toolResult", "user"], "before": "m3"}}));
+    let got = probe(
+        json!({"query": "etc/hosts localhost", "opts": {"roles": ["toolResult", "user"], "before": "m3"}}),
+    );
     let want = "m1:user:etc/hosts,etc,hosts | m1=user";
     assert_eq!(got, [Ok(want.to_owned()), Ok(want.to_owned())]);
     // A query of common words only finds nothing.
@@ -108,10 +111,18 @@ fn scripts_search_and_fetch_stored_messages_in_both_languages() {
 
 #[test]
 fn search_and_fetch_arguments_are_bounded_and_checked() {
-    let limit = probe(json!({"query": "localhost hosts read summarize thanks", "opts": {"limit": 1_000_000}}));
+    let limit = probe(
+        json!({"query": "localhost hosts read summarize thanks", "opts": {"limit": 1_000_000}}),
+    );
     for r in &limit {
         // At most MAX_SEARCH_LIMIT hits (here: every message that matches).
-        assert!(r.as_ref().is_ok_and(|s| s.split(" | ").next().is_some_and(|h| h.split(' ').count() <= 50)), "{r:?}");
+        assert!(
+            r.as_ref().is_ok_and(|s| s
+                .split(" | ")
+                .next()
+                .is_some_and(|h| h.split(' ').count() <= 50)),
+            "{r:?}"
+        );
     }
     for bad in [
         json!({"query": "x", "opts": {"roles": ["wizard"]}}),
@@ -148,7 +159,10 @@ fn search_and_fetch_arguments_are_bounded_and_checked() {
     let err = engine
         .assemble(&host_call(&session(), json!({})), &assemble_params())
         .unwrap_err();
-    assert!(err.message.contains("65 ids exceed the limit of 64"), "{err}");
+    assert!(
+        err.message.contains("65 ids exceed the limit of 64"),
+        "{err}"
+    );
 }
 
 /// A conversation through the real host with `engine` at a 4,000-token window: an early turn
@@ -182,10 +196,13 @@ async fn converse(engine: &Path, filler: usize, last: &str) -> (Vec<Assembly>, S
     };
     calls.push(
         turn(
-            "Order mia_li_3668 failed to settle; I think the bug is in src/billing/ledger.rs.".into(),
-            vec![json!({"role": "assistant", "content": [{"type": "text", "text":
+            "Order mia_li_3668 failed to settle; I think the bug is in src/billing/ledger.rs."
+                .into(),
+            vec![
+                json!({"role": "assistant", "content": [{"type": "text", "text":
                 "Found it: src/billing/ledger.rs raises ERR_LEDGER_LOCKED when two settlements \
-                 of mia_li_3668 race; the lock is taken in settle_batch before the retry loop."}]})],
+                 of mia_li_3668 race; the lock is taken in settle_batch before the retry loop."}]}),
+            ],
         )
         .await,
     );
@@ -251,7 +268,10 @@ async fn an_identifier_named_again_brings_its_compacted_message_back_in_both_lan
         // The turns in between named nothing from it: nothing was recalled for them.
         let middle = &calls[calls.len() - 2];
         let mid_addition = middle.system_prompt_addition.as_deref().unwrap_or_default();
-        assert!(!mid_addition.contains("<recalled"), "{engine}: {mid_addition}");
+        assert!(
+            !mid_addition.contains("<recalled"),
+            "{engine}: {mid_addition}"
+        );
         additions.push(addition);
     }
     assert_eq!(additions[0], additions[1], "the twins recall differently");

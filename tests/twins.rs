@@ -97,8 +97,7 @@ fn drive(engine: &str, config: &Json, messages: &[Arc<Message>], budget: u64) ->
             a.system_prompt_addition, b.system_prompt_addition,
             "{at}: systemPromptAddition"
         );
-        if a
-            .system_prompt_addition
+        if a.system_prompt_addition
             .as_deref()
             .is_some_and(|s| s.contains("<recalled id="))
         {

@@ -37,11 +37,8 @@ impl FakeModel {
         let stop = Arc::new(AtomicBool::new(false));
         let asked = Arc::new(AtomicU64::new(0));
         let retried = Arc::new(AtomicU64::new(0));
-        let (stop2, asked2, retried2) = (
-            Arc::clone(&stop),
-            Arc::clone(&asked),
-            Arc::clone(&retried),
-        );
+        let (stop2, asked2, retried2) =
+            (Arc::clone(&stop), Arc::clone(&asked), Arc::clone(&retried));
         let thread = std::thread::spawn(move || {
             while !stop2.load(Ordering::SeqCst) {
                 match listener.accept() {
@@ -111,8 +108,8 @@ fn serve(mut stream: TcpStream) -> std::io::Result<bool> {
         }
     }
     let h = body_at.unwrap_or(data.len());
-    let body: Value = serde_json::from_slice(&data[h..(h + length).min(data.len())])
-        .unwrap_or(Value::Null);
+    let body: Value =
+        serde_json::from_slice(&data[h..(h + length).min(data.len())]).unwrap_or(Value::Null);
     let (text, retry) = answer(&body);
     let reply = json!({
         "id": "chatcmpl-fake",

@@ -144,7 +144,9 @@ fn main() -> anyhow::Result<()> {
         }
     }
     println!();
-    println!("| engine | window | identifiers a request names again | in the model call | with the line they first appeared in |");
+    println!(
+        "| engine | window | identifiers a request names again | in the model call | with the line they first appeared in |"
+    );
     println!("|---|---|---|---|---|");
     for (engine, window, s) in &kinds_rows {
         println!(

@@ -63,7 +63,9 @@ impl NamedAgain {
             }
         }
         for m in session.context() {
-            if self.read.insert(m.id.clone()) && !m.role().eq(&ctxhost::message::Role::CompactionSummary) {
+            if self.read.insert(m.id.clone())
+                && !m.role().eq(&ctxhost::message::Role::CompactionSummary)
+            {
                 let text = text_of(m);
                 for line in text.lines() {
                     for (_, id) in find_identifiers(line) {

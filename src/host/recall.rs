@@ -40,10 +40,7 @@ pub struct SearchOptions {
 /// `host.search(query, opts)` → a list of `{id, role, score, position, matched}`, best first.
 pub(super) fn search(cx: &Ctx<'_>, [query, opts]: Args) -> Result<HostOut, HostError> {
     let HostValue::Text(mut query) = query else {
-        return Err(cx.script_error(format!(
-            "query must be a string, got {}",
-            query.describe()
-        )));
+        return Err(cx.script_error(format!("query must be a string, got {}", query.describe())));
     };
     cut(&mut query, MAX_QUERY_BYTES);
     let opts: SearchOptions = match opts.into_json() {
@@ -56,9 +53,7 @@ pub(super) fn search(cx: &Ctx<'_>, [query, opts]: Args) -> Result<HostOut, HostE
     if let Some(before) = &opts.before
         && before.len() > MAX_ID_BYTES
     {
-        return Err(cx.script_error(format!(
-            "opts: before is longer than {MAX_ID_BYTES} bytes"
-        )));
+        return Err(cx.script_error(format!("opts: before is longer than {MAX_ID_BYTES} bytes")));
     }
     let limit = opts
         .limit
@@ -74,7 +69,11 @@ pub(super) fn search(cx: &Ctx<'_>, [query, opts]: Args) -> Result<HostOut, HostE
         return Ok(HostOut::Data(json!([])));
     };
     let hits = index
-        .try_search(&query, &filter, usize::try_from(limit).unwrap_or(usize::MAX))
+        .try_search(
+            &query,
+            &filter,
+            usize::try_from(limit).unwrap_or(usize::MAX),
+        )
         .map_err(|e| cx.script_error(format!("opts: {e}")))?;
     Ok(HostOut::Data(Value::Array(
         hits.into_iter()
@@ -131,7 +130,9 @@ pub(super) fn fetch(cx: &Ctx<'_>, [ids, _]: Args) -> Result<HostOut, HostError> 
     }
     let call = cx.call()?;
     let found = call.recall().map(|r| r.fetch(&wanted)).unwrap_or_default();
-    Ok(HostOut::Messages(found.into_iter().map(Kept::New).collect()))
+    Ok(HostOut::Messages(
+        found.into_iter().map(Kept::New).collect(),
+    ))
 }
 
 /// Cuts `s` to at most `max` bytes, at a character boundary.

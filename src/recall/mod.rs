@@ -215,7 +215,10 @@ impl Inner {
                     role: m.role(),
                     score,
                     position: doc as usize + 1,
-                    matched: matched.into_iter().map(|i| query_terms[i].clone()).collect(),
+                    matched: matched
+                        .into_iter()
+                        .map(|i| query_terms[i].clone())
+                        .collect(),
                 }
             })
             .collect()

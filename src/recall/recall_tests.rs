@@ -12,8 +12,14 @@ fn index() -> RecallIndex {
     let index = RecallIndex::default();
     index.add(&[
         stored("1", Message::user("please look at src/foo.rs, it panics")),
-        stored("2", Message::assistant("the order for mia_li_3668 is #W2378156")),
-        stored("3", Message::user("and what about foo in general? foo foo foo")),
+        stored(
+            "2",
+            Message::assistant("the order for mia_li_3668 is #W2378156"),
+        ),
+        stored(
+            "3",
+            Message::user("and what about foo in general? foo foo foo"),
+        ),
         stored("4", Message::assistant("ERR_X came back from the gateway")),
     ]);
     index
@@ -74,9 +80,15 @@ fn filters_limit_roles_and_before() {
 #[test]
 fn appends_are_searchable_at_once_and_fetch_keeps_the_asked_order() {
     let idx = index();
-    assert!(idx.search("kubernetes", &SearchFilter::default(), 5).is_empty());
+    assert!(
+        idx.search("kubernetes", &SearchFilter::default(), 5)
+            .is_empty()
+    );
     idx.add(&[stored("5", Message::user("deploy to kubernetes now"))]);
-    assert_eq!(idx.search("kubernetes", &SearchFilter::default(), 5)[0].id, "5");
+    assert_eq!(
+        idx.search("kubernetes", &SearchFilter::default(), 5)[0].id,
+        "5"
+    );
     let got: Vec<String> = idx
         .fetch(&["4", "missing", "1"])
         .iter()

@@ -53,8 +53,7 @@ pub fn terms(text: &str) -> Vec<String> {
         for part in parts {
             let part = part.to_lowercase();
             let single_letter = part.chars().count() == 1 && !part.chars().all(|c| c.is_numeric());
-            if single_letter || part.len() > MAX_TERM_BYTES || STOPWORDS.contains(&part.as_str())
-            {
+            if single_letter || part.len() > MAX_TERM_BYTES || STOPWORDS.contains(&part.as_str()) {
                 continue;
             }
             out.push(part);
