@@ -21,6 +21,7 @@ pub mod llm;
 pub mod message;
 pub mod pairing;
 mod quarantine;
+pub mod recall;
 pub mod reload;
 pub mod replay;
 pub mod runtime;

@@ -100,6 +100,7 @@ conformance! {
     tool_pruner,
     pinned_facts,
     hierarchical,
+    recall,
 }
 
 #[test]
@@ -116,5 +117,5 @@ fn every_lua_engine_has_a_rhai_twin_and_back() {
         v
     };
     assert_eq!(stems("lua"), stems("rhai"));
-    assert_eq!(stems("lua").len(), 5);
+    assert_eq!(stems("lua").len(), 6);
 }

@@ -75,6 +75,7 @@ engine_tests! {
     tool_pruner => "tool_pruner.lua",
     pinned_facts => "pinned_facts.lua",
     hierarchical => "hierarchical.lua",
+    recall => "recall.lua",
 }
 
 #[test]
@@ -96,7 +97,7 @@ fn every_example_engine_passes_check() {
         );
         checked += 1;
     }
-    assert_eq!(checked, 5);
+    assert_eq!(checked, 6);
 }
 
 /// A conversation of `turns` turns, each with a large tool result, through the real host.

@@ -19,6 +19,7 @@ mod llm_summarizer;
 mod lua_engine;
 mod memory;
 mod quality;
+mod recall;
 mod reload;
 mod replay;
 mod rhai_engine;

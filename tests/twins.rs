@@ -18,6 +18,7 @@ use common::engine::{instance_of, services};
 use ctxhost::contract::{AssembleParams, CompactParams, CompactionTarget, IngestParams};
 use ctxhost::host::HostCall;
 use ctxhost::message::Message;
+use ctxhost::recall::RecallIndex;
 
 fn script(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -35,13 +36,20 @@ fn norm(j: &Json) -> Json {
     }
 }
 
+/// Assemblies that recalled stored messages (only `recall` does), so its test knows the
+/// recall path was compared and not only skipped.
+static RECALLED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Drives both twins of `engine` over `messages` at `budget`; returns the assemblies compared.
 fn drive(engine: &str, config: &Json, messages: &[Arc<Message>], budget: u64) -> usize {
     let services = services();
     let mut lua = instance_of(&script(&format!("{engine}.lua")), config);
     let mut rhai = instance_of(&script(&format!("{engine}.rhai")), config);
     let mut compared = 0;
+    // The stored messages behind `host.search` / `host.fetch`, appended as the session grows.
+    let recall = Arc::new(RecallIndex::default());
     for k in 0..messages.len() {
+        recall.add(&messages[k..=k]);
         let call = HostCall::new(
             Arc::from(engine),
             Arc::from("s"),
@@ -49,7 +57,8 @@ fn drive(engine: &str, config: &Json, messages: &[Arc<Message>], budget: u64) ->
             Arc::clone(&services),
             Arc::new(config.clone()),
             budget,
-        );
+        )
+        .with_recall(Arc::clone(&recall));
         let ip = IngestParams {
             session_id: "s".into(),
             session_key: None,
@@ -88,6 +97,12 @@ fn drive(engine: &str, config: &Json, messages: &[Arc<Message>], budget: u64) ->
             a.system_prompt_addition, b.system_prompt_addition,
             "{at}: systemPromptAddition"
         );
+        if a.system_prompt_addition
+            .as_deref()
+            .is_some_and(|s| s.contains("<recalled id="))
+        {
+            RECALLED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         assert_eq!(
             norm(&lua.save_state().unwrap()),
             norm(&rhai.save_state().unwrap()),
@@ -117,7 +132,7 @@ fn drive(engine: &str, config: &Json, messages: &[Arc<Message>], budget: u64) ->
         let a = lua.compact(&call, &cp).expect("lua compact");
         let b = rhai.compact(&call, &cp).expect("rhai compact");
         assert_eq!(a, b, "{engine}: compact");
-        if engine == "hierarchical" {
+        if engine == "hierarchical" || engine == "recall" {
             // It condenses the context itself (in both languages), so there is something to check.
             assert!(
                 a.compacted && a.result.as_ref().is_some_and(|r| r.summary.is_some()),
@@ -207,4 +222,15 @@ fn hierarchical() {
         "hierarchical",
         json!({"fanout": 2, "freshTailMessages": 3, "summaryShare": 0.3}),
     );
+}
+
+#[test]
+fn recall() {
+    twins("recall", json!({}));
+    twins(
+        "recall",
+        json!({"fanout": 2, "freshTailMessages": 3, "summaryShare": 0.3, "recallShare": 0.2, "maxRecalled": 5}),
+    );
+    let recalled = RECALLED.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(recalled > 0, "no assembly recalled anything");
 }

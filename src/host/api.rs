@@ -10,7 +10,9 @@ use std::fmt::Display;
 use std::sync::Arc;
 
 use super::value::{HostError, HostOut, HostValue};
-use super::{HostCall, LogLevel, clock, compaction, complete, log, pairing, summarize, tokens};
+use super::{
+    HostCall, LogLevel, clock, compaction, complete, log, pairing, recall, summarize, tokens,
+};
 use crate::contract::ResultLimits;
 use crate::sandbox::StopSignals;
 
@@ -55,7 +57,7 @@ pub const MAX_PARAMS: usize = 2;
 pub type Args = [HostValue; MAX_PARAMS];
 
 /// Every `host` function scripts can call.
-pub static API: [HostFn; 9] = [
+pub static API: [HostFn; 11] = [
     HostFn {
         path: &["tokens"],
         params: &[Param::Value("x")],
@@ -90,6 +92,20 @@ pub static API: [HostFn; 9] = [
         required: 1,
         per_message: false,
         run: pairing::repair,
+    },
+    HostFn {
+        path: &["search"],
+        params: &[Param::Value("query"), Param::Value("opts")],
+        required: 1,
+        per_message: false,
+        run: recall::search,
+    },
+    HostFn {
+        path: &["fetch"],
+        params: &[Param::Value("ids")],
+        required: 1,
+        per_message: false,
+        run: recall::fetch,
     },
     HostFn {
         path: &["now"],

@@ -4,8 +4,9 @@
 //! Rust function over plain values ([`HostValue`] in, [`HostOut`] back). The Lua and Rhai
 //! adapters only register each entry under the name scripts use (`host.tokens` /
 //! `host::tokens`) and convert values to and from their VM; every behaviour lives here, one
-//! module per surface: [`tokens`], [`summarize`], [`complete`], [`compaction`], [`pairing`], [`log`](mod@log) and
-//! [`clock`]. `host.config` is a value, not a function: each adapter installs the entry config
+//! module per surface: [`tokens`], [`summarize`], [`complete`], [`compaction`], [`pairing`],
+//! [`recall`], [`log`](mod@log) and [`clock`]. `host.config` is a value, not a function: each
+//! adapter installs the entry config
 //! ([`HostCall::config`]) as its language shows a map.
 //!
 //! A [`HostCall`] is made for each lifecycle call and owns (cheap `Arc`s of) everything the call
@@ -24,6 +25,7 @@ pub mod compaction;
 pub mod complete;
 pub mod log;
 pub mod pairing;
+pub mod recall;
 pub mod summarize;
 pub mod tokens;
 pub mod value;
@@ -35,6 +37,7 @@ use serde_json::Value;
 use crate::compaction::CompactionSettings;
 use crate::contract::{Method, ResultLimits};
 use crate::message::Message;
+use crate::recall::RecallIndex;
 use crate::summarize::Summarizer;
 use crate::tokens::TokenCache;
 
@@ -75,6 +78,7 @@ pub struct HostCall {
     token_budget: u64,
     client_compaction: Option<ClientCompaction>,
     client_params: Option<Arc<ClientParams>>,
+    recall: Option<Arc<RecallIndex>>,
 }
 
 /// The host params a client (`ctxhost serve`) passed with the lifecycle call it is being
@@ -107,6 +111,7 @@ impl HostCall {
             token_budget,
             client_compaction: None,
             client_params: None,
+            recall: None,
         }
     }
 
@@ -134,6 +139,18 @@ impl HostCall {
     /// The client compaction `host.delegateCompaction(p)` runs in this call, if any.
     pub fn client_compaction(&self) -> Option<&ClientCompaction> {
         self.client_compaction.as_ref()
+    }
+
+    /// The same call with the session's stored messages behind `host.search` and `host.fetch`
+    /// (without them, both find nothing).
+    pub fn with_recall(mut self, recall: Arc<RecallIndex>) -> Self {
+        self.recall = Some(recall);
+        self
+    }
+
+    /// The session's stored messages, when the call has them.
+    pub fn recall(&self) -> Option<&Arc<RecallIndex>> {
+        self.recall.as_ref()
     }
 
     /// The engine this call is for.

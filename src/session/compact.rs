@@ -149,6 +149,7 @@ impl Session {
             s.extra.insert("details".into(), capped_details(details));
         }
         let stored = self.store.append(vec![message]).map_err(ApplyError::Host)?;
+        self.recall.add(&stored);
         let mut context = stored;
         context.extend(kept);
         self.turn_start = self.turn_start.min(context.len());

@@ -152,6 +152,7 @@ impl Session {
         )
         .with_client_params(self.serving.as_ref().map(|s| Arc::clone(&s.params)))
         .with_client_compaction(self.serving.as_ref().and_then(|s| s.compaction.clone()))
+        .with_recall(Arc::clone(&self.recall))
     }
 
     pub(super) fn check_requirements(&self, op: Operation) -> Result<()> {

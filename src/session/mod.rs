@@ -24,6 +24,7 @@ use crate::error::{EngineError, Result};
 use crate::host::SessionServices;
 use crate::message::Message;
 use crate::quarantine::Quarantine;
+use crate::recall::RecallIndex;
 use crate::summarize::Summarizer;
 use crate::tokens::TokenCache;
 use crate::transcript::{Durability, Store, TranscriptStore};
@@ -136,6 +137,8 @@ pub struct Session {
     store: Box<dyn Store>,
     context: Arc<Vec<Arc<Message>>>,
     services: Arc<SessionServices>,
+    /// Every stored message, indexed for `host.search` / `host.fetch` as it is appended.
+    recall: Arc<RecallIndex>,
     /// The configured engine's instance, while it is healthy.
     engine: Option<Box<dyn Engine>>,
     /// The configured entry this session serves (`legacy` when none): the quarantine key.
@@ -222,6 +225,8 @@ impl Session {
             host_times: Default::default(),
         });
         let context = Arc::new(derive_context(&messages));
+        let recall = Arc::new(RecallIndex::default());
+        recall.add(&messages);
         let mut session = Session {
             id: Arc::from(setup.id.as_str()),
             engine: None,
@@ -247,6 +252,7 @@ impl Session {
             serving: None,
             client_record: None,
             services,
+            recall,
             context,
             store,
             setup,

@@ -467,6 +467,7 @@ impl Session {
 
     pub(super) fn append(&mut self, messages: Vec<Message>) -> Result<Vec<Arc<Message>>> {
         let stored = self.store.append(messages)?;
+        self.recall.add(&stored);
         Arc::make_mut(&mut self.context).extend(stored.iter().cloned());
         Ok(stored)
     }

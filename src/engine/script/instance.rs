@@ -111,18 +111,19 @@ impl<V: ScriptVm> ScriptInstance<V> {
     ) -> Result<R, EngineError> {
         let engine = self.info.id.clone();
 
-        let out = self.worker.call(
-            self.limits.hard_timeout(),
-            move |slot: &mut Option<V>| match slot {
-                Some(vm) => f(vm),
-                None => Err(EngineError::new(
-                    op,
-                    engine,
-                    EngineErrorKind::Runtime,
-                    "the engine VM is not loaded",
-                )),
-            },
-        );
+        let out =
+            self.worker.call(
+                self.limits.hard_timeout(),
+                move |slot: &mut Option<V>| match slot {
+                    Some(vm) => f(vm),
+                    None => Err(EngineError::new(
+                        op,
+                        engine,
+                        EngineErrorKind::Runtime,
+                        "the engine VM is not loaded",
+                    )),
+                },
+            );
         match out {
             Ok(r) => r,
             Err(e) => Err(worker_error(

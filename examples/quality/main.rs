@@ -15,10 +15,19 @@
 //! - section fill: the share of summaries with a non-empty section, per section;
 //! - summary tokens per span token, summaries larger than their span, and folds (summaries of
 //!   summaries) that grew;
-//! - summarizer time.
+//! - summarizer time;
+//! - identifiers a request names again (seen earlier in the session): whether the model call
+//!   carries them besides the request, and the line they first appeared in (what recall is for).
+//!
+//! With `--summarizer llm` every summary is asked of a model instead: the LLM summarizer
+//! (`ctxhost::llm::LlmSummarizer`) against a forgetful fake model this program starts on
+//! 127.0.0.1 (`fake_model.rs`), whose answers drop every identifier and whose corrective retry
+//! brings back only every other one, so the figures show what the host's identifier audit
+//! keeps. A summary the model could not write (the offline summarizer answered) is counted.
 //!
 //! Run: `cargo run --release --example quality [-- --engines legacy,hierarchical --windows
-//! 3000 --transcripts pimono-before --markdown]`. `CTXHOST_SHARED` overrides the shared dir.
+//! 3000 --transcripts pimono-before --summarizer llm --detail]`. `CTXHOST_SHARED` overrides
+//! the shared dir.
 
 #![allow(clippy::print_stdout)]
 
@@ -29,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use ctxhost::config::{Config, Entry};
 use ctxhost::guarantee::{Violation, violations};
+use ctxhost::llm::{LlmSettings, LlmSummarizer};
 use ctxhost::message::{Message, MessageBody, Role};
 use ctxhost::replay::drive;
 use ctxhost::runtime::{Host, SessionSpec};
@@ -41,11 +51,15 @@ use ctxhost::tokens::TokenCounter;
 use ctxhost::transcript::Durability;
 use parking_lot::Mutex;
 
-const ENGINES: [&str; 6] = [
+mod fake_model;
+mod named_again;
+
+const ENGINES: [&str; 7] = [
     "legacy",
     "delegating",
     "hierarchical",
     "pinned_facts",
+    "recall",
     "recent_turns",
     "tool_pruner",
 ];
@@ -65,6 +79,17 @@ fn main() -> anyhow::Result<()> {
     };
     let only = list("--transcripts");
     let detail = args.iter().any(|a| a == "--detail");
+    let llm = match list("--summarizer").as_deref() {
+        None => false,
+        Some([one]) if one == "offline" => false,
+        Some([one]) if one == "llm" => true,
+        Some(other) => anyhow::bail!("--summarizer is offline or llm, not {other:?}"),
+    };
+    let model = if llm {
+        Some(fake_model::FakeModel::start()?)
+    } else {
+        None
+    };
     let shared = std::env::var_os("CTXHOST_SHARED")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
@@ -89,11 +114,16 @@ fn main() -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut kinds_rows = Vec::new();
+    let mut by_model = Vec::new();
     for engine in &engines {
         for &window in &windows {
             let mut total = Stats::default();
             for t in &transcripts {
-                let stats = run(t, window, engine, dir.path())?;
+                let summarizer: Arc<dyn Summarizer> = match &model {
+                    None => Arc::new(BuiltinSummarizer::new()),
+                    Some(m) => Arc::new(forgetful_llm(&m.url())?),
+                };
+                let stats = run(t, window, engine, dir.path(), summarizer)?;
                 if detail {
                     let name = t
                         .file_name()
@@ -104,8 +134,38 @@ fn main() -> anyhow::Result<()> {
                 total.add(&stats);
             }
             println!("{}", total.row(engine, window));
+            if llm {
+                by_model.push(format!(
+                    "{engine} @ {window}: {} of {} summaries written by the model",
+                    total.by_model, total.summaries
+                ));
+            }
             kinds_rows.push((engine.clone(), window, total));
         }
+    }
+    println!();
+    println!(
+        "| engine | window | identifiers a request names again | in the model call | with the line they first appeared in |"
+    );
+    println!("|---|---|---|---|---|");
+    for (engine, window, s) in &kinds_rows {
+        println!(
+            "| {engine} | {window} | {} | {} | {} |",
+            s.again.0,
+            pct(s.again.1, s.again.0),
+            pct(s.again.2, s.again.0)
+        );
+    }
+    if let Some(m) = &model {
+        println!();
+        for line in &by_model {
+            println!("{line}");
+        }
+        println!(
+            "the fake model answered {} requests, {} of them corrective retries",
+            m.asked.load(std::sync::atomic::Ordering::Relaxed),
+            m.retried.load(std::sync::atomic::Ordering::Relaxed)
+        );
     }
     println!();
     let kinds = IdKind::ALL.map(|k| k.name()).join(" | ");
@@ -137,6 +197,16 @@ fn main() -> anyhow::Result<()> {
         println!("| {engine} | {window} | {} |", cells.join(" | "));
     }
     Ok(())
+}
+
+/// The LLM summarizer against the fake model at `url`, with budgets no replay reaches (a
+/// spent budget would let the offline summarizer answer and blur the figures).
+fn forgetful_llm(url: &str) -> anyhow::Result<LlmSummarizer> {
+    let mut settings = LlmSettings::new(url, "forgetful");
+    settings.timeout_ms = 30_000;
+    settings.max_calls_per_turn = 100_000;
+    settings.max_tokens_per_day = 1 << 50;
+    Ok(LlmSummarizer::new(&settings, None)?)
 }
 
 fn pct(kept: u64, found: u64) -> String {
@@ -176,6 +246,10 @@ struct Stats {
     folds: u64,
     folds_grown: u64,
     time: Duration,
+    /// Summaries a model wrote (not the offline summarizer).
+    by_model: usize,
+    /// Identifiers requests named again / in the call / with their first line in the call.
+    again: (u64, u64, u64),
 }
 
 impl Stats {
@@ -209,6 +283,10 @@ impl Stats {
         self.folds += o.folds;
         self.folds_grown += o.folds_grown;
         self.time += o.time;
+        self.by_model += o.by_model;
+        self.again.0 += o.again.0;
+        self.again.1 += o.again.1;
+        self.again.2 += o.again.2;
     }
 
     fn row(&self, name: &str, window: u64) -> String {
@@ -253,10 +331,11 @@ impl Stats {
     }
 }
 
-/// The built-in summarizer, measured: every call's span, result and time.
-#[derive(Debug, Default)]
+/// A summarizer (the built-in one or the LLM one), measured: every call's span, result and
+/// time.
+#[derive(Debug)]
 struct Recorder {
-    inner: BuiltinSummarizer,
+    inner: Arc<dyn Summarizer>,
     stats: Mutex<Stats>,
 }
 
@@ -304,6 +383,7 @@ impl Summarizer for Recorder {
         let mut s = self.stats.lock();
         s.time += elapsed;
         s.summaries += 1;
+        s.by_model += usize::from(summary.summarizer.starts_with("llm:"));
         let is_summary =
             |m: &Arc<Message>| matches!(m.role(), Role::CompactionSummary | Role::BranchSummary);
         let span: Vec<&Arc<Message>> = request.messages.iter().filter(|m| !is_summary(m)).collect();
@@ -380,6 +460,10 @@ impl Summarizer for Recorder {
         }
         Ok(summary)
     }
+
+    fn begin_turn(&self) {
+        self.inner.begin_turn();
+    }
 }
 
 /// Whether `## heading` in `text` has at least one item.
@@ -398,7 +482,13 @@ fn section_filled(text: &str, heading: &str) -> bool {
 }
 
 /// Replays one transcript through one engine at one window.
-fn run(transcript: &Path, window: u64, engine: &str, dir: &Path) -> anyhow::Result<Stats> {
+fn run(
+    transcript: &Path,
+    window: u64,
+    engine: &str,
+    dir: &Path,
+    summarizer: Arc<dyn Summarizer>,
+) -> anyhow::Result<Stats> {
     let mut config = Config::default();
     config.host.window = window;
     if engine != "legacy" {
@@ -414,7 +504,10 @@ fn run(transcript: &Path, window: u64, engine: &str, dir: &Path) -> anyhow::Resu
         );
     }
     let host = Host::new(config)?;
-    let recorder = Arc::new(Recorder::default());
+    let recorder = Arc::new(Recorder {
+        inner: summarizer,
+        stats: Mutex::new(Stats::default()),
+    });
     let imported = ctxhost::transcript::import(transcript)?;
     let mut calls = Stats::default();
     for (n, source) in imported.sessions.into_iter().enumerate() {
@@ -427,8 +520,10 @@ fn run(transcript: &Path, window: u64, engine: &str, dir: &Path) -> anyhow::Resu
         setup.durability = Durability::None;
         let mut session = Session::create(setup, &file, "")?;
         let (mut seen_compactions, mut turn) = (0, String::new());
+        let mut again = named_again::NamedAgain::default();
         drive(&mut session, source.messages, |session, a| {
             measure(session, session.current_request(), a, &mut calls);
+            again.observe(session, session.current_request(), a, message_text);
             // Turn stats restart every turn: a rise is a compaction since the last call.
             let request = session.current_request().map(|m| m.id.clone());
             if request.as_deref() != Some(turn.as_str()) {
@@ -445,6 +540,9 @@ fn run(transcript: &Path, window: u64, engine: &str, dir: &Path) -> anyhow::Resu
         })?;
         session.close()?;
         let _ = std::fs::remove_file(&file);
+        calls.again.0 += again.named;
+        calls.again.1 += again.in_call;
+        calls.again.2 += again.with_line;
     }
     let mut s = std::mem::take(&mut *recorder.stats.lock());
     s.add(&calls);
