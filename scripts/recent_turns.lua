@@ -105,8 +105,12 @@ return function(ctx)
     end
     local kept, used = fit.newest_first(messages, budget, { reserve = reserve, from = from, to = t - 1 })
     if #kept == 0 and #out == 0 and t > 1 then
-      -- Not even the newest older group fits whole: squeeze it into the room left.
+      -- Not even the newest older group fits whole: squeeze it into the room left, or, when
+      -- the tail leaves too little, squeeze the tail to make room for it.
       kept, used = newest_group(messages, t - 1, budget - reserve)
+      if #kept == 0 then
+        return squeezed(messages, t, budget)
+      end
     end
     for i = 1, #kept do
       out[#out + 1] = kept[i]

@@ -217,17 +217,30 @@ pub(crate) fn cut_evenly(
     room: u64,
     tokens: &TokenCache,
 ) -> Vec<Arc<Message>> {
-    let share = (room / group.len().max(1) as u64).max(1);
-    let mut out: Vec<Arc<Message>> = group
-        .iter()
-        .map(|m| {
-            if tokens.message(m) > share {
-                Arc::new(trim_message(m, share, tokens))
-            } else {
-                Arc::clone(m)
-            }
-        })
-        .collect();
+    let mut share = (room / group.len().max(1) as u64).max(1);
+    let cut = |share: u64| -> Vec<Arc<Message>> {
+        group
+            .iter()
+            .map(|m| {
+                if tokens.message(m) > share {
+                    Arc::new(trim_message(m, share, tokens))
+                } else {
+                    Arc::clone(m)
+                }
+            })
+            .collect()
+    };
+    let mut out = cut(share);
+    // Each message's own overhead (role, framing) is not in its share: shrink the share by
+    // what is over, a few times, before dropping whole messages.
+    for _ in 0..3 {
+        let total = tokens.messages(&out);
+        if total <= room || share <= 16 {
+            break;
+        }
+        share = share.saturating_sub((total - room).div_ceil(group.len().max(1) as u64) + 1);
+        out = cut(share.max(16));
+    }
     while tokens.messages(&out) > room && out.len() > 1 {
         out.remove(0);
     }

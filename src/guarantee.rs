@@ -165,7 +165,8 @@ pub fn enforce(
 
 /// `sent` with the newest history that fits in the room it leaves under `budget` put in
 /// front of the request: whole groups newest first (tool results cut to an eighth of the
-/// budget), else the newest group cut evenly to the room (when at least 32 tokens are left).
+/// budget), else the newest group that can be cut evenly to the room (when at least 32 tokens
+/// are left; one whose tool-call arguments alone are too large is passed over).
 /// Nothing the engine chose is cut for it. Returns `[NoHistory]` when history was added.
 fn add_history(
     context: &[Arc<Message>],
@@ -183,22 +184,27 @@ fn add_history(
     let earlier = &context[..at.unwrap_or(context.len())];
     let cap = (budget / 8).max(64);
     let mut picked_rev: Vec<Vec<Arc<Message>>> = Vec::new();
-    for range in crate::fit::groups(earlier).into_iter().rev() {
+    // Newest first; a group that cannot fit even cut (tool-call arguments larger than the
+    // room) is passed over while nothing is taken yet, a few dozen groups at most.
+    for range in crate::fit::groups(earlier).into_iter().rev().take(64) {
         let group = crate::fit::trim_group(&earlier[range], cap, tokens);
         let size = tokens.messages(&group);
-        if size > room {
+        if size <= room {
+            room -= size;
+            picked_rev.push(group);
+            continue;
+        }
+        if !picked_rev.is_empty() {
             break;
         }
-        room -= size;
-        picked_rev.push(group);
-    }
-    if picked_rev.is_empty()
-        && room >= 32
-        && let Some(last) = crate::fit::groups(earlier).pop()
-    {
-        let group = crate::fit::cut_evenly(&earlier[last], room, tokens);
-        if !group.is_empty() && tokens.messages(&group) <= room {
-            picked_rev.push(group);
+        if room < 32 {
+            break;
+        }
+        let cut = crate::fit::cut_evenly(&group, room, tokens);
+        let size = tokens.messages(&cut);
+        if !cut.is_empty() && size <= room {
+            picked_rev.push(cut);
+            break;
         }
     }
     if picked_rev.is_empty() {

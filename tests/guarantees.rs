@@ -29,6 +29,8 @@ pub(crate) struct Calls {
     pub(crate) with_summary: usize,
     pub(crate) put_back: usize,
     pub(crate) problems: Vec<String>,
+    /// Calls that went out with no history although the session had some.
+    pub(crate) no_history: usize,
 }
 
 pub(crate) fn replay(transcript: &str, window: u64, engine: Option<&Path>) -> Calls {
@@ -43,6 +45,7 @@ pub(crate) fn replay(transcript: &str, window: u64, engine: Option<&Path>) -> Ca
         with_summary: 0,
         put_back: 0,
         problems: Vec::new(),
+        no_history: 0,
     };
     for (n, source) in imported.sessions.into_iter().take(3).enumerate() {
         let file = dir.path().join(format!("s{n}.jsonl"));
@@ -59,6 +62,7 @@ pub(crate) fn replay(transcript: &str, window: u64, engine: Option<&Path>) -> Ca
                 a.system_prompt_addition.as_deref(),
             );
             let call = out.calls;
+            out.no_history += usize::from(found.contains(&Violation::NoHistory));
             for v in found.iter().filter(|v| **v != Violation::NoHistory) {
                 out.problems.push(format!("call {call}: {}", v.describe()));
             }
@@ -140,4 +144,94 @@ fn check_runs_a_turn_larger_than_the_budget_and_finds_the_forgetful_engine_sound
         "{:#?}",
         report.steps
     );
+}
+
+/// Issue 12: `recent_turns` (which never summarizes) used to send 619 calls without any
+/// history over the shared transcripts at 3,000 tokens, most in this session's long tool loops
+/// (over a hundred here). A few remain (see the README's quality table), so the bound is
+/// stated rather than zero.
+#[test]
+fn recent_turns_calls_always_carry_history_in_long_tool_loops() {
+    for engine in ["scripts/recent_turns.lua", "scripts/recent_turns.rhai"] {
+        let c = replay(PIMONO, 3_000, Some(&engine_path(engine)));
+        assert!(c.problems.is_empty(), "{engine}: {:?}", c.problems);
+        assert!(c.calls > 400, "{engine}: {} calls", c.calls);
+        assert!(
+            c.no_history <= 10,
+            "{engine}: {} calls without history",
+            c.no_history
+        );
+    }
+}
+
+/// Issue 14 item 3: `check` drives a session several times the window, with tool results
+/// larger than the budget, and names each turn and its model calls.
+#[test]
+fn check_drives_a_session_several_times_the_window() {
+    let recent = check_engine(&engine_path("scripts/recent_turns.lua"), &Config::default());
+    assert!(recent.sound, "{:#?}", recent.steps);
+    let long = recent
+        .steps
+        .iter()
+        .find(|s| s.step == "a conversation several times the budget")
+        .expect("the long conversation");
+    assert!(long.detail.contains("× the window"), "{long:?}");
+    assert!(
+        recent
+            .steps
+            .iter()
+            .any(|s| s.step.starts_with("turn ") && s.detail.contains("model calls, largest")),
+        "{:#?}",
+        recent.steps
+    );
+}
+
+/// `check --transcript`: every model call of a real conversation is judged, and a failure
+/// names the conversation, the turn and the call.
+#[test]
+fn check_over_a_real_transcript_judges_every_model_call() {
+    let transcript = common::shared_dir().join("data/transcripts").join(PIMONO);
+    let report = ctxhost::check::check_engine_with(
+        &engine_path("scripts/recent_turns.rhai"),
+        &Config::default(),
+        Some(&transcript),
+    );
+    assert!(report.sound, "{:#?}", report.steps);
+    assert!(
+        report
+            .steps
+            .iter()
+            .any(|s| s.step.starts_with("every model call of conversation") && s.ok),
+        "{:#?}",
+        report.steps
+    );
+    let path = engine_path("tests/fixtures/lua/drops_conversation.lua");
+    let report = ctxhost::check::check_engine_with(&path, &Config::default(), Some(&transcript));
+    assert!(!report.sound);
+    let failed = report.steps.iter().find(|s| !s.ok).expect("a failed step");
+    assert!(
+        failed.step.starts_with("conversation ")
+            && failed.step.contains(", turn ")
+            && failed.step.contains(", model call "),
+        "{failed:?}"
+    );
+}
+
+/// Issue 10 item 6: `check` compacts in the middle of a tool loop, so an engine whose summary
+/// drops the request and the open tool calls is not sound.
+#[test]
+fn check_fails_an_engine_whose_compaction_drops_the_conversation() {
+    for engine in [
+        "tests/fixtures/lua/drops_conversation.lua",
+        "tests/fixtures/rhai/drops_conversation.rhai",
+    ] {
+        let report = check_engine(&engine_path(engine), &Config::default());
+        assert!(!report.sound, "{engine}: {:#?}", report.steps);
+        let failed = report.steps.iter().find(|s| !s.ok).expect("a failed step");
+        assert!(
+            failed.detail.contains("drops the open tool calls")
+                || failed.detail.contains("drops the pending user request"),
+            "{engine}: {failed:?}"
+        );
+    }
 }

@@ -1,21 +1,24 @@
 //! `ctxhost check`: is an engine file sound? Load and validate it, then drive every lifecycle
-//! method it defines through a real session (strict policy, so nothing is hidden by fallback)
-//! on a synthetic conversation that overflows a small window, including a `compact` on an
-//! over-budget session.
+//! method it defines through a real session (strict policy, so nothing is hidden by fallback):
+//! a synthetic conversation several times the window, with tool loops, results larger than
+//! the budget, pinned decisions and a previous summary ([`synthetic`]), or a real transcript
+//! ([`transcript`], `--transcript FILE`). Every model call is held to the budget and to what a
+//! model needs to continue ([`crate::guarantee`]), and every failure names its turn and call.
+
+mod synthetic;
+mod transcript;
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::json;
 
 use crate::config::{Config, Entry};
 use crate::config::{FailurePolicy, SlowEnginePolicy};
-use crate::contract::{ContextMode, Method, SubagentEndReason};
+use crate::contract::Method;
 use crate::engine::legacy::LEGACY_ID;
 use crate::guarantee::{Violation, violations};
-use crate::message::Message;
 use crate::runtime::{Host, SessionSpec};
-use crate::session::{Assembly, MethodTimes, Session, TurnInput};
+use crate::session::{Assembly, MethodTimes, Session};
 
 /// The window the synthetic session runs in: small, so compaction is exercised.
 pub const CHECK_WINDOW: u64 = 4_000;
@@ -56,6 +59,12 @@ pub struct CheckStep {
 
 /// Checks an engine file with the given host settings (the engine entry is filled in here).
 pub fn check_engine(path: &Path, base: &Config) -> CheckReport {
+    check_engine_with(path, base, None)
+}
+
+/// Checks an engine file, over the conversations of a real `transcript` when one is given
+/// (any format `replay` reads) instead of the synthetic session.
+pub fn check_engine_with(path: &Path, base: &Config, transcript: Option<&Path>) -> CheckReport {
     let id = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -129,7 +138,10 @@ pub fn check_engine(path: &Path, base: &Config) -> CheckReport {
         .filter(|m| session.defines(*m))
         .map(|m| m.as_str().to_owned())
         .collect();
-    let sound = drive(&mut session, &mut report);
+    let sound = match transcript {
+        Some(t) => transcript::drive(&mut session, t, &mut report),
+        None => synthetic::drive(&mut session, &mut report),
+    };
     report.engine_times = session.call_times().summary();
     if sound {
         let slowest = report.slowest_turn_ms;
@@ -153,214 +165,6 @@ pub fn check_engine(path: &Path, base: &Config) -> CheckReport {
     report
 }
 
-fn drive(session: &mut Session, report: &mut CheckReport) -> bool {
-    // Turns until the context is over budget (the replies carry large tool results).
-    let budget = session.token_budget();
-    let mut turn = 0;
-    while turn < 12 && (turn < 3 || session.context_tokens() <= budget) {
-        turn += 1;
-        let step =
-            format!("turn {turn}: bootstrap/ingest/assemble, then ingest/afterTurn/maintain");
-        let user = Message::user(format!(
-            "Please look at src/module_{turn}.rs and fix issue #{turn}."
-        ));
-        match session.begin_turn(TurnInput {
-            user,
-            is_heartbeat: false,
-        }) {
-            Ok(a) => {
-                if let Err(e) = carries(session, &a) {
-                    return report.failed(step, e);
-                }
-                if a.assembled_tokens > a.token_budget {
-                    return report.failed(
-                        step,
-                        format!(
-                            "assembled {} tokens over a budget of {}",
-                            a.assembled_tokens, a.token_budget
-                        ),
-                    );
-                }
-            }
-            Err(e) => return report.failed(step, e.to_string()),
-        }
-        match session.end_turn(replies(turn)) {
-            Ok(stats) => report.slowest_turn_ms = report.slowest_turn_ms.max(stats.engine_ms),
-            Err(e) => return report.failed(step, e.to_string()),
-        }
-        report.pass(
-            &step,
-            format!("context {} tokens", session.context_tokens()),
-        );
-    }
-    let before = session.context_tokens();
-    let step = format!("compact on an over-budget session ({before} > {budget} tokens)");
-    match session.compact_now(None) {
-        Ok(r) => {
-            let after = session.context_tokens();
-            let owns = session.active_owns_compaction();
-            if !owns && after >= before {
-                return report.failed(
-                    step,
-                    format!(
-                        "a non-owning engine's compact freed no tokens ({}); return host.delegateCompaction(p)",
-                        r.reason.unwrap_or_else(|| "no reason given".into())
-                    ),
-                );
-            }
-            report.pass(
-                &step,
-                format!(
-                    "compacted {}, context {before} → {after} tokens",
-                    r.compacted
-                ),
-            );
-        }
-        Err(e) => return report.failed(step, e.to_string()),
-    }
-    let step = "assemble after compaction".to_owned();
-    match session.begin_turn(TurnInput {
-        user: Message::user("Continue."),
-        is_heartbeat: false,
-    }) {
-        Ok(a) if a.assembled_tokens <= a.token_budget => match carries(session, &a) {
-            Ok(()) => report.pass(
-                &step,
-                format!("{} / {} tokens", a.assembled_tokens, a.token_budget),
-            ),
-            Err(e) => return report.failed(step, e),
-        },
-        Ok(a) => {
-            return report.failed(
-                step,
-                format!(
-                    "{} tokens over a budget of {}",
-                    a.assembled_tokens, a.token_budget
-                ),
-            );
-        }
-        Err(e) => return report.failed(step, e.to_string()),
-    }
-    match session.end_turn(vec![Message::assistant("Done.")]) {
-        Ok(stats) => report.slowest_turn_ms = report.slowest_turn_ms.max(stats.engine_ms),
-        Err(e) => return report.failed("end turn after compaction".into(), e.to_string()),
-    }
-    if let Err(e) = long_turn(session, report) {
-        return report.failed(LONG_TURN_STEP.to_owned(), e);
-    }
-    if session.defines(Method::PrepareSubagentSpawn) {
-        let step = "prepareSubagentSpawn, then rollback of a failed spawn".to_owned();
-        let r = session
-            .prepare_subagent_spawn("check:child", ContextMode::Isolated, Some(60_000))
-            .and_then(|h| match h {
-                Some(h) => session.subagent_spawn_failed(h).map(|()| "rolled back"),
-                None => Ok("no rollback handle"),
-            });
-        match r {
-            Ok(d) => report.pass(&step, d.into()),
-            Err(e) => return report.failed(step, e.to_string()),
-        }
-    }
-    if session.defines(Method::OnSubagentEnded) {
-        let step = "onSubagentEnded".to_owned();
-        match session.subagent_ended("check:child", SubagentEndReason::Completed) {
-            Ok(()) => report.pass(&step, String::new()),
-            Err(e) => return report.failed(step, e.to_string()),
-        }
-    }
-    match session.close() {
-        Ok(()) => report.pass("save state and dispose", String::new()),
-        Err(e) => return report.failed("save state and dispose".into(), e.to_string()),
-    }
-    true
-}
-
-/// Whether an assembly carries what a model needs (contract §1, [`crate::guarantee`]): the
-/// current request and the newest summary when one exists.
-fn carries(session: &Session, a: &Assembly) -> Result<(), String> {
-    let v: Vec<&str> = violations(
-        session.context(),
-        session.current_request(),
-        &a.messages,
-        a.system_prompt_addition.as_deref(),
-    )
-    .into_iter()
-    .filter(|v| *v != Violation::NoHistory)
-    .map(Violation::describe)
-    .collect();
-    if v.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "a model call went out without what a model needs to continue: {}",
-            v.join(", ")
-        ))
-    }
-}
-
-const LONG_TURN_STEP: &str = "a turn larger than the budget keeps its request and the summary";
-
-/// One request whose tool loop alone outgrows the budget: every model call of it must still
-/// carry the request, the newest summary, and fit the budget.
-fn long_turn(session: &mut Session, report: &mut CheckReport) -> Result<(), String> {
-    let budget = session.token_budget();
-    let check = |session: &Session, a: &Assembly| -> Result<(), String> {
-        carries(session, a)?;
-        if a.assembled_tokens > a.token_budget {
-            return Err(format!(
-                "{} tokens over a budget of {}",
-                a.assembled_tokens, a.token_budget
-            ));
-        }
-        Ok(())
-    };
-    let a = session
-        .begin_turn(TurnInput {
-            user: Message::user("Run the whole test suite and fix every failure you find."),
-            is_heartbeat: false,
-        })
-        .map_err(|e| e.to_string())?;
-    check(session, &a)?;
-    let mut calls = 1;
-    while session.context_tokens() <= budget * 2 && calls < 16 {
-        let step: Vec<Message> = replies(100 + calls).into_iter().take(2).collect();
-        let a = session.continue_turn(step).map_err(|e| e.to_string())?;
-        check(session, &a)?;
-        calls += 1;
-    }
-    session
-        .end_turn(vec![Message::assistant("All tests pass.")])
-        .map_err(|e| e.to_string())?;
-    report.pass(
-        LONG_TURN_STEP,
-        format!("{calls} model calls, each with the request"),
-    );
-    Ok(())
-}
-
-/// A turn's replies: a tool call, a large tool result with identifiers, and an answer.
-fn replies(turn: usize) -> Vec<Message> {
-    let id = format!("call_check_{turn}");
-    let listing: String = (0..40)
-        .map(|i| {
-            format!("src/module_{turn}.rs:{i}: fn handler_{i}() -> Result<(), Error> {{ todo }}\n")
-        })
-        .collect();
-    let msgs = [
-        json!({"role":"assistant","content":[
-            {"type":"text","text":format!("I'll read src/module_{turn}.rs first.")},
-            {"type":"toolCall","id":id,"name":"read","arguments":{"path":format!("src/module_{turn}.rs")}}],
-            "stopReason":"toolUse"}),
-        json!({"role":"toolResult","toolCallId":id,"toolName":"read",
-            "content":[{"type":"text","text":listing}],"isError":false}),
-        json!({"role":"assistant","content":[{"type":"text","text":
-            format!("Fixed issue #{turn} in src/module_{turn}.rs (commit 3f9a2c{turn}d).")}],"stopReason":"stop"}),
-    ];
-    msgs.into_iter()
-        .filter_map(|v| serde_json::from_value(v).ok())
-        .collect()
-}
-
 fn tempfile_dir() -> Result<PathBuf, String> {
     let dir = std::env::temp_dir().join(format!(
         "ctxhost-check-{}-{}",
@@ -372,6 +176,37 @@ fn tempfile_dir() -> Result<PathBuf, String> {
     ));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(dir)
+}
+
+/// Whether a model call carries what a model needs (contract §1, [`crate::guarantee`]): the
+/// current request and the newest summary when one exists, within the budget. The error names
+/// what is missing.
+fn judge_call(session: &Session, a: &Assembly) -> Result<(), String> {
+    let v: Vec<&str> = violations(
+        session.context(),
+        session.current_request(),
+        &a.messages,
+        a.system_prompt_addition.as_deref(),
+    )
+    .into_iter()
+    // A call without history is reported by replay and the quality example, not failed here:
+    // the host adds history whenever the room an assembly leaves can hold some.
+    .filter(|v| *v != Violation::NoHistory)
+    .map(Violation::describe)
+    .collect();
+    if !v.is_empty() {
+        return Err(format!(
+            "the model call went out without what a model needs to continue: {}",
+            v.join(", ")
+        ));
+    }
+    if a.assembled_tokens > a.token_budget {
+        return Err(format!(
+            "assembled {} tokens over a budget of {}",
+            a.assembled_tokens, a.token_budget
+        ));
+    }
+    Ok(())
 }
 
 impl CheckReport {
