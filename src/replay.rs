@@ -59,6 +59,35 @@ pub struct TurnReport {
     pub engine_ms: f64,
     /// Whether that exceeded `host.turnBudget.engineMs`.
     pub slow: bool,
+    /// The turn's model calls that broke a guarantee or needed the host to repair one (empty
+    /// when every call carried what a model needs as the engine assembled it).
+    pub guarantees: Vec<CallGuarantees>,
+}
+
+/// How one model call fared against what every call must carry ([`crate::guarantee`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallGuarantees {
+    /// 1-based model call within the turn.
+    pub call: u32,
+    /// What the call still lacked as sent to the model (expected: never).
+    pub violations: Vec<Violation>,
+    /// What the engine's assembly lacked and the host put back.
+    pub put_back: Vec<Violation>,
+}
+
+/// Model calls that broke or needed a repair of a guarantee, over a replay.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GuaranteeCounts {
+    /// Calls sent without the current request.
+    pub missing_request: u64,
+    /// Calls sent without the newest summary.
+    pub missing_summary: u64,
+    /// Calls sent with no history although the session had some.
+    pub no_history: u64,
+    /// Calls whose assembly the host had to repair (request, summary or history put back).
+    pub put_back: u64,
 }
 
 /// The first failure of a quarantined engine, for the summary.
@@ -114,6 +143,8 @@ pub struct ReplaySummary {
     pub slow_turns: u64,
     /// Where the engine's time went, per lifecycle method, over all sessions.
     pub engine_times: Vec<MethodTimes>,
+    /// Model calls that broke a guarantee, by kind, and calls the host repaired.
+    pub guarantees: GuaranteeCounts,
 }
 
 /// How to replay.
@@ -152,6 +183,7 @@ pub async fn replay(
         wall_ms: 0,
         slow_turns: 0,
         engine_times: Vec::new(),
+        guarantees: GuaranteeCounts::default(),
     };
 
     // Each conversation runs as a task; reports flow back tagged with the session's index and
@@ -216,6 +248,17 @@ fn account(summary: &mut ReplaySummary, r: &TurnReport) {
     summary.max_assembled_tokens = summary.max_assembled_tokens.max(r.assembled_tokens);
     summary.over_budget_turns += u64::from(r.assembled_tokens > r.token_budget);
     summary.slow_turns += u64::from(r.slow);
+    for c in &r.guarantees {
+        let g = &mut summary.guarantees;
+        for v in &c.violations {
+            match v {
+                Violation::MissingRequest => g.missing_request += 1,
+                Violation::MissingSummary => g.missing_summary += 1,
+                Violation::NoHistory => g.no_history += 1,
+            }
+        }
+        g.put_back += u64::from(!c.put_back.is_empty());
+    }
 }
 
 /// Replays one conversation into a new session file; returns where its engine's time went.
@@ -271,22 +314,29 @@ async fn replay_turn(
         .await?;
     let mut context_messages = session.with(|s| s.context().len()).await?;
     let mut model_calls = 1;
-    let check = |a: &Assembly| {
+    let check = |a: &Assembly, call: u32| {
         let (sent, addition) = (a.messages.clone(), a.system_prompt_addition.clone());
-        session.with(move |s| {
-            violations(s.context(), s.current_request(), &sent, addition.as_deref())
-                .into_iter()
-                .filter(|v| *v != Violation::NoHistory)
-                .collect::<Vec<_>>()
+        let put_back = a.put_back.clone();
+        session.with(move |s| CallGuarantees {
+            call,
+            violations: violations(s.context(), s.current_request(), &sent, addition.as_deref()),
+            put_back,
         })
     };
-    report_violations(name, turn, model_calls, &check(&largest).await?);
+    let mut guarantees = Vec::new();
+    let mut judge = |c: CallGuarantees| {
+        report_violations(name, turn, c.call, &c.violations);
+        if !c.violations.is_empty() || !c.put_back.is_empty() {
+            guarantees.push(c);
+        }
+    };
+    judge(check(&largest, model_calls).await?);
     let mut fallback = largest.fallback;
     let mut repairs = largest.pairing_repairs;
     for step in steps {
         let a = session.continue_turn(step).await?;
         model_calls += 1;
-        report_violations(name, turn, model_calls, &check(&a).await?);
+        judge(check(&a, model_calls).await?);
         fallback |= a.fallback;
         repairs += a.pairing_repairs;
         if a.assembled_tokens >= largest.assembled_tokens {
@@ -314,6 +364,7 @@ async fn replay_turn(
         manual_compact: manual.is_some(),
         engine_ms: stats.engine_ms,
         slow: stats.slow,
+        guarantees,
     })
 }
 
@@ -349,7 +400,7 @@ pub fn drive(
 }
 
 /// Logs a model call that lacks what a model needs to continue (expected: never, since the
-/// session puts a missing request or summary back).
+/// session puts a missing request or summary back, and history when there is room).
 fn report_violations(name: &str, turn: u64, call: u32, found: &[Violation]) {
     for v in found {
         tracing::warn!(session = name, turn, call, violation = ?v, "{}", v.describe());

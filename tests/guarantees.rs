@@ -235,3 +235,38 @@ fn check_fails_an_engine_whose_compaction_drops_the_conversation() {
         );
     }
 }
+
+/// Issue 12: `replay` reports, per model call and in its summary, what an engine's assembly
+/// lacked and the host put back (here a forgetful engine leaves out the request and the
+/// summary), and what a call still lacked as sent (expected: nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_reports_each_call_a_forgetful_engine_needed_repaired() {
+    let engine = engine_path("tests/fixtures/lua/forgetful.lua");
+    let host = common::replay::host(3_000, Some(&engine));
+    let path = common::shared_dir().join("data/transcripts").join(CODEX);
+    let imported = ctxhost::transcript::import(&path).expect("import");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = ctxhost::replay::ReplayOptions {
+        out_dir: dir.path().to_path_buf(),
+        concurrency: 1,
+    };
+    let mut turns = Vec::new();
+    let summary = ctxhost::replay::replay(host, &path, imported, &opts, |t| turns.push(t.clone()))
+        .await
+        .expect("replay");
+    let g = &summary.guarantees;
+    assert!(g.put_back > 0, "{g:?}");
+    assert_eq!((g.missing_request, g.missing_summary), (0, 0), "{g:?}");
+    let calls: Vec<_> = turns.iter().flat_map(|t| t.guarantees.iter()).collect();
+    assert_eq!(calls.len() as u64, g.put_back + g.no_history, "{g:?}");
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.put_back.contains(&Violation::MissingRequest))
+    );
+    let json = serde_json::to_value(&turns[0]).expect("json");
+    assert!(
+        json.get("guarantees").is_some_and(|v| v.is_array()),
+        "{json}"
+    );
+}

@@ -24,6 +24,7 @@ fn turn(session: &str, n: u64, tokens: u64) -> TurnReport {
         manual_compact: false,
         engine_ms: 0.5,
         slow: false,
+        guarantees: Vec::new(),
     }
 }
 
@@ -43,6 +44,7 @@ fn summary(transcript: &str, turns: u64, wall_ms: u64) -> ReplaySummary {
         wall_ms,
         slow_turns: 0,
         engine_times: Vec::new(),
+        guarantees: Default::default(),
     }
 }
 

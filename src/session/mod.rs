@@ -101,6 +101,8 @@ pub struct Assembly {
     pub fallback: bool,
     /// Pairing repairs the host made.
     pub pairing_repairs: usize,
+    /// What the engine's assembly lacked and the host put back (see [`crate::guarantee`]).
+    pub put_back: Vec<crate::guarantee::Violation>,
 }
 
 /// What happened during one turn, for reports.

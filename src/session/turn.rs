@@ -448,6 +448,7 @@ impl Session {
             engine,
             fallback,
             pairing_repairs: repaired.repairs.len(),
+            put_back,
         }
     }
 
