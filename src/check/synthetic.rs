@@ -304,7 +304,7 @@ fn previous_summary() -> Message {
 /// of one to three calls whose results grow with `n` (every fourth turn reads a file larger
 /// than the whole budget), then the answer.
 fn conversation_turn(n: usize) -> (Message, Vec<Message>) {
-    let text = if n % 3 == 0 {
+    let text = if n.is_multiple_of(3) {
         format!(
             "DECISION: module_{n} keeps its error type. Please look at src/module_{n}.rs and fix issue #{n}."
         )
