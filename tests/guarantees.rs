@@ -270,3 +270,57 @@ async fn replay_reports_each_call_a_forgetful_engine_needed_repaired() {
         "{json}"
     );
 }
+
+/// Issue 14 item 7: a single message larger than the budget (5 MB here) is cut to fit, head
+/// and tail kept and the cut marked with the tokens removed, and the history before it is not
+/// silently dropped: the call still carries a summary or earlier messages.
+#[test]
+fn an_oversized_single_message_is_cut_and_the_history_survives() {
+    let host = common::replay::host(8_000, None);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("s.jsonl");
+    let spec = SessionSpec::new("s", &file);
+    let mut session = Session::create(host.session_setup(&spec), &file, "").expect("session");
+    let mut messages = Vec::new();
+    for n in 0..6 {
+        messages.push(ctxhost::message::Message::user(format!(
+            "Step {n}: look at src/mod_{n}.rs"
+        )));
+        messages.push(ctxhost::message::Message::assistant(format!(
+            "Done with src/mod_{n}.rs."
+        )));
+    }
+    let huge = format!(
+        "HEAD-MARK {} TAIL-MARK",
+        "lorem ipsum dolor sit amet ".repeat(200_000)
+    );
+    messages.push(ctxhost::message::Message::user(huge));
+    messages.push(ctxhost::message::Message::assistant("Read it."));
+    let mut last = None;
+    drive(&mut session, messages, |s, a| {
+        let found = violations(
+            s.context(),
+            s.current_request(),
+            &a.messages,
+            a.system_prompt_addition.as_deref(),
+        );
+        last = Some((a.clone(), found));
+    })
+    .expect("replay");
+    let (a, found) = last.expect("a call");
+    assert!(found.is_empty(), "{found:?}");
+    assert!(a.assembled_tokens <= a.token_budget);
+    assert!(a.messages.len() >= 2, "{} messages", a.messages.len());
+    let request = a
+        .messages
+        .iter()
+        .map(|m| m.text())
+        .find(|t| t.contains("HEAD-MARK"))
+        .expect("the request, cut");
+    assert!(request.contains("TAIL-MARK"), "the tail is kept");
+    assert!(
+        request.contains(" tokens ("),
+        "the cut says the tokens removed"
+    );
+    assert!(a.assembled_tokens > 1_000, "{} tokens", a.assembled_tokens);
+}
