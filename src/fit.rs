@@ -38,7 +38,8 @@ pub struct FitReport {
 /// turn's older tool groups (results larger than an eighth of the budget trimmed head and
 /// tail; then the oldest results replaced by one-line stubs, then the oldest groups dropped),
 /// and last the history before the request, newest whole groups first. History is cut before
-/// the summary or the request is. Only kept groups are trimmed, so the cost follows what is
+/// the summary or the request is, but never to nothing: without a summary, the newest earlier
+/// group (cut to an eighth of the budget if it must be) is set aside before the turn is fitted. Only kept groups are trimmed, so the cost follows what is
 /// kept, not the length of the session.
 pub fn fit_to_budget(
     messages: &[Arc<Message>],
@@ -71,6 +72,22 @@ pub fn fit_to_budget(
         Some(r) => (&body[..r], Some(&body[r]), &body[r + 1..]),
         None => (body, None, &body[body.len()..]),
     };
+    // Some history, when there is any and no summary carries it: the newest earlier group, cut
+    // to an eighth of the budget if it must be, is set aside before the turn is fitted (a model
+    // with its turn alone does not know what came before).
+    let reserved: Vec<Arc<Message>> = match groups(history).pop() {
+        Some(last) if summary.is_none() && request.is_some() && budget / 8 >= 32 => {
+            let group = trim_group(&history[last], cap, tokens);
+            if tokens.messages(&group) <= budget / 8 {
+                group
+            } else {
+                cut_evenly(&group, budget / 8, tokens)
+            }
+        }
+        _ => Vec::new(),
+    };
+    let reserved_tokens = tokens.messages(&reserved);
+    room = room.saturating_sub(reserved_tokens);
     // The request leaves the rest of its turn at least half the room, if the turn needs it.
     let turn_wants = tokens.messages(turn).min(room / 2);
     let request = request.map(|m| {
@@ -91,8 +108,10 @@ pub fn fit_to_budget(
     };
     room = room.saturating_sub(tokens.messages(&turn_kept));
 
-    // History before the request, newest whole groups first, only behind a whole turn.
+    // History before the request, newest whole groups first, only behind a whole turn; else
+    // (or when not even the newest group fits whole) the group set aside above.
     let mut kept_rev: Vec<Vec<Arc<Message>>> = Vec::new();
+    room += reserved_tokens;
     if whole_turn {
         for range in groups(history).into_iter().rev() {
             let group = trim_group(&history[range], cap, tokens);
@@ -103,6 +122,9 @@ pub fn fit_to_budget(
             room -= size;
             kept_rev.push(group);
         }
+    }
+    if kept_rev.is_empty() && !reserved.is_empty() {
+        kept_rev.push(reserved);
     }
     let mut out: Vec<Arc<Message>> = summary.into_iter().collect();
     if request.is_none()
@@ -171,7 +193,11 @@ fn fit_turn(
 }
 
 /// A group with its tool results larger than `cap` trimmed.
-fn trim_group(group: &[Arc<Message>], cap: u64, tokens: &TokenCache) -> Vec<Arc<Message>> {
+pub(crate) fn trim_group(
+    group: &[Arc<Message>],
+    cap: u64,
+    tokens: &TokenCache,
+) -> Vec<Arc<Message>> {
     group
         .iter()
         .map(|m| {
@@ -186,18 +212,35 @@ fn trim_group(group: &[Arc<Message>], cap: u64, tokens: &TokenCache) -> Vec<Arc<
 
 /// A group's text cut evenly to share `room`; anything still over (tool-call JSON, images)
 /// goes, oldest first, and pairing is repaired.
-fn cut_evenly(group: &[Arc<Message>], room: u64, tokens: &TokenCache) -> Vec<Arc<Message>> {
-    let share = (room / group.len().max(1) as u64).max(1);
-    let mut out: Vec<Arc<Message>> = group
-        .iter()
-        .map(|m| {
-            if tokens.message(m) > share {
-                Arc::new(trim_message(m, share, tokens))
-            } else {
-                Arc::clone(m)
-            }
-        })
-        .collect();
+pub(crate) fn cut_evenly(
+    group: &[Arc<Message>],
+    room: u64,
+    tokens: &TokenCache,
+) -> Vec<Arc<Message>> {
+    let mut share = (room / group.len().max(1) as u64).max(1);
+    let cut = |share: u64| -> Vec<Arc<Message>> {
+        group
+            .iter()
+            .map(|m| {
+                if tokens.message(m) > share {
+                    Arc::new(trim_message(m, share, tokens))
+                } else {
+                    Arc::clone(m)
+                }
+            })
+            .collect()
+    };
+    let mut out = cut(share);
+    // Each message's own overhead (role, framing) is not in its share: shrink the share by
+    // what is over, a few times, before dropping whole messages.
+    for _ in 0..3 {
+        let total = tokens.messages(&out);
+        if total <= room || share <= 16 {
+            break;
+        }
+        share = share.saturating_sub((total - room).div_ceil(group.len().max(1) as u64) + 1);
+        out = cut(share.max(16));
+    }
     while tokens.messages(&out) > room && out.len() > 1 {
         out.remove(0);
     }
@@ -305,13 +348,16 @@ pub fn trim_text(text: &str, max_tokens: u64, count: impl Fn(&str) -> u64) -> St
     let build = |keep: usize| -> String {
         let head = keep * 2 / 3;
         let tail = keep - head;
-        let omitted = chars.len() - keep;
-        let mut s: String = chars[..head].iter().collect();
-        s.push_str(&format!(
-            "\n[… {omitted} characters trimmed to fit the context budget …]\n"
-        ));
-        s.extend(&chars[chars.len() - tail..]);
-        s
+        let mut kept: String = chars[..head].iter().collect();
+        let at = kept.len();
+        kept.extend(&chars[chars.len() - tail..]);
+        let omitted = total.saturating_sub(count(&kept));
+        let cut = chars.len() - keep;
+        kept.insert_str(
+            at,
+            &format!("\n[… {omitted} tokens ({cut} characters) cut to fit the context budget …]\n"),
+        );
+        kept
     };
     // Start from the proportional length and shrink by a tenth until it fits: token density
     // is nearly uniform, so this takes one or two counts instead of a binary search.

@@ -42,7 +42,7 @@ fn oversized_tool_results_are_trimmed_before_anything_is_dropped() {
     assert!(
         out[3]
             .text()
-            .contains("characters trimmed to fit the context budget")
+            .contains("characters) cut to fit the context budget")
     );
 }
 

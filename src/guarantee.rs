@@ -4,9 +4,10 @@
 //! An engine decides what the model sees, but a model cannot continue a conversation whose
 //! request it never saw, or whose summary was dropped to make room for older messages. The
 //! session checks every assembly after pairing repair ([`enforce`]): a missing request or
-//! summary is put back and the context re-fitted to the budget (history is cut first, see
-//! `fit::fit_to_budget`), so a script cannot break these guarantees. [`violations`]
-//! is the same check, for `check`, replays and benchmarks.
+//! summary is put back and the context re-fitted to the budget (history is cut first, but
+//! never to nothing, see `fit::fit_to_budget`), and a call left with no history at all gets
+//! the newest earlier messages that fit in the room it leaves, so a script cannot break these
+//! guarantees. [`violations`] is the same check, for `check`, replays and benchmarks.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -98,8 +99,10 @@ pub fn violations(
 
 /// `sent` with a missing request or summary put back (the summary first, the request after
 /// the history it follows and before the rest of its turn), re-fitted to `budget` (less the
-/// addition's tokens) when that made it too large. Returns the messages and the violations
-/// that were repaired; an assembly that carries both is returned unchanged.
+/// addition's tokens) when that made it too large; then, if the call carries no history
+/// while the session had some, the newest earlier messages that fit in the room left under
+/// the budget (nothing the engine chose is cut for them). Returns the messages and the
+/// violations that were repaired; an assembly that needs nothing is returned unchanged.
 pub fn enforce(
     context: &[Arc<Message>],
     request: Option<&Arc<Message>>,
@@ -108,11 +111,16 @@ pub fn enforce(
     budget: u64,
     tokens: &TokenCache,
 ) -> (Vec<Arc<Message>>, Vec<Violation>) {
-    let repaired: Vec<Violation> = violations(context, request, &sent, addition)
-        .into_iter()
+    let found = violations(context, request, &sent, addition);
+    let mut repaired: Vec<Violation> = found
+        .iter()
+        .copied()
         .filter(|v| *v != Violation::NoHistory)
         .collect();
     if repaired.is_empty() {
+        if found.contains(&Violation::NoHistory) {
+            return add_history(context, request, sent, addition, budget, tokens);
+        }
         return (sent, repaired);
     }
     let before_tokens = tokens.messages(&sent);
@@ -146,5 +154,70 @@ pub fn enforce(
     if now > room && now > before_tokens {
         out = fit_to_budget(&out, room.max(1), tokens).0;
     }
-    (crate::pairing::repair(out).messages, repaired)
+    let out = crate::pairing::repair(out).messages;
+    if violations(context, request, &out, addition).contains(&Violation::NoHistory) {
+        let (out, history) = add_history(context, request, out, addition, budget, tokens);
+        repaired.extend(history);
+        return (out, repaired);
+    }
+    (out, repaired)
+}
+
+/// `sent` with the newest history that fits in the room it leaves under `budget` put in
+/// front of the request: whole groups newest first (tool results cut to an eighth of the
+/// budget), else the newest group that can be cut evenly to the room (when at least 32 tokens
+/// are left; one whose tool-call arguments alone are too large is passed over).
+/// Nothing the engine chose is cut for it. Returns `[NoHistory]` when history was added.
+fn add_history(
+    context: &[Arc<Message>],
+    request: Option<&Arc<Message>>,
+    sent: Vec<Arc<Message>>,
+    addition: Option<&str>,
+    budget: u64,
+    tokens: &TokenCache,
+) -> (Vec<Arc<Message>>, Vec<Violation>) {
+    let addition_tokens = addition.map_or(0, |a| tokens.text(a));
+    let mut room = budget
+        .saturating_sub(addition_tokens)
+        .saturating_sub(tokens.messages(&sent));
+    let at = request.and_then(|r| context.iter().position(|m| m.id == r.id));
+    let earlier = &context[..at.unwrap_or(context.len())];
+    let cap = (budget / 8).max(64);
+    let mut picked_rev: Vec<Vec<Arc<Message>>> = Vec::new();
+    // Newest first; a group that cannot fit even cut (tool-call arguments larger than the
+    // room) is passed over while nothing is taken yet, a few dozen groups at most.
+    for range in crate::fit::groups(earlier).into_iter().rev().take(64) {
+        let group = crate::fit::trim_group(&earlier[range], cap, tokens);
+        let size = tokens.messages(&group);
+        if size <= room {
+            room -= size;
+            picked_rev.push(group);
+            continue;
+        }
+        if !picked_rev.is_empty() {
+            break;
+        }
+        if room < 32 {
+            break;
+        }
+        let cut = crate::fit::cut_evenly(&group, room, tokens);
+        let size = tokens.messages(&cut);
+        if !cut.is_empty() && size <= room {
+            picked_rev.push(cut);
+            break;
+        }
+    }
+    if picked_rev.is_empty() {
+        return (sent, Vec::new());
+    }
+    let history: Vec<Arc<Message>> = picked_rev.into_iter().rev().flatten().collect();
+    let mut out = sent;
+    let at = request
+        .and_then(|r| out.iter().position(|m| m.id == r.id))
+        .unwrap_or(0);
+    out.splice(at..at, history);
+    (
+        crate::pairing::repair(out).messages,
+        vec![Violation::NoHistory],
+    )
 }

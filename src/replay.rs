@@ -67,6 +67,9 @@ pub struct TurnReport {
     /// Each model call of the turn (an agentic turn has dozens: one per recorded assistant
     /// message, each seeing a fresh assembly).
     pub calls: Vec<CallReport>,
+    /// The turn's model calls that broke a guarantee or needed the host to repair one (empty
+    /// when every call carried what a model needs as the engine assembled it).
+    pub guarantees: Vec<CallGuarantees>,
 }
 
 /// One model call: what `assemble` gave the model at that point of the turn.
@@ -97,6 +100,32 @@ pub struct CallReport {
     /// The context itself, message by message, when [`ReplayOptions::contexts`] asked for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextView>,
+}
+
+/// How one model call fared against what every call must carry ([`crate::guarantee`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallGuarantees {
+    /// 1-based model call within the turn.
+    pub call: u32,
+    /// What the call still lacked as sent to the model (expected: never).
+    pub violations: Vec<Violation>,
+    /// What the engine's assembly lacked and the host put back.
+    pub put_back: Vec<Violation>,
+}
+
+/// Model calls that broke or needed a repair of a guarantee, over a replay.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GuaranteeCounts {
+    /// Calls sent without the current request.
+    pub missing_request: u64,
+    /// Calls sent without the newest summary.
+    pub missing_summary: u64,
+    /// Calls sent with no history although the session had some.
+    pub no_history: u64,
+    /// Calls whose assembly the host had to repair (request, summary or history put back).
+    pub put_back: u64,
 }
 
 /// The first failure of a quarantined engine, for the summary.
@@ -155,6 +184,8 @@ pub struct ReplaySummary {
     /// Where scripts spent time inside `host.*` functions (`host.summarize`, `host.tokens`,
     /// ...), per function, over all sessions; part of the engine's time above.
     pub host_times: Vec<MethodTimes>,
+    /// Model calls that broke a guarantee, by kind, and calls the host repaired.
+    pub guarantees: GuaranteeCounts,
 }
 
 /// How to replay.
@@ -197,6 +228,7 @@ pub async fn replay(
         slow_turns: 0,
         engine_times: Vec::new(),
         host_times: Vec::new(),
+        guarantees: GuaranteeCounts::default(),
     };
 
     // Each conversation runs as a task; reports flow back tagged with the session's index and
@@ -264,6 +296,17 @@ fn account(summary: &mut ReplaySummary, r: &TurnReport) {
     summary.max_assembled_tokens = summary.max_assembled_tokens.max(r.assembled_tokens);
     summary.over_budget_turns += u64::from(r.assembled_tokens > r.token_budget);
     summary.slow_turns += u64::from(r.slow);
+    for c in &r.guarantees {
+        let g = &mut summary.guarantees;
+        for v in &c.violations {
+            match v {
+                Violation::MissingRequest => g.missing_request += 1,
+                Violation::MissingSummary => g.missing_summary += 1,
+                Violation::NoHistory => g.no_history += 1,
+            }
+        }
+        g.put_back += u64::from(!c.put_back.is_empty());
+    }
 }
 
 /// Where one session's engine spent its time.
@@ -395,9 +438,26 @@ async fn replay_turn(
             is_heartbeat: false,
         })
         .await?;
+    let check = |a: &Assembly, call: u32| {
+        let (sent, addition) = (a.messages.clone(), a.system_prompt_addition.clone());
+        let put_back = a.put_back.clone();
+        session.with(move |s| CallGuarantees {
+            call,
+            violations: violations(s.context(), s.current_request(), &sent, addition.as_deref()),
+            put_back,
+        })
+    };
+    let mut guarantees = Vec::new();
+    let mut judge = |c: CallGuarantees| {
+        report_violations(turn.name, turn.number, c.call, &c.violations);
+        if !c.violations.is_empty() || !c.put_back.is_empty() {
+            guarantees.push(c);
+        }
+    };
     let mut seen_compactions = 0;
     let mut calls =
         vec![call_report(session, turn, 1, &first, &mut seen_compactions, tracker).await?];
+    judge(check(&first, 1).await?);
     let (mut largest, mut largest_at) = (first, 0);
     let mut fallback = largest.fallback;
     let mut repairs = largest.pairing_repairs;
@@ -405,6 +465,7 @@ async fn replay_turn(
         let a = session.continue_turn(step).await?;
         let n = calls.len() as u32 + 1;
         calls.push(call_report(session, turn, n, &a, &mut seen_compactions, tracker).await?);
+        judge(check(&a, n).await?);
         fallback |= a.fallback;
         repairs += a.pairing_repairs;
         if a.assembled_tokens >= largest.assembled_tokens {
@@ -433,6 +494,7 @@ async fn replay_turn(
         engine_ms: stats.engine_ms,
         slow: stats.slow,
         calls,
+        guarantees,
     })
 }
 
@@ -468,7 +530,7 @@ pub fn drive(
 }
 
 /// Logs a model call that lacks what a model needs to continue (expected: never, since the
-/// session puts a missing request or summary back).
+/// session puts a missing request or summary back, and history when there is room).
 fn report_violations(name: &str, turn: u64, call: u32, found: &[Violation]) {
     for v in found {
         tracing::warn!(session = name, turn, call, violation = ?v, "{}", v.describe());

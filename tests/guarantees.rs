@@ -29,6 +29,8 @@ pub(crate) struct Calls {
     pub(crate) with_summary: usize,
     pub(crate) put_back: usize,
     pub(crate) problems: Vec<String>,
+    /// Calls that went out with no history although the session had some.
+    pub(crate) no_history: usize,
 }
 
 pub(crate) fn replay(transcript: &str, window: u64, engine: Option<&Path>) -> Calls {
@@ -43,6 +45,7 @@ pub(crate) fn replay(transcript: &str, window: u64, engine: Option<&Path>) -> Ca
         with_summary: 0,
         put_back: 0,
         problems: Vec::new(),
+        no_history: 0,
     };
     for (n, source) in imported.sessions.into_iter().take(3).enumerate() {
         let file = dir.path().join(format!("s{n}.jsonl"));
@@ -59,6 +62,7 @@ pub(crate) fn replay(transcript: &str, window: u64, engine: Option<&Path>) -> Ca
                 a.system_prompt_addition.as_deref(),
             );
             let call = out.calls;
+            out.no_history += usize::from(found.contains(&Violation::NoHistory));
             for v in found.iter().filter(|v| **v != Violation::NoHistory) {
                 out.problems.push(format!("call {call}: {}", v.describe()));
             }
@@ -140,4 +144,184 @@ fn check_runs_a_turn_larger_than_the_budget_and_finds_the_forgetful_engine_sound
         "{:#?}",
         report.steps
     );
+}
+
+/// Issue 12: `recent_turns` (which never summarizes) used to send 619 calls without any
+/// history over the shared transcripts at 3,000 tokens, most in this session's long tool loops
+/// (over a hundred here). A few remain (see the README's quality table), so the bound is
+/// stated rather than zero.
+#[test]
+fn recent_turns_calls_always_carry_history_in_long_tool_loops() {
+    for engine in ["scripts/recent_turns.lua", "scripts/recent_turns.rhai"] {
+        let c = replay(PIMONO, 3_000, Some(&engine_path(engine)));
+        assert!(c.problems.is_empty(), "{engine}: {:?}", c.problems);
+        assert!(c.calls > 400, "{engine}: {} calls", c.calls);
+        assert!(
+            c.no_history <= 10,
+            "{engine}: {} calls without history",
+            c.no_history
+        );
+    }
+}
+
+/// Issue 14 item 3: `check` drives a session several times the window, with tool results
+/// larger than the budget, and names each turn and its model calls.
+#[test]
+fn check_drives_a_session_several_times_the_window() {
+    let recent = check_engine(&engine_path("scripts/recent_turns.lua"), &Config::default());
+    assert!(recent.sound, "{:#?}", recent.steps);
+    let long = recent
+        .steps
+        .iter()
+        .find(|s| s.step == "a conversation several times the budget")
+        .expect("the long conversation");
+    assert!(long.detail.contains("× the window"), "{long:?}");
+    assert!(
+        recent
+            .steps
+            .iter()
+            .any(|s| s.step.starts_with("turn ") && s.detail.contains("model calls, largest")),
+        "{:#?}",
+        recent.steps
+    );
+}
+
+/// `check --transcript`: every model call of a real conversation is judged, and a failure
+/// names the conversation, the turn and the call.
+#[test]
+fn check_over_a_real_transcript_judges_every_model_call() {
+    let transcript = common::shared_dir().join("data/transcripts").join(PIMONO);
+    let report = ctxhost::check::check_engine_with(
+        &engine_path("scripts/recent_turns.rhai"),
+        &Config::default(),
+        Some(&transcript),
+    );
+    assert!(report.sound, "{:#?}", report.steps);
+    assert!(
+        report
+            .steps
+            .iter()
+            .any(|s| s.step.starts_with("every model call of conversation") && s.ok),
+        "{:#?}",
+        report.steps
+    );
+    let path = engine_path("tests/fixtures/lua/drops_conversation.lua");
+    let report = ctxhost::check::check_engine_with(&path, &Config::default(), Some(&transcript));
+    assert!(!report.sound);
+    let failed = report.steps.iter().find(|s| !s.ok).expect("a failed step");
+    assert!(
+        failed.step.starts_with("conversation ")
+            && failed.step.contains(", turn ")
+            && failed.step.contains(", model call "),
+        "{failed:?}"
+    );
+}
+
+/// Issue 10 item 6: `check` compacts in the middle of a tool loop, so an engine whose summary
+/// drops the request and the open tool calls is not sound.
+#[test]
+fn check_fails_an_engine_whose_compaction_drops_the_conversation() {
+    for engine in [
+        "tests/fixtures/lua/drops_conversation.lua",
+        "tests/fixtures/rhai/drops_conversation.rhai",
+    ] {
+        let report = check_engine(&engine_path(engine), &Config::default());
+        assert!(!report.sound, "{engine}: {:#?}", report.steps);
+        let failed = report.steps.iter().find(|s| !s.ok).expect("a failed step");
+        assert!(
+            failed.detail.contains("drops the open tool calls")
+                || failed.detail.contains("drops the pending user request"),
+            "{engine}: {failed:?}"
+        );
+    }
+}
+
+/// Issue 12: `replay` reports, per model call and in its summary, what an engine's assembly
+/// lacked and the host put back (here a forgetful engine leaves out the request and the
+/// summary), and what a call still lacked as sent (expected: nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_reports_each_call_a_forgetful_engine_needed_repaired() {
+    let engine = engine_path("tests/fixtures/lua/forgetful.lua");
+    let host = common::replay::host(3_000, Some(&engine));
+    let path = common::shared_dir().join("data/transcripts").join(CODEX);
+    let imported = ctxhost::transcript::import(&path).expect("import");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = ctxhost::replay::ReplayOptions {
+        out_dir: dir.path().to_path_buf(),
+        concurrency: 1,
+        contexts: false,
+    };
+    let mut turns = Vec::new();
+    let summary = ctxhost::replay::replay(host, &path, imported, &opts, |t| turns.push(t.clone()))
+        .await
+        .expect("replay");
+    let g = &summary.guarantees;
+    assert!(g.put_back > 0, "{g:?}");
+    assert_eq!((g.missing_request, g.missing_summary), (0, 0), "{g:?}");
+    let calls: Vec<_> = turns.iter().flat_map(|t| t.guarantees.iter()).collect();
+    assert_eq!(calls.len() as u64, g.put_back + g.no_history, "{g:?}");
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.put_back.contains(&Violation::MissingRequest))
+    );
+    let json = serde_json::to_value(&turns[0]).expect("json");
+    assert!(
+        json.get("guarantees").is_some_and(|v| v.is_array()),
+        "{json}"
+    );
+}
+
+/// Issue 14 item 7: a single message larger than the budget (5 MB here) is cut to fit, head
+/// and tail kept and the cut marked with the tokens removed, and the history before it is not
+/// silently dropped: the call still carries a summary or earlier messages.
+#[test]
+fn an_oversized_single_message_is_cut_and_the_history_survives() {
+    let host = common::replay::host(8_000, None);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("s.jsonl");
+    let spec = SessionSpec::new("s", &file);
+    let mut session = Session::create(host.session_setup(&spec), &file, "").expect("session");
+    let mut messages = Vec::new();
+    for n in 0..6 {
+        messages.push(ctxhost::message::Message::user(format!(
+            "Step {n}: look at src/mod_{n}.rs"
+        )));
+        messages.push(ctxhost::message::Message::assistant(format!(
+            "Done with src/mod_{n}.rs."
+        )));
+    }
+    let huge = format!(
+        "HEAD-MARK {} TAIL-MARK",
+        "lorem ipsum dolor sit amet ".repeat(200_000)
+    );
+    messages.push(ctxhost::message::Message::user(huge));
+    messages.push(ctxhost::message::Message::assistant("Read it."));
+    let mut last = None;
+    drive(&mut session, messages, |s, a| {
+        let found = violations(
+            s.context(),
+            s.current_request(),
+            &a.messages,
+            a.system_prompt_addition.as_deref(),
+        );
+        last = Some((a.clone(), found));
+    })
+    .expect("replay");
+    let (a, found) = last.expect("a call");
+    assert!(found.is_empty(), "{found:?}");
+    assert!(a.assembled_tokens <= a.token_budget);
+    assert!(a.messages.len() >= 2, "{} messages", a.messages.len());
+    let request = a
+        .messages
+        .iter()
+        .map(|m| m.text())
+        .find(|t| t.contains("HEAD-MARK"))
+        .expect("the request, cut");
+    assert!(request.contains("TAIL-MARK"), "the tail is kept");
+    assert!(
+        request.contains(" tokens ("),
+        "the cut says the tokens removed"
+    );
+    assert!(a.assembled_tokens > 1_000, "{} tokens", a.assembled_tokens);
 }

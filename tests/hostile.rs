@@ -464,3 +464,75 @@ fn the_host_puts_back_what_a_forgetful_engine_leaves_out() {
         assert!(c.put_back > 0, "{engine}: the host had to repair calls");
     }
 }
+
+/// One step of a tool loop: an assistant tool call and its (long) result.
+fn tool_step(n: usize, lines: usize) -> Vec<Message> {
+    let id = format!("call_{n}");
+    let text: String = (0..lines)
+        .map(|i| format!("src/parser.rs:{i}: assertion failed in parse_expr_{i}\n"))
+        .collect();
+    [
+        json!({"role":"assistant","content":[
+            {"type":"toolCall","id":id,"name":"bash","arguments":{"command":"cargo test"}}],
+            "stopReason":"toolUse"}),
+        json!({"role":"toolResult","toolCallId":id,"toolName":"bash",
+            "content":[{"type":"text","text":text}],"isError":true}),
+    ]
+    .into_iter()
+    .map(|v| serde_json::from_value(v).expect("message"))
+    .collect()
+}
+
+in_both_languages!(a_compaction_that_drops_the_conversation_is_refused);
+
+/// Issue 10 item 6: a summary that drops the pending request and the open tool calls (no
+/// `firstKeptEntryId`, or one on the newest tool result) is an invalid result: the engine is
+/// quarantined, `legacy` compacts instead, and the next model call still has the request and
+/// the tool call the model must answer.
+async fn a_compaction_that_drops_the_conversation_is_refused(lang: &str) {
+    for attack in ["no_first_kept", "keep_last"] {
+        let h = host(
+            &format!("drops_conversation.{lang}"),
+            "drops-conversation",
+            json!({ "attack": attack }),
+            3_000,
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = h
+            .create_session(SessionSpec::new("s", dir.path().join("s.jsonl")))
+            .await
+            .expect("session");
+        let request = "Fix the failing test in src/parser.rs";
+        s.begin_turn(TurnInput {
+            user: Message::user(request),
+            is_heartbeat: false,
+        })
+        .await
+        .expect("turn");
+        let a = s
+            .continue_turn(tool_step(1, 400))
+            .await
+            .expect("the tool loop goes on, on legacy");
+        let e = h
+            .quarantine()
+            .first_failure("drops-conversation")
+            .unwrap_or_else(|| panic!("{attack}: the dropping result was accepted"));
+        assert_eq!(
+            (e.op.as_str(), e.kind),
+            ("compact", EngineErrorKind::InvalidResult),
+            "{attack}: {e}"
+        );
+        assert!(e.message.contains("open tool calls"), "{attack}: {e}");
+        assert!(
+            a.messages.iter().any(|m| m.text().contains(request)),
+            "{attack}: the request reaches the model"
+        );
+        assert!(
+            a.messages
+                .iter()
+                .any(|m| m.tool_calls().any(|c| c.id == "call_1")),
+            "{attack}: the open tool call reaches the model"
+        );
+        assert!(a.assembled_tokens <= a.token_budget, "{attack}");
+    }
+}

@@ -25,6 +25,7 @@ fn turn(session: &str, n: u64, tokens: u64) -> TurnReport {
         engine_ms: 0.5,
         slow: false,
         calls: Vec::new(),
+        guarantees: Vec::new(),
     }
 }
 
@@ -45,6 +46,7 @@ fn summary(transcript: &str, turns: u64, wall_ms: u64) -> ReplaySummary {
         slow_turns: 0,
         engine_times: Vec::new(),
         host_times: Vec::new(),
+        guarantees: Default::default(),
     }
 }
 

@@ -11,7 +11,7 @@ use crate::contract::{
 };
 use crate::engine::legacy::LEGACY_ID;
 use crate::error::{EngineError, EngineErrorKind, Error, Result};
-use crate::message::Message;
+use crate::message::{Message, Role};
 
 use super::Session;
 
@@ -43,6 +43,16 @@ impl Session {
         let params = self.compact_params(budget, target, instructions, degraded);
         let limits = self.setup.limits.clone();
         let before = self.context_tokens();
+        let request = self.request.as_ref().map(|r| r.id.clone());
+        let turn_tokens = request
+            .as_ref()
+            .and_then(|id| self.context.iter().position(|m| &m.id == id))
+            .map_or(0, |at| self.services.tokens.messages(&self.context[at..]));
+        let turn = TurnInProgress {
+            request,
+            turn_tokens,
+            keep: self.services.compaction.keep_for(budget),
+        };
         // The configured engine, and after its failure `legacy`, once: never a loop.
         for _ in 0..2 {
             let ((result, by_client), engine, _) =
@@ -59,6 +69,11 @@ impl Session {
                     if !by_client {
                         check_first_kept(&r, call.context())
                             .map_err(|m| invalid(e.info(), Method::Compact, m))?;
+                        // legacy's cut keeps these by construction (compaction::cut_point).
+                        if e.info().id != LEGACY_ID {
+                            check_keeps_conversation(&r, call.context(), &turn)
+                                .map_err(|m| invalid(e.info(), Method::Compact, m))?;
+                        }
                     }
                     Ok((r, by_client))
                 })?;
@@ -224,6 +239,85 @@ pub(super) fn check_first_kept(
         return Err(format!(
             "firstKeptEntryId \"{id}\" is not in the session context"
         ));
+    }
+    Ok(())
+}
+
+/// What a compaction in the middle of a turn must not summarize away.
+pub(super) struct TurnInProgress {
+    /// The id of the user message that started the current turn.
+    pub request: Option<String>,
+    /// The recent tokens the built-in compaction keeps verbatim at this budget: a turn larger
+    /// than this may have its request summarized (the session still carries it to every model
+    /// call, see [`crate::guarantee`]).
+    pub keep: u64,
+    /// The tokens of the turn from its request on.
+    pub turn_tokens: u64,
+}
+
+/// A compaction that writes a summary while the model owes an answer (the context ends with
+/// the request, tool results or tool calls) must keep verbatim the newest tool group — the
+/// open tool calls and their results — and the turn's request, unless the turn from the
+/// request on is larger than the built-in compaction keeps (then it may cut inside the turn's
+/// tool loop, as `legacy` does). A summary without `firstKeptEntryId` there drops the
+/// conversation in progress: the result is invalid.
+pub(super) fn check_keeps_conversation(
+    r: &CompactResult,
+    context: &[Arc<Message>],
+    turn: &TurnInProgress,
+) -> std::result::Result<(), String> {
+    let Some(out) = r.result.as_ref().filter(|_| r.compacted) else {
+        return Ok(());
+    };
+    if out.summary.is_none() {
+        return Ok(());
+    }
+    // The model owes an answer, or its tool calls await their results.
+    let awaiting = context.last().is_some_and(|m| {
+        matches!(m.role(), Role::User | Role::ToolResult) || m.tool_calls().next().is_some()
+    });
+    if !awaiting {
+        return Ok(());
+    }
+    let Some(newest) = crate::fit::groups(context).pop() else {
+        return Ok(());
+    };
+    let kept_from = out
+        .first_kept_entry_id
+        .as_ref()
+        .and_then(|id| context.iter().position(|m| &m.id == id))
+        .unwrap_or(context.len());
+    let newest_group = if context[newest.start].tool_calls().next().is_some() {
+        format!(
+            "the open tool calls of the turn in progress (message {} and its {} results)",
+            newest.start + 1,
+            newest.len() - 1
+        )
+    } else {
+        format!("the pending user request (message {})", newest.start + 1)
+    };
+    if kept_from > newest.start {
+        let how = match &out.first_kept_entry_id {
+            None => "a summary without firstKeptEntryId".to_owned(),
+            Some(id) => format!("firstKeptEntryId \"{id}\""),
+        };
+        return Err(format!(
+            "{how} drops {newest_group}; keep them verbatim: set firstKeptEntryId at or before \"{}\"",
+            context[newest.start].id
+        ));
+    }
+    if let Some(id) = &turn.request
+        && let Some(at) = context.iter().position(|m| &m.id == id)
+        && kept_from > at
+    {
+        let size = turn.turn_tokens;
+        if size < turn.keep {
+            return Err(format!(
+                "firstKeptEntryId summarizes the current request (message {}) although its turn of {size} tokens is within the {} recent tokens compaction keeps; set firstKeptEntryId at or before \"{id}\"",
+                at + 1,
+                turn.keep
+            ));
+        }
     }
     Ok(())
 }

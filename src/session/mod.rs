@@ -107,6 +107,8 @@ pub struct Assembly {
     /// Ids of the messages the host put in that the engine's result left out (the current
     /// request, the newest summary; see [`crate::guarantee`]), so reports can tell them apart.
     pub host_added: Vec<String>,
+    /// What the engine's assembly lacked and the host put back (see [`crate::guarantee`]).
+    pub put_back: Vec<crate::guarantee::Violation>,
 }
 
 /// What happened during one turn, for reports.

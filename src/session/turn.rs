@@ -462,6 +462,7 @@ impl Session {
             fallback,
             pairing_repairs: repaired.repairs.len(),
             host_added,
+            put_back,
         }
     }
 

@@ -67,6 +67,9 @@ pub struct CheckArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Drive a real transcript (any format `replay` reads) instead of the synthetic session.
+    #[arg(long, value_name = "FILE")]
+    pub transcript: Option<PathBuf>,
 }
 
 /// The host settings `replay` and `watch` take from the command line, over the config's.

@@ -1,14 +1,14 @@
-//! `ctxhost check FILE`: a report a person can act on, or JSON.
+//! `ctxhost check FILE [--transcript T]`: a report a person can act on, or JSON.
 
 use std::io::Write;
 
 use crate::cli::Outcome;
 use crate::cli::args::CheckArgs;
-use ctxhost::check::check_engine;
+use ctxhost::check::check_engine_with;
 
 pub(crate) fn run(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let config = ctxhost::config::discover(args.config.as_deref())?;
-    let report = check_engine(&args.file, &config);
+    let report = check_engine_with(&args.file, &config, args.transcript.as_deref());
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
