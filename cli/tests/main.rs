@@ -5,6 +5,7 @@
 mod common;
 
 mod cli;
+mod crash;
 mod new_engine;
 mod progress;
 mod report;
