@@ -11,6 +11,8 @@
 //! - [`Worker`]: a thread that owns one VM and runs calls sent over a channel; the caller waits
 //!   at most deadline + grace and, past that, abandons the VM for good (it is stuck in C code).
 
+pub mod gate;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc;
@@ -333,9 +335,11 @@ impl<S: Send + 'static> Worker<S> {
             return Err(WorkerError::Abandoned);
         }
         let jobs = self.jobs.as_ref().ok_or(WorkerError::Gone)?;
+        // The call's clocks (its deadline, and `timeout` here) start once it has a core.
+        let _place = gate::cores().enter();
         let (reply_tx, reply_rx) = mpsc::sync_channel::<R>(1);
         let boxed: Job<S> = Box::new(move |state: &mut S| {
-            let _ = reply_tx.send(job(state));
+            let _ = reply_tx.send(gate::admitted(|| job(state)));
         });
         let sent = Instant::now();
         jobs.send(boxed).map_err(|_| WorkerError::Gone)?;

@@ -8,6 +8,7 @@ mod sessions;
 mod adapters;
 mod bad_input;
 mod budgets;
+mod concurrency;
 mod conformance;
 mod engines;
 mod guarantees;
