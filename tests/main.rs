@@ -18,6 +18,7 @@ mod house;
 mod llm_summarizer;
 mod lua_engine;
 mod memory;
+mod properties;
 mod quality;
 mod reload;
 mod replay;
