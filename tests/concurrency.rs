@@ -77,7 +77,7 @@ async fn converse(
     let spec = SessionSpec::new(format!("s{sid}"), dir.join(format!("s{sid}.jsonl")));
     let session = host.create_session(spec).await.expect("session");
     for t in 0..TURNS {
-        let attack = if hostile && (sid / 4) % 12 == 0 && t == 2 {
+        let attack = if hostile && (sid / 4).is_multiple_of(12) && t == 2 {
             " ATTACK"
         } else {
             ""
