@@ -11,6 +11,8 @@
 //! - [`Worker`]: a thread that owns one VM and runs calls sent over a channel; the caller waits
 //!   at most deadline + grace and, past that, abandons the VM for good (it is stuck in C code).
 
+pub mod gate;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc;
@@ -278,7 +280,8 @@ struct HostWaits {
 /// deadline: the deadline moves later by the time `f` took, and the worker's caller waits that
 /// much longer before abandoning the VM. The script cannot run meanwhile (it is inside the host
 /// function), so nothing it does escapes the deadline. A deadline that had already passed stays
-/// passed. Outside a script call (or off a worker thread) this is just `f()`.
+/// passed. The call gives its place in the [`gate`] back while it waits. Outside a script call
+/// (or off a worker thread) this is just `f()`.
 pub fn outside_deadline<R>(f: impl FnOnce() -> R) -> R {
     let running = RUNNING.with(|r| r.borrow().clone());
     let waits = SERVING.with(|w| w.borrow().clone());
@@ -292,7 +295,8 @@ pub fn outside_deadline<R>(f: impl FnOnce() -> R) -> R {
         w.waiting.store(true, Ordering::SeqCst);
     }
     let started = Instant::now();
-    let r = f();
+    // Waiting uses no core: another script call may run meanwhile.
+    let r = gate::cores().outside(f);
     let waited = started.elapsed();
     if let Some(w) = &waits {
         let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
@@ -420,9 +424,11 @@ impl<S: Send + 'static> Worker<S> {
             return Err(WorkerError::Abandoned);
         }
         let jobs = self.jobs.as_ref().ok_or(WorkerError::Gone)?;
+        // The call's clocks (its deadline, and `timeout` here) start once it has a core.
+        let _place = gate::cores().enter();
         let (reply_tx, reply_rx) = mpsc::sync_channel::<R>(1);
         let boxed: Job<S> = Box::new(move |state: &mut S| {
-            let _ = reply_tx.send(job(state));
+            let _ = reply_tx.send(gate::admitted(|| job(state)));
         });
         let sent = Instant::now();
         let waited_before = self.waits.waited_ns.load(Ordering::SeqCst);

@@ -6,6 +6,7 @@ mod common;
 
 mod cli;
 mod contexts;
+mod crash;
 mod new_engine;
 mod progress;
 mod report;
