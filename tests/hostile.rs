@@ -186,10 +186,10 @@ mod rhai_attacks {
         try_loop => Deadline,
         while_true => Deadline,
         recursion => Limit,
-        string_doubling => Deadline,
-        array_growth => Deadline,
-        array_doubling => Deadline,
-        map_bomb => Deadline,
+        string_doubling => Memory,
+        array_growth => Memory,
+        array_doubling => Memory,
+        map_bomb => Memory,
         import_path => Runtime,
         import_unknown => Runtime,
         eval_fn => Runtime,
@@ -461,5 +461,28 @@ fn the_host_puts_back_what_a_forgetful_engine_leaves_out() {
         );
         assert!(c.problems.is_empty(), "{engine}: {:?}", c.problems);
         assert!(c.put_back > 0, "{engine}: the host had to repair calls");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounded resources (issue 10, items 2 and 3): Rhai's memory cap and the native-step guards.
+
+/// Rhai memory bombs: each stopped by `host.limits.memoryBytes` (kind `Memory`), not by the
+/// deadline, as in Lua.
+mod rhai_memory {
+    use super::*;
+
+    rhai_attacks! {
+        blob_bomb => Memory,
+        array_pad => Memory,
+        string_pad => Memory,
+        string_plus_doubling => Memory,
+        array_push_strings => Memory,
+        array_insert => Memory,
+        blob_doubling => Memory,
+        map_doubling => Memory,
+        split_bomb => Memory,
+        replace_bomb => Memory,
+        blob_to_array => Memory,
     }
 }

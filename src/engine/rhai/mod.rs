@@ -15,7 +15,9 @@
 pub(crate) mod api;
 mod engine;
 mod fault;
+mod guards;
 pub mod limits;
+mod memory;
 pub(crate) mod messages;
 mod stdlib;
 pub mod values;
