@@ -321,7 +321,10 @@ pub struct Worker<S: 'static> {
 impl<S: 'static> std::fmt::Debug for Worker<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
-            .field("abandoned", &(self.abandoned.load(Ordering::Relaxed) != LIVE))
+            .field(
+                "abandoned",
+                &(self.abandoned.load(Ordering::Relaxed) != LIVE),
+            )
             .finish()
     }
 }

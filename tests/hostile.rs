@@ -568,10 +568,7 @@ mod native_guards {
         .expect("the sort overruns the deadline");
         assert_eq!(failure.kind, EngineErrorKind::Deadline, "{failure}");
         // Stopped by the interrupt, not abandoned after deadline + grace.
-        assert!(
-            !failure.to_string().contains("abandoned"),
-            "{failure}"
-        );
+        assert!(!failure.to_string().contains("abandoned"), "{failure}");
     }
 
     #[test]
@@ -688,4 +685,74 @@ fn compact(p) {{ host::delegateCompaction(p) }}
             .expect("the recursion is stopped");
         assert_eq!(failure.kind, EngineErrorKind::Limit, "{failure}");
     }
+}
+
+/// A Rhai engine whose `assemble` runs `body` (which may `throw` to report).
+fn rhai_engine(body: &str) -> String {
+    format!(
+        "fn info() {{ #{{ id: \"guarded\", name: \"Guarded\" }} }}
+fn ingest(p) {{ #{{ ingested: true }} }}
+fn assemble(p) {{
+{body}
+    #{{ messages: p.messages, estimatedTokens: 0 }}
+}}
+fn compact(p) {{ host::delegateCompaction(p) }}
+"
+    )
+}
+
+/// Host calls whose cost a script controls are refused past a size, in both languages.
+mod host_call_guards {
+    use super::*;
+
+    fn refused(file: &str, source: &str, says: &str) {
+        let failure = one_turn(file, source, |_| {}).expect("refused");
+        assert_eq!(failure.kind, EngineErrorKind::Runtime, "{failure}");
+        assert!(failure.to_string().contains(says), "{failure}");
+    }
+
+    #[test]
+    fn tokens_of_a_huge_text_is_refused_lua() {
+        let body = r#"  host.tokens(string.rep("x", 9000000))"#;
+        refused("tokens.lua", &lua_engine(body), "one count may take");
+    }
+
+    #[test]
+    fn tokens_of_a_huge_text_is_refused_rhai() {
+        let body = r#"    let s = "x"; s.pad(9000000, "x"); host::tokens(s);"#;
+        refused("tokens.rhai", &rhai_engine(body), "one count may take");
+    }
+
+    #[test]
+    fn summarize_of_a_huge_input_is_refused_lua() {
+        let body = r#"  local ms = {}
+  for i = 1, 20 do ms[i] = { role = "user", content = string.rep("x", 1000000) } end
+  host.summarize(ms, nil)"#;
+        refused("summarize.lua", &lua_engine(body), "one summary may read");
+    }
+
+    #[test]
+    fn summarize_of_a_huge_input_is_refused_rhai() {
+        let body = r#"    let ms = [];
+    for i in 0..20 { let c = "x"; c.pad(1000000, "x"); ms.push(#{ role: "user", content: c }); }
+    host::summarize(ms, ());"#;
+        refused("summarize.rhai", &rhai_engine(body), "one summary may read");
+    }
+}
+
+/// Rhai's sort with a comparer calls it O(n log n) times in one native step and ignores its
+/// errors: the guarded sort ends at the comparer's first error, so the deadline stops it.
+#[test]
+fn a_rhai_sort_with_a_slow_comparer_is_stopped_by_the_deadline() {
+    let body = r#"    let a = [];
+    for i in 0..200000 { a.push((i * 7919) % 200003); }
+    a.sort(|x, y| { let k = 0; while k < 100 { k += 1; } x - y });"#;
+    let failure = one_turn("sort.rhai", &rhai_engine(body), |l| {
+        l.script.deadline_ms = 1_500;
+        l.script.grace_ms = 1_500;
+        l.rhai.max_operations = u64::MAX;
+    })
+    .expect("the sort overruns the deadline");
+    assert_eq!(failure.kind, EngineErrorKind::Deadline, "{failure}");
+    assert!(!failure.to_string().contains("abandoned"), "{failure}");
 }

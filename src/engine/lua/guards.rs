@@ -68,7 +68,9 @@ fn plain_find(args: &MultiValue) -> Option<MultiValue> {
         Some(Value::Number(n)) if n.fract() == 0.0 && n.abs() < 1e15 => *n as i64,
         _ => return None,
     };
-    let plain = it.next().is_some_and(|v| !matches!(v, Value::Nil | Value::Boolean(false)));
+    let plain = it
+        .next()
+        .is_some_and(|v| !matches!(v, Value::Nil | Value::Boolean(false)));
     let (s, p) = (s.as_bytes(), p.as_bytes());
     if p.is_empty() || s.len().saturating_mul(p.len()) <= PLAIN_FIND_WORK {
         return None;
