@@ -135,7 +135,7 @@ fn strings(e: &mut RhaiEngine, meter: &Arc<Meter>) {
             }
             m.charge(need.saturating_mul(c.len_utf8()), "pad")?;
             let p = s.make_mut();
-            p.extend(std::iter::repeat_n(c, need));
+            p.push_str(&c.to_string().repeat(need));
             Ok(())
         },
     );
@@ -151,7 +151,8 @@ fn strings(e: &mut RhaiEngine, meter: &Arc<Meter>) {
             let per_char = padding.len().div_ceil(chars);
             m.charge(need.saturating_mul(per_char), "pad")?;
             let p = s.make_mut();
-            p.extend(padding.chars().cycle().take(need));
+            p.push_str(&padding.repeat(need / chars));
+            p.extend(padding.chars().take(need % chars));
             Ok(())
         },
     );
