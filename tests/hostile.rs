@@ -672,7 +672,7 @@ mod limit_ceilings {
             levels -= 1;
             limits.max_call_levels = levels;
         }
-        let nested = format!("{}n{}", "(".repeat(depth / 2), ")".repeat(depth / 2));
+        let nested = format!("{}n{}", "(".repeat(depth / 4), ")".repeat(depth / 4));
         let source = format!(
             "fn info() {{ #{{ id: \"guarded\", name: \"Deep\" }} }}
 fn ingest(p) {{ #{{ ingested: true }} }}
