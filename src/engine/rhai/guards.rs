@@ -174,40 +174,38 @@ fn strings(e: &mut RhaiEngine, meter: &Arc<Meter>) {
             Ok(())
         },
     );
-    for name in ["split"] {
-        let m = meter.clone();
-        e.register_fn(
-            name,
-            move |s: &mut ImmutableString, delim: ImmutableString| -> Fallible<Array> {
-                if s.is_empty() || (!delim.is_empty() && !s.contains(delim.as_str())) {
-                    return Ok(vec![s.clone().into()]);
-                }
-                let pieces = if delim.is_empty() {
-                    s.chars().count() + 2
-                } else {
-                    s.matches(delim.as_str()).count() + 1
-                };
-                m.charge(pieces.saturating_mul(SLOT + ENTRY) + s.len(), "split")?;
-                Ok(s.split(delim.as_str())
-                    .map(|p| Dynamic::from(p.to_string()))
-                    .collect())
-            },
-        );
-        let m = meter.clone();
-        e.register_fn(
-            name,
-            move |s: &mut ImmutableString, delim: char| -> Fallible<Array> {
-                if !s.contains(delim) {
-                    return Ok(vec![s.clone().into()]);
-                }
-                let pieces = s.matches(delim).count() + 1;
-                m.charge(pieces.saturating_mul(SLOT + ENTRY) + s.len(), "split")?;
-                Ok(s.split(delim)
-                    .map(|p| Dynamic::from(p.to_string()))
-                    .collect())
-            },
-        );
-    }
+    let m = meter.clone();
+    e.register_fn(
+        "split",
+        move |s: &mut ImmutableString, delim: ImmutableString| -> Fallible<Array> {
+            if s.is_empty() || (!delim.is_empty() && !s.contains(delim.as_str())) {
+                return Ok(vec![s.clone().into()]);
+            }
+            let pieces = if delim.is_empty() {
+                s.chars().count() + 2
+            } else {
+                s.matches(delim.as_str()).count() + 1
+            };
+            m.charge(pieces.saturating_mul(SLOT + ENTRY) + s.len(), "split")?;
+            Ok(s.split(delim.as_str())
+                .map(|p| Dynamic::from(p.to_string()))
+                .collect())
+        },
+    );
+    let m = meter.clone();
+    e.register_fn(
+        "split",
+        move |s: &mut ImmutableString, delim: char| -> Fallible<Array> {
+            if !s.contains(delim) {
+                return Ok(vec![s.clone().into()]);
+            }
+            let pieces = s.matches(delim).count() + 1;
+            m.charge(pieces.saturating_mul(SLOT + ENTRY) + s.len(), "split")?;
+            Ok(s.split(delim)
+                .map(|p| Dynamic::from(p.to_string()))
+                .collect())
+        },
+    );
     // Interpolation (`${i}`) and map keys made from numbers call these; Rhai ignores their
     // errors there, so they only count (`on_progress` stops the script).
     let m = meter.clone();
