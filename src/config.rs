@@ -202,8 +202,8 @@ pub struct HostSettings {
 }
 
 /// `host.limits`: the budgets every script engine has and Rhai's own, written as one flat map
-/// of keys (`deadlineMs`, `graceMs`, `memoryBytes`, `results`, `maxOperations`,
-/// `maxCallLevels`, `maxExprDepth`); every key is optional.
+/// of keys (`deadlineMs`, `graceMs`, `memoryBytes`, `results`, `maxAbandonedWorkers`,
+/// `maxOperations`, `maxCallLevels`, `maxExprDepth`); every key is optional.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(from = "LimitsKeys", into = "LimitsKeys")]
 pub struct HostLimits {
@@ -224,6 +224,7 @@ struct LimitsKeys {
     max_operations: u64,
     max_call_levels: usize,
     max_expr_depth: usize,
+    max_abandoned_workers: usize,
 }
 
 impl Default for LimitsKeys {
@@ -240,6 +241,7 @@ impl From<LimitsKeys> for HostLimits {
                 grace_ms: k.grace_ms,
                 memory_bytes: k.memory_bytes,
                 results: k.results,
+                max_abandoned_workers: k.max_abandoned_workers,
             },
             rhai: RhaiLimits {
                 max_operations: k.max_operations,
@@ -260,6 +262,7 @@ impl From<HostLimits> for LimitsKeys {
             max_operations: l.rhai.max_operations,
             max_call_levels: l.rhai.max_call_levels,
             max_expr_depth: l.rhai.max_expr_depth,
+            max_abandoned_workers: l.script.max_abandoned_workers,
         }
     }
 }
@@ -374,6 +377,12 @@ impl Config {
                 message: format!(
                     "\"{LEGACY_ID}\" is the built-in engine's id; give the entry another id (and name that id in plugins.slots.contextEngine)"
                 ),
+            });
+        }
+        if let Err(e) = self.host.limits.rhai.check() {
+            return Err(Error::Config {
+                place: format!("{place}: host.limits.{}", e.key),
+                message: e.message,
             });
         }
         if self.host.window < MIN_WINDOW {

@@ -14,7 +14,7 @@
 pub mod gate;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -42,6 +42,10 @@ pub struct Limits {
     /// Caps on results (messages, total bytes, text bytes); see [`ResultLimits`]. A breach fails
     /// the call with kind `InvalidResult`.
     pub results: ResultLimits,
+    /// Abandoned workers (calls given up after deadline + grace whose thread still runs, stuck
+    /// in native code) the process tolerates. Default 8. Past it, loading or starting an engine
+    /// is refused with kind `Limit` until some of them finish ([`abandoned_workers`]).
+    pub max_abandoned_workers: usize,
 }
 
 impl Default for Limits {
@@ -51,6 +55,7 @@ impl Default for Limits {
             grace_ms: 1000,
             memory_bytes: 256 << 20,
             results: ResultLimits::default(),
+            max_abandoned_workers: 8,
         }
     }
 }
@@ -327,6 +332,35 @@ pub enum WorkerError {
 
 type Job<S> = Box<dyn FnOnce(&mut S) + Send>;
 
+/// Workers abandoned after a timeout whose thread has not finished yet, process-wide.
+static ABANDONED_RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// How many abandoned workers' threads still run (each stuck in a native step past its call's
+/// deadline + grace). Shown by `ctxhost doctor`; new engines are refused past
+/// [`Limits::max_abandoned_workers`].
+pub fn abandoned_workers() -> usize {
+    ABANDONED_RUNNING.load(Ordering::Relaxed)
+}
+
+/// Refuses to start another engine VM while more than `max` abandoned workers still run: each
+/// holds a thread (and its VM's memory) until its native step ends.
+pub fn admit_worker(max: usize) -> Result<(), String> {
+    let running = abandoned_workers();
+    if running > max {
+        return Err(format!(
+            "{running} abandoned engine workers are still running (stuck past their deadline); \
+             no new engine starts past host.limits.maxAbandonedWorkers = {max} until they finish"
+        ));
+    }
+    Ok(())
+}
+
+/// A worker's life: running normally, abandoned (counted in [`ABANDONED_RUNNING`]), or its
+/// thread ended after being abandoned (no longer counted).
+const LIVE: u8 = 0;
+const ABANDONED: u8 = 1;
+const ENDED: u8 = 2;
+
 /// How long a caller polls for its answer before it sleeps on the channel. Waking a sleeping
 /// thread costs ~20 µs on a virtual machine (the vCPU halts), more than most calls take.
 const CALLER_POLL: Duration = Duration::from_micros(200);
@@ -366,14 +400,17 @@ fn poll_then_wait<T>(window: Duration, mut ready: impl FnMut() -> Option<T>) -> 
 /// waits with a timeout, so a VM stuck in C code costs a thread, never the host.
 pub struct Worker<S: 'static> {
     jobs: Option<mpsc::Sender<Job<S>>>,
-    abandoned: Arc<AtomicBool>,
+    abandoned: Arc<AtomicU8>,
     waits: Arc<HostWaits>,
 }
 
 impl<S: 'static> std::fmt::Debug for Worker<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
-            .field("abandoned", &self.abandoned.load(Ordering::Relaxed))
+            .field(
+                "abandoned",
+                &(self.abandoned.load(Ordering::Relaxed) != LIVE),
+            )
             .finish()
     }
 }
@@ -382,7 +419,7 @@ impl<S: Send + 'static> Worker<S> {
     /// Starts a worker thread that owns `state`.
     pub fn spawn(name: &str, stack_bytes: usize, mut state: S) -> Result<Self, String> {
         let (tx, rx) = mpsc::channel::<Job<S>>();
-        let abandoned = Arc::new(AtomicBool::new(false));
+        let abandoned = Arc::new(AtomicU8::new(LIVE));
         let flag = abandoned.clone();
         let waits = Arc::new(HostWaits::default());
         let thread_waits = Arc::clone(&waits);
@@ -394,10 +431,20 @@ impl<S: Send + 'static> Worker<S> {
                 while let Some(job) =
                     poll_then_wait(WORKER_POLL, || rx.try_recv().ok()).or_else(|| rx.recv().ok())
                 {
-                    if flag.load(Ordering::Relaxed) {
+                    if flag.load(Ordering::Relaxed) != LIVE {
                         break;
                     }
                     job(&mut state);
+                    if flag.load(Ordering::Relaxed) != LIVE {
+                        break;
+                    }
+                }
+                // Abandoned: the stuck step has ended, the thread goes; it is no longer counted.
+                if flag
+                    .compare_exchange(ABANDONED, ENDED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    ABANDONED_RUNNING.fetch_sub(1, Ordering::Relaxed);
                 }
             })
             .map_err(|e| format!("cannot start a worker thread: {e}"))?;
@@ -410,7 +457,7 @@ impl<S: Send + 'static> Worker<S> {
 
     /// Whether the worker was abandoned after a timeout.
     pub fn is_abandoned(&self) -> bool {
-        self.abandoned.load(Ordering::Relaxed)
+        self.abandoned.load(Ordering::Relaxed) != LIVE
     }
 
     /// Runs `job` on the worker and waits at most `timeout` for its answer, plus whatever time
@@ -457,7 +504,13 @@ impl<S: Send + 'static> Worker<S> {
             } else if extended > now {
                 until = extended;
             } else {
-                self.abandoned.store(true, Ordering::Relaxed);
+                if self
+                    .abandoned
+                    .compare_exchange(LIVE, ABANDONED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    ABANDONED_RUNNING.fetch_add(1, Ordering::Relaxed);
+                }
                 return Err(WorkerError::TimedOut);
             }
         }

@@ -1,5 +1,5 @@
-//! `host.limits.memoryBytes` holds for a Lua engine's whole life: memory it keeps between calls
-//! counts. A breach is kind `Memory`, the engine is quarantined and `legacy` answers.
+//! `host.limits.memoryBytes` holds for an engine's whole life, Lua or Rhai: memory it keeps
+//! between calls counts. A breach is kind `Memory`, the engine is quarantined and `legacy` answers.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -75,4 +75,55 @@ function M.compact(p) return host.delegateCompaction(p) end
 return M
 "#;
     assert_eq!(failure_within("churn.lua", churn, 12), None);
+}
+
+#[test]
+fn memory_a_rhai_engine_keeps_in_its_state_counts_against_its_cap() {
+    // The Rhai twin: 8 MiB more every call, kept in the state `this`.
+    let hoard = r#"fn info() { #{ id: "hog", name: "Hog" } }
+fn ingest(p) { #{ ingested: true } }
+fn assemble(p) {
+    if this.keep == () { this.keep = []; }
+    let s = "x";
+    s.pad(8 * 1024 * 1024, "x");
+    this.keep.push(s);
+    #{ messages: p.messages, estimatedTokens: 0 }
+}
+fn compact(p) { host::delegateCompaction(p) }
+"#;
+    let failure = failure_within("hog.rhai", hoard, 12).expect("the hoard hits the cap");
+    assert_eq!(failure.kind, EngineErrorKind::Memory, "{failure}");
+}
+
+#[test]
+fn memory_a_rhai_engine_keeps_by_assignment_counts_against_its_cap() {
+    // Kept by plain assignment (no guarded builtin on the way): measured after the call.
+    let hoard = r#"fn info() { #{ id: "hog", name: "Hog" } }
+fn ingest(p) { #{ ingested: true } }
+fn assemble(p) {
+    let n = if this.n == () { 0 } else { this.n };
+    let s = "x";
+    s.pad(8 * 1024 * 1024, "x");
+    this[`k${n}`] = s;
+    this.n = n + 1;
+    #{ messages: p.messages, estimatedTokens: 0 }
+}
+fn compact(p) { host::delegateCompaction(p) }
+"#;
+    let failure = failure_within("hoard.rhai", hoard, 12).expect("the hoard hits the cap");
+    assert_eq!(failure.kind, EngineErrorKind::Memory, "{failure}");
+}
+
+#[test]
+fn a_rhai_engine_that_frees_what_it_used_runs_on() {
+    let churn = r#"fn info() { #{ id: "hog", name: "Churn" } }
+fn ingest(p) { #{ ingested: true } }
+fn assemble(p) {
+    let tmp = "x";
+    tmp.pad(8 * 1024 * 1024, "x");
+    #{ messages: p.messages, estimatedTokens: tmp.len() - tmp.len() }
+}
+fn compact(p) { host::delegateCompaction(p) }
+"#;
+    assert_eq!(failure_within("churn.rhai", churn, 12), None);
 }

@@ -64,6 +64,10 @@ impl HostCall {
     }
 }
 
+/// The most message text one `host.summarize` reads: the summarizer runs as one native step (no
+/// interrupt), so its input bounds how long it can outlive the call's deadline.
+pub const MAX_SUMMARIZE_BYTES: usize = 16 << 20;
+
 /// `host.summarize(messages, opts)` → `{text, tokens}`. Bad arguments are the script's fault; a
 /// failing summarizer (an LLM endpoint down) is the host's.
 pub(super) fn summarize(cx: &Ctx<'_>, [messages, opts]: Args) -> Result<HostOut, HostError> {
@@ -71,6 +75,16 @@ pub(super) fn summarize(cx: &Ctx<'_>, [messages, opts]: Args) -> Result<HostOut,
     let messages = messages
         .into_messages(max)
         .map_err(|e| cx.script_error(format!("messages {e}")))?;
+    let bytes = messages
+        .iter()
+        .map(|m| m.text().len())
+        .fold(0usize, usize::saturating_add);
+    if bytes > MAX_SUMMARIZE_BYTES {
+        return Err(cx.script_error(format!(
+            "messages hold {bytes} bytes of text, over the {} MiB one summary may read (the summarizer's work grows with its input and cannot be interrupted); summarize fewer or smaller messages",
+            MAX_SUMMARIZE_BYTES >> 20
+        )));
+    }
     let opts: SummarizeOptions = match opts.into_json() {
         None => return Err(cx.script_error("opts must be a map")),
         Some(serde_json::Value::Null) => SummarizeOptions::default(),

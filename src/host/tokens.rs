@@ -113,9 +113,18 @@ fn is_one(v: &HostValue) -> bool {
     )
 }
 
+/// The longest text one `host.tokens` counts: counting (BPE) is one native step with no
+/// interrupt, so its input bounds how long it can outlive the call's deadline.
+pub const MAX_TOKENS_TEXT: usize = 8 << 20;
+
 /// Tokens of a string or one message.
 fn one(call: &HostCall, v: HostValue) -> Result<u64, String> {
     match v {
+        HostValue::Text(s) if s.len() > MAX_TOKENS_TEXT => Err(format!(
+            "a text of {} bytes is over the {} MiB one count may take (counting cannot be interrupted); count it in pieces",
+            s.len(),
+            MAX_TOKENS_TEXT >> 20
+        )),
         HostValue::Text(s) => Ok(call.tokens_text(&s)),
         HostValue::Message(m) => Ok(m.tokens(|m| call.tokens_message(m))),
         other => Ok(call.tokens_message(&other.into_message()?)),

@@ -31,6 +31,8 @@ struct Diagnosis {
     token_budget: u64,
     failure_policy: String,
     limits: serde_json::Value,
+    /// Engine workers abandoned past deadline + grace whose thread still runs (this process).
+    abandoned_workers: usize,
     openclaw: Bridge,
 }
 
@@ -134,6 +136,7 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             .unwrap_or_default()
             .to_owned(),
         limits: serde_json::to_value(&h.limits)?,
+        abandoned_workers: 0,
         openclaw: openclaw_bridge(&config),
     };
     let bridge_healthy =
@@ -179,6 +182,7 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             },
         },
     }
+    d.abandoned_workers = ctxhost::sandbox::abandoned_workers();
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &d)?;
         writeln!(out)?;
@@ -214,6 +218,11 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             h.limits.script.grace_ms,
             h.limits.script.memory_bytes >> 20,
             h.limits.rhai.max_operations
+        )?;
+        writeln!(
+            out,
+            "workers:    {} abandoned and still running (new engines refused past {})",
+            d.abandoned_workers, h.limits.script.max_abandoned_workers
         )?;
         render_bridge(out, &d.openclaw)?;
     }

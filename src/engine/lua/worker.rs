@@ -59,6 +59,7 @@ fn sandboxed_lua(boot: &Boot) -> mlua::Result<Lua> {
     ));
     lua.set_app_data(Resident::new(&lua)?);
     api::install(&lua, &boot.config)?;
+    super::guards::install(&lua)?;
     lua.sandbox(true)?;
     let signals = boot.signals.clone();
     let fast_signals = signals.clone();

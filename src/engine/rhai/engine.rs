@@ -8,7 +8,9 @@ use rhai::packages::{Package, StandardPackage};
 use rhai::{Dynamic, Engine as RhaiEngine, Module, Shared};
 
 use super::api::{Bridge, HostFault};
+use super::guards;
 use super::limits::RhaiLimits;
+use super::memory::{Meter, OVER_CAP};
 use super::messages;
 use super::stdlib::{StdlibResolver, stdlib_module, stdlib_names};
 use crate::host::LogLevel;
@@ -47,18 +49,21 @@ pub(super) fn configured(limits: &RhaiLimits) -> RhaiEngine {
 }
 
 /// The engine of one instance: [`configured`] plus `host`, the stdlib under its own names (so
-/// functions reach `fit::…` after a top-level `import "fit" as fit;`), the deadline and logging.
+/// functions reach `fit::…` after a top-level `import "fit" as fit;`), the deadline, the memory
+/// cap and logging.
 pub(super) fn instance_engine(
     limits: &RhaiLimits,
     signals: &Arc<StopSignals>,
+    meter: &Arc<Meter>,
     host: Shared<Module>,
     bridge: &Arc<Bridge>,
 ) -> Result<RhaiEngine, String> {
     let mut e = configured(limits);
-    // Rhai's data-size limits would bound each value by `host.limits.memoryBytes`, but with any
-    // of them set Rhai walks a container after every call that returns or changes it, which
-    // makes building one O(N^2); Rhai memory stays bounded by the deadline and the operation
-    // budget instead (see docs/contract.md §11).
+    // Rhai's own data-size limits walk a whole container after every change to it (building
+    // one is O(N^2)); the memory cap is kept by the meter instead (see `memory`). Operators
+    // resolve through the registered functions so the guarded `+=`/`+` are the ones that run.
+    e.set_fast_operators(false);
+    guards::register(&mut e, meter);
     e.register_static_module("host", host);
     for name in stdlib_names() {
         if let Some(m) = stdlib_module(name).map_err(|e| format!("stdlib {name}: {e}"))? {
@@ -66,7 +71,13 @@ pub(super) fn instance_engine(
         }
     }
     let s = signals.clone();
-    e.on_progress(move |_| s.check().map(|_| Dynamic::UNIT));
+    let m = meter.clone();
+    e.on_progress(move |_| {
+        if m.over() {
+            return Some(Dynamic::from(OVER_CAP));
+        }
+        s.check().map(|_| Dynamic::UNIT)
+    });
     e.register_type_with_name::<HostFault>("host fault");
     e.register_fn("to_string", |f: &mut HostFault| f.0.clone());
     e.register_fn("to_debug", |f: &mut HostFault| f.0.clone());

@@ -7,6 +7,7 @@ use rhai::{EvalAltResult, Position};
 
 use super::api::HostFault;
 use super::limits::RhaiLimits;
+use super::memory::OVER_CAP;
 use crate::engine::script::{Fault, Site};
 use crate::error::EngineErrorKind;
 use crate::sandbox::{Limits, StopSignals};
@@ -75,7 +76,15 @@ pub(super) fn fault(err: &EvalAltResult, limits: &RhaiLimits, default: EngineErr
                 limits.max_call_levels
             ),
         ),
-        EvalAltResult::ErrorDataTooLarge(..) => (EngineErrorKind::Memory, bare(e)),
+        EvalAltResult::ErrorDataTooLarge(what, _) => (EngineErrorKind::Memory, what.clone()),
+        EvalAltResult::ErrorTerminated(token, _)
+            if token.is_string() && token.to_string() == OVER_CAP =>
+        {
+            (
+                EngineErrorKind::Memory,
+                "memory grown by the script passed the cap".to_string(),
+            )
+        }
         EvalAltResult::ErrorFunctionNotFound(sig, _) => (
             default,
             super::stdlib::missing_function(sig).unwrap_or_else(|| bare(e)),

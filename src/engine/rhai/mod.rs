@@ -7,15 +7,18 @@
 //! built and called. Each instance gets an `Engine::new_raw()` with the standard package (built
 //! once, shared), the stdlib as the only importable modules, `eval` disabled, the operation,
 //! call-depth and expression-depth limits, and an `on_progress` callback that reads the
-//! watchdog's flag (no clock). The engine has **no size limits** (they make building arrays and
-//! maps O(N²) and miss `m[k] = v`): values the host receives are checked instead
-//! ([`values::to_json`] against the result caps), and memory bombs are stopped by the deadline
-//! or the operation budget. Per-session state is `this` (bound with `bind_this_ptr`).
+//! watchdog's flag (no clock) and the memory meter. Rhai's own size limits are off (they make
+//! building arrays and maps O(N²)); `host.limits.memoryBytes` is kept by a per-VM meter instead
+//! ([`memory`], [`guards`]): guarded growth builtins and the state measured after each call.
+//! Values the host receives are checked as well ([`values::to_json`] against the result caps).
+//! Per-session state is `this` (bound with `bind_this_ptr`).
 
 pub(crate) mod api;
 mod engine;
 mod fault;
+mod guards;
 pub mod limits;
+mod memory;
 pub(crate) mod messages;
 mod stdlib;
 pub mod values;

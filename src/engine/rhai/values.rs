@@ -7,8 +7,8 @@
 //!
 //! Script values are converted to JSON by [`to_json`], which names the offending field and
 //! rejects NaN, infinities, functions, cycles, nesting deeper than 128 levels and results over
-//! the byte cap. The engine itself has no size limits (they make building arrays O(N²)); this
-//! walk is where sizes are checked.
+//! the byte cap. The engine has no Rhai size limits (they make building arrays O(N²)); this walk
+//! is where result sizes are checked (memory is the meter's, see `memory`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

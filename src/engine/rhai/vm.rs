@@ -11,6 +11,7 @@ use super::Program;
 use super::api::{self, Bridge};
 use super::engine::instance_engine;
 use super::fault::fault;
+use super::memory::{self, Meter};
 use super::values;
 use crate::contract::Method;
 use crate::engine::script::{
@@ -27,6 +28,8 @@ pub struct Vm {
     bridge: Arc<Bridge>,
     state: Dynamic,
     rollbacks: Rollbacks<FnPtr>,
+    /// The memory cap's account (kept state + what the current call grew).
+    meter: Arc<Meter>,
 }
 
 impl Vm {
@@ -41,8 +44,9 @@ impl Vm {
         ));
         let setup = |m: String| site.error(Op::Load, EngineErrorKind::Runtime, m, None);
         let host = api::host_module(&bridge, &boot.config).map_err(setup)?;
-        let engine =
-            instance_engine(&program.limits, &boot.signals, host, &bridge).map_err(setup)?;
+        let meter = Arc::new(Meter::new(boot.limits.memory_bytes));
+        let engine = instance_engine(&program.limits, &boot.signals, &meter, host, &bridge)
+            .map_err(setup)?;
 
         let mut members = Vec::new();
         let mut lines = HashMap::new();
@@ -72,6 +76,7 @@ impl Vm {
         members.sort();
 
         let guard = site.start_call();
+        meter.start_call();
         engine
             .run_ast_with_scope(&mut Scope::new(), &program.ast)
             .map_err(|e| {
@@ -152,6 +157,7 @@ impl Vm {
             bridge,
             state: Dynamic::from_map(Map::new()),
             rollbacks: Rollbacks::default(),
+            meter,
         };
         Ok((
             vm,
@@ -175,6 +181,7 @@ impl Vm {
         let fn_line = self.program.functions.get(name).and_then(|(_, line)| *line);
         self.bridge.scope.lock().set_call(Some(call.clone()));
         let guard = self.site.start_call();
+        self.meter.start_call();
         let out = self.engine.call_fn_with_options::<Dynamic>(
             CallFnOptions::new()
                 .eval_ast(false)
@@ -188,7 +195,18 @@ impl Vm {
         let stopped = self.site.signals.check();
         drop(guard);
         self.bridge.scope.lock().set_call(None);
+        let kept = memory::held(&self.state);
+        self.meter.set_kept(kept);
         match out {
+            Ok(_) if stopped.is_none() && kept > self.meter.cap() => Err(self.site.fail(
+                op,
+                Fault {
+                    kind: EngineErrorKind::Memory,
+                    message: format!("the state `this` keeps {kept} bytes"),
+                    line: fn_line,
+                    column: None,
+                },
+            )),
             Ok(v) if stopped.is_none() => Ok(v),
             Ok(_) => Err(self.site.fail(
                 op,
@@ -335,6 +353,7 @@ impl ScriptVm for Vm {
             None => Dynamic::from_map(Map::new()),
             Some(state) => values::from_json(state).map_err(|e| self.site.restore_error(e))?,
         };
+        self.meter.set_kept(memory::held(&self.state));
         Ok(())
     }
 }

@@ -111,6 +111,8 @@ fn spawn_vm<L: Language>(
     let label = boot.label.clone();
     let limits = boot.limits.clone();
     let cancelled = boot.signals.cancel.clone();
+    crate::sandbox::admit_worker(limits.max_abandoned_workers)
+        .map_err(|m| EngineError::new(op, &label, EngineErrorKind::Limit, m))?;
     let worker = Worker::spawn(L::THREAD, super::WORKER_STACK, None::<L::Vm>)
         .map_err(|m| EngineError::new(op, &label, EngineErrorKind::Runtime, m))?;
     let loaded = worker
