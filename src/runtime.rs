@@ -58,6 +58,11 @@ pub struct SessionSpec {
     pub model: Option<String>,
     /// The working directory recorded in the transcript header.
     pub cwd: String,
+    /// A flag the caller sets to stop the engine's running call (the script stops at its next
+    /// step, a model call it waits on is dropped, the call fails as `Cancelled` and nothing is
+    /// quarantined); the caller clears it before the next call. `ctxhost serve` sets it on a
+    /// client's `$/cancelRequest`.
+    pub cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl SessionSpec {
@@ -69,6 +74,7 @@ impl SessionSpec {
             system_prompt: None,
             model: None,
             cwd: String::new(),
+            cancel: None,
         }
     }
 }
@@ -226,6 +232,7 @@ impl Host {
             completions: Arc::clone(&self.completions),
             engine: Arc::clone(&self.engine),
             quarantine: Arc::clone(&self.quarantine),
+            cancel: spec.cancel.clone(),
         }
     }
 

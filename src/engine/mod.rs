@@ -8,6 +8,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use serde_json::Value;
 
@@ -40,6 +41,10 @@ pub struct InstanceContext {
     pub workspace_dir: String,
     /// The session this instance serves.
     pub session_id: String,
+    /// A flag that stops this instance's running call when set (a client's
+    /// `$/cancelRequest`); without one, the factory's own (`LoadOptions::cancel`) or the
+    /// instance's.
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 /// A loaded engine: validated once, instantiated per session.

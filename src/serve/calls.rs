@@ -3,6 +3,7 @@
 //! opened from (and kept under) the state directory.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use serde_json::{Value, json};
 
@@ -28,13 +29,18 @@ impl Server {
         key: &str,
         served: &mut Option<Served>,
         job: &mut Job,
+        cancel: &Arc<AtomicBool>,
     ) -> std::result::Result<Value, RpcError> {
         let Some(hosted) = self.hosted.read().await.clone() else {
             return Err(RpcError::new(code::NOT_INITIALIZED, "not initialized"));
         };
         hosted.refresh().await;
         if served.is_none() {
-            *served = Some(self.open(&hosted.host, key).await.map_err(from_error)?);
+            *served = Some(
+                self.open(&hosted.host, key, cancel)
+                    .await
+                    .map_err(from_error)?,
+            );
         }
         let Some(s) = served.as_mut() else {
             return Err(internal("the session did not open"));
@@ -265,12 +271,20 @@ impl Server {
         to_value(r)
     }
 
-    pub(super) async fn open(&self, host: &Host, key: &str) -> Result<Served> {
+    pub(super) async fn open(
+        &self,
+        host: &Host,
+        key: &str,
+        cancel: &Arc<AtomicBool>,
+    ) -> Result<Served> {
         let dir = state::session_dir(&self.options.state_dir, key);
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io("create session directory", &dir, e))?;
         let file = dir.join("transcript.jsonl");
-        let spec = SessionSpec::new(key, &file);
+        let spec = SessionSpec {
+            cancel: Some(Arc::clone(cancel)),
+            ..SessionSpec::new(key, &file)
+        };
         let handle = if file.exists() {
             host.open_session(spec).await?
         } else {

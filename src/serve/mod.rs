@@ -103,6 +103,7 @@ where
         hosted: tokio::sync::RwLock::new(None),
         sessions: Mutex::new(HashMap::new()),
         cancelled: Mutex::new(HashSet::new()),
+        running: Mutex::new(HashMap::new()),
     });
     // A large buffer: tokio's stdin reads on the blocking pool, one round trip per fill, and a
     // 10,000-message `assemble` is a few MiB.

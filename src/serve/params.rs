@@ -95,6 +95,9 @@ pub(super) fn internal(e: impl std::fmt::Display) -> RpcError {
 /// `failurePolicy: "strict"`, a failed host requirement or a cancellation.
 pub(super) fn from_error(e: Error) -> RpcError {
     match e {
+        Error::Engine(e) if e.kind == crate::error::EngineErrorKind::Cancelled => {
+            RpcError::new(code::REQUEST_CANCELLED, e.to_string())
+        }
         Error::Engine(e) => RpcError::new(code::ENGINE_ERROR, e.to_string()),
         other => internal(other),
     }

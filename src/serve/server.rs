@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -26,6 +27,8 @@ pub(super) struct Server {
     pub(super) hosted: tokio::sync::RwLock<Option<Arc<Hosted>>>,
     pub(super) sessions: Mutex<HashMap<String, Worker>>,
     pub(super) cancelled: Mutex<HashSet<Id>>,
+    /// The requests running now, with the cancel flag of the session running each.
+    pub(super) running: Mutex<HashMap<Id, Arc<AtomicBool>>>,
 }
 
 /// One session's queue and the task that serves it.
@@ -110,7 +113,14 @@ impl Server {
                 if let Some(id) = params.get("id").cloned()
                     && let Ok(id) = serde_json::from_value::<Id>(id)
                 {
-                    self.cancelled.lock().insert(id);
+                    // Running: stop it (the engine fails as cancelled at its next step). Queued:
+                    // answered as cancelled when its turn comes.
+                    match self.running.lock().get(&id) {
+                        Some(flag) => flag.store(true, Ordering::Relaxed),
+                        None => {
+                            self.cancelled.lock().insert(id);
+                        }
+                    }
                 }
                 Flow::Go
             }
@@ -185,7 +195,8 @@ impl Server {
         let worker = sessions.entry(key.clone()).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             let server = Arc::clone(self);
-            let task = tokio::spawn(async move { server.run_session(key, rx).await });
+            let cancel = Arc::new(AtomicBool::new(false));
+            let task = tokio::spawn(async move { server.run_session(key, rx, cancel).await });
             Worker { jobs: tx, task }
         });
         if let Err(mpsc::error::SendError(job)) = worker.jobs.send(job) {
@@ -203,6 +214,7 @@ impl Server {
         self: Arc<Self>,
         key: String,
         mut jobs: mpsc::UnboundedReceiver<Job>,
+        cancel: Arc<AtomicBool>,
     ) {
         let mut served: Option<Served> = None;
         while let Some(mut job) = jobs.recv().await {
@@ -218,10 +230,17 @@ impl Server {
                 );
                 continue;
             }
-            let r = self.call(&key, &mut served, &mut job).await;
+            if let Some(id) = &job.id {
+                self.running.lock().insert(id.clone(), Arc::clone(&cancel));
+            }
+            let r = self.call(&key, &mut served, &mut job, &cancel).await;
             if let Some(id) = &job.id {
                 self.cancelled.lock().remove(id);
+                // Removed before the flag is cleared: a cancel that comes later finds nothing
+                // running and cannot stop the next call.
+                self.running.lock().remove(id);
             }
+            cancel.store(false, Ordering::Relaxed);
             self.answer(job.id, r);
         }
         if let Some(s) = served

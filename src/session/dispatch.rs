@@ -45,6 +45,7 @@ impl Session {
             agent_dir: String::new(),
             workspace_dir: String::new(),
             session_id: self.setup.id.clone(),
+            cancel: self.setup.cancel.clone(),
         };
         match factory.instantiate(&cx) {
             Ok(instance) => {

@@ -74,6 +74,9 @@ pub struct SessionSetup {
     pub engine: Arc<EngineCell>,
     /// Where this host's engines are quarantined.
     pub quarantine: Arc<Quarantine>,
+    /// Stops the engine's running call when set (see
+    /// [`SessionSpec::cancel`](crate::runtime::SessionSpec::cancel)).
+    pub cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// One user turn's input.

@@ -193,6 +193,7 @@ pub fn cx(config: Value) -> InstanceContext {
         agent_dir: "/agent".into(),
         workspace_dir: "/work".into(),
         session_id: "s1".into(),
+        cancel: None,
     }
 }
 

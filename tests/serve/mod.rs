@@ -457,6 +457,39 @@ async fn requests_of_one_session_are_answered_in_order_and_a_queued_one_can_be_c
 }
 
 #[tokio::test]
+async fn a_running_request_is_stopped_by_its_cancel_and_the_session_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    // A deadline far beyond the spin, so only the cancel can end the call early.
+    let config = dir.path().join("ctxhost.json5");
+    std::fs::write(&config, "{ host: { limits: { deadlineMs: 60000 } } }").unwrap();
+    let engine = write_engine(dir.path(), "window.lua", &slow_engine(30_000));
+    let mut c = Client::start(&dir.path().join("state"));
+    c.ok("initialize", json!({"engine": engine, "config": config}))
+        .await;
+    let a = c.send("assemble", assemble_params(&history(1), 1000)).await;
+    // Long enough for the session to open and the call to start spinning.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    c.send_raw(
+        &json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": a}}).to_string(),
+    )
+    .await;
+    let r = c.recv().await;
+    assert_eq!(r["id"].as_i64(), Some(a));
+    assert_eq!(r["error"]["code"], -32800, "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        !message.contains("before it ran"),
+        "the call was running when cancelled: {message}"
+    );
+    // Nothing quarantined, and the flag does not stop the next call: it runs on the engine.
+    std::fs::write(&engine, window_engine("v2", 2, true)).unwrap();
+    let next = c.ok("assemble", assemble_params(&history(1), 1000)).await;
+    let addition = next["systemPromptAddition"].as_str().unwrap_or_default();
+    assert!(addition.starts_with("v2 n="), "{next}");
+    c.close().await;
+}
+
+#[tokio::test]
 async fn a_session_waiting_on_the_client_does_not_hold_up_another_session() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = Client::delegating(dir.path()).await;

@@ -207,8 +207,10 @@ impl<L: Language> ScriptFactory<L> {
         &self,
         cx: &InstanceContext,
     ) -> Result<ScriptInstance<L::Vm>, EngineError> {
-        // The interrupt reads one cancel flag: the shared one when given, else the instance's.
-        let signals = Arc::new(StopSignals::new(self.opts.cancel.clone()));
+        // The interrupt reads one cancel flag: the session's, else the factory's, else the
+        // instance's own.
+        let cancel = cx.cancel.clone().or_else(|| self.opts.cancel.clone());
+        let signals = Arc::new(StopSignals::new(cancel));
         let vm_signals = Arc::clone(&signals);
         let label = label_for(&self.path, &self.opts);
         let boot = Boot {
