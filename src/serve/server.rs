@@ -218,20 +218,21 @@ impl Server {
     ) {
         let mut served: Option<Served> = None;
         while let Some(mut job) = jobs.recv().await {
-            if let Some(id) = &job.id
-                && self.cancelled.lock().remove(id)
-            {
-                self.answer(
-                    job.id,
-                    Err(RpcError::new(
-                        code::REQUEST_CANCELLED,
-                        "cancelled before it ran",
-                    )),
-                );
-                continue;
-            }
+            // Running from here on, so a cancel arriving now sets the flag; one that came
+            // while the job was queued is in `cancelled`.
             if let Some(id) = &job.id {
                 self.running.lock().insert(id.clone(), Arc::clone(&cancel));
+                if self.cancelled.lock().remove(id) {
+                    self.running.lock().remove(id);
+                    self.answer(
+                        job.id,
+                        Err(RpcError::new(
+                            code::REQUEST_CANCELLED,
+                            "cancelled before it ran",
+                        )),
+                    );
+                    continue;
+                }
             }
             let r = self.call(&key, &mut served, &mut job, &cancel).await;
             if let Some(id) = &job.id {
