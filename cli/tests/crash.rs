@@ -1,6 +1,8 @@
 //! Crash safety: a replaying `ctxhost` SIGKILLed at random points leaves a transcript that is
-//! a prefix of the complete run's and an engine state that is whole and no newer than the
-//! transcript (the state of the last finished turn, or the one before).
+//! a prefix of the complete run's (its last line possibly cut short: Linux lets SIGKILL end a
+//! large write partway, and the store reads such a line as torn) and an engine state that is
+//! whole and no newer than the transcript (the state of the last finished turn, or the one
+//! before).
 //!
 //! `CTXHOST_CRASH_RUNS` sets the number of kills (default 200; thousands for a long run),
 //! `CTXHOST_CRASH_SEED` replays one sequence of kill times, `CTXHOST_CRASH_TRANSCRIPT` names
@@ -41,10 +43,21 @@ fn session_file(dir: &Path) -> Option<PathBuf> {
 }
 
 /// The entries of a session file with their wall-clock stamps removed (two runs differ only
-/// there); a line that does not parse is kept as it is, so a torn line shows up as a mismatch.
+/// there). A last line cut short by the kill (no final newline, not JSON) is left out: the
+/// store reads such a line as torn, skips it and starts the next append on a new line. Any
+/// other line that does not parse is kept as it is, so it shows up as a mismatch.
 fn entries(file: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(file).unwrap_or_default();
-    text.lines()
+    let text = String::from_utf8_lossy(&std::fs::read(file).unwrap_or_default()).into_owned();
+    let mut lines: Vec<&str> = text.lines().collect();
+    if !text.ends_with('\n')
+        && lines
+            .last()
+            .is_some_and(|l| serde_json::from_str::<Value>(l).is_err())
+    {
+        lines.pop();
+    }
+    lines
+        .into_iter()
         .map(|line| match serde_json::from_str::<Value>(line) {
             Ok(Value::Object(mut entry)) => {
                 entry.remove("timestamp");
@@ -77,16 +90,20 @@ fn check_remains(dir: &Path, complete: &[String], kill: &str) {
         return; // killed before the session file was created
     };
     let got = entries(&file);
+    let at = got
+        .iter()
+        .zip(complete)
+        .position(|(a, b)| a != b)
+        .unwrap_or(got.len());
+    let cut = |s: Option<&String>| s.map(|s| s.chars().take(400).collect::<String>());
     assert!(
-        got.len() <= complete.len() && got[..] == complete[..got.len()],
+        got.len() <= complete.len() && at == got.len(),
         "{kill}: the transcript is not a prefix of the complete run ({} of {} entries; first \
-         difference at entry {})",
+         difference at entry {at}):\n  killed:   {:?}\n  complete: {:?}",
         got.len(),
         complete.len(),
-        got.iter()
-            .zip(complete)
-            .position(|(a, b)| a != b)
-            .unwrap_or(got.len())
+        cut(got.get(at)),
+        cut(complete.get(at)),
     );
     let state_file = PathBuf::from(format!("{}.state.json", file.display()));
     let Ok(text) = std::fs::read_to_string(&state_file) else {
