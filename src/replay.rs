@@ -14,15 +14,17 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::error::{EngineError, Error, Result};
-use crate::guarantee::{Violation, violations};
+use crate::guarantee::violations;
 use crate::message::{Message, Role};
 use crate::runtime::{Host, SessionHandle, SessionSpec};
 use crate::session::{Assembly, CallTimes, MethodTimes, Session, TurnInput};
 use crate::tokens::TokenCache;
 use crate::transcript::{Import, ImportedSession};
 
+mod guarantees;
 mod view;
 
+pub use guarantees::{CallGuarantees, GuaranteeCounts};
 pub use view::{ContextMessage, ContextTracker, ContextView, GoneMessage, Origin, first_line};
 
 /// One turn as the model would have seen it.
@@ -100,32 +102,6 @@ pub struct CallReport {
     /// The context itself, message by message, when [`ReplayOptions::contexts`] asked for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextView>,
-}
-
-/// How one model call fared against what every call must carry ([`crate::guarantee`]).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CallGuarantees {
-    /// 1-based model call within the turn.
-    pub call: u32,
-    /// What the call still lacked as sent to the model (expected: never).
-    pub violations: Vec<Violation>,
-    /// What the engine's assembly lacked and the host put back.
-    pub put_back: Vec<Violation>,
-}
-
-/// Model calls that broke or needed a repair of a guarantee, over a replay.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GuaranteeCounts {
-    /// Calls sent without the current request.
-    pub missing_request: u64,
-    /// Calls sent without the newest summary.
-    pub missing_summary: u64,
-    /// Calls sent with no history although the session had some.
-    pub no_history: u64,
-    /// Calls whose assembly the host had to repair (request, summary or history put back).
-    pub put_back: u64,
 }
 
 /// The first failure of a quarantined engine, for the summary.
@@ -297,15 +273,7 @@ fn account(summary: &mut ReplaySummary, r: &TurnReport) {
     summary.over_budget_turns += u64::from(r.assembled_tokens > r.token_budget);
     summary.slow_turns += u64::from(r.slow);
     for c in &r.guarantees {
-        let g = &mut summary.guarantees;
-        for v in &c.violations {
-            match v {
-                Violation::MissingRequest => g.missing_request += 1,
-                Violation::MissingSummary => g.missing_summary += 1,
-                Violation::NoHistory => g.no_history += 1,
-            }
-        }
-        g.put_back += u64::from(!c.put_back.is_empty());
+        summary.guarantees.add(c);
     }
 }
 
@@ -369,8 +337,8 @@ struct Turn<'a> {
     number: u64,
 }
 
-/// One model call's report, with the session as it was at that call (and the call's context
-/// described when `tracker` is given).
+/// One model call's report and how it fared against the guarantees, with the session as it
+/// was at that call (and the call's context described when `tracker` is given).
 async fn call_report(
     session: &SessionHandle,
     turn: Turn<'_>,
@@ -378,21 +346,22 @@ async fn call_report(
     a: &Assembly,
     compactions_before: &mut u32,
     tracker: &mut Option<ContextTracker>,
-) -> Result<CallReport> {
+) -> Result<(CallReport, CallGuarantees)> {
     let (sent, addition) = (a.messages.clone(), a.system_prompt_addition.clone());
     let want_context = tracker.is_some();
     let (found, context_len, context, compactions) = session
         .with(move |s| {
-            let found: Vec<Violation> =
-                violations(s.context(), s.current_request(), &sent, addition.as_deref())
-                    .into_iter()
-                    .filter(|v| *v != Violation::NoHistory)
-                    .collect();
+            let found = violations(s.context(), s.current_request(), &sent, addition.as_deref());
             let context = want_context.then(|| s.context().to_vec());
             (found, s.context().len(), context, s.stats().compactions)
         })
         .await?;
-    report_violations(turn.name, turn.number, call, &found);
+    let judged = CallGuarantees {
+        call,
+        violations: found,
+        put_back: a.put_back.clone(),
+    };
+    judged.log(turn.name, turn.number);
     let view = match (tracker.as_mut(), &context) {
         (Some(t), Some(c)) => Some(t.observe(c, a)),
         _ => None,
@@ -411,7 +380,7 @@ async fn call_report(
         context: view,
     };
     *compactions_before = compactions;
-    Ok(report)
+    Ok((report, judged))
 }
 
 async fn replay_turn(
@@ -438,34 +407,22 @@ async fn replay_turn(
             is_heartbeat: false,
         })
         .await?;
-    let check = |a: &Assembly, call: u32| {
-        let (sent, addition) = (a.messages.clone(), a.system_prompt_addition.clone());
-        let put_back = a.put_back.clone();
-        session.with(move |s| CallGuarantees {
-            call,
-            violations: violations(s.context(), s.current_request(), &sent, addition.as_deref()),
-            put_back,
-        })
-    };
-    let mut guarantees = Vec::new();
-    let mut judge = |c: CallGuarantees| {
-        report_violations(turn.name, turn.number, c.call, &c.violations);
-        if !c.violations.is_empty() || !c.put_back.is_empty() {
-            guarantees.push(c);
-        }
-    };
     let mut seen_compactions = 0;
-    let mut calls =
-        vec![call_report(session, turn, 1, &first, &mut seen_compactions, tracker).await?];
-    judge(check(&first, 1).await?);
+    let (report, judged) =
+        call_report(session, turn, 1, &first, &mut seen_compactions, tracker).await?;
+    let mut calls = vec![report];
+    let mut guarantees: Vec<CallGuarantees> =
+        judged.notable().then_some(judged).into_iter().collect();
     let (mut largest, mut largest_at) = (first, 0);
     let mut fallback = largest.fallback;
     let mut repairs = largest.pairing_repairs;
     for step in steps {
         let a = session.continue_turn(step).await?;
         let n = calls.len() as u32 + 1;
-        calls.push(call_report(session, turn, n, &a, &mut seen_compactions, tracker).await?);
-        judge(check(&a, n).await?);
+        let (report, judged) =
+            call_report(session, turn, n, &a, &mut seen_compactions, tracker).await?;
+        calls.push(report);
+        guarantees.extend(judged.notable().then_some(judged));
         fallback |= a.fallback;
         repairs += a.pairing_repairs;
         if a.assembled_tokens >= largest.assembled_tokens {
@@ -527,14 +484,6 @@ pub fn drive(
         session.end_turn(last)?;
     }
     Ok(())
-}
-
-/// Logs a model call that lacks what a model needs to continue (expected: never, since the
-/// session puts a missing request or summary back, and history when there is room).
-fn report_violations(name: &str, turn: u64, call: u32, found: &[Violation]) {
-    for v in found {
-        tracing::warn!(session = name, turn, call, violation = ?v, "{}", v.describe());
-    }
 }
 
 /// A recorded `/compact [instructions]` turn: `Some` with its instructions (`None` when it
