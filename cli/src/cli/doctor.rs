@@ -33,6 +33,9 @@ struct Diagnosis {
     limits: serde_json::Value,
     /// Engine workers abandoned past deadline + grace whose thread still runs (this process).
     abandoned_workers: usize,
+    /// The long-running ctxhost processes (`serve`, `watch`) under the state directory, with
+    /// their own abandoned-worker counts.
+    running: Vec<ctxhost::status::LiveStatus>,
     openclaw: Bridge,
 }
 
@@ -137,6 +140,9 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             .to_owned(),
         limits: serde_json::to_value(&h.limits)?,
         abandoned_workers: 0,
+        running: ctxhost::serve::state::default_state_dir()
+            .map(|dir| ctxhost::status::running(&dir))
+            .unwrap_or_default(),
         openclaw: openclaw_bridge(&config),
     };
     let bridge_healthy =
@@ -224,6 +230,13 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             "workers:    {} abandoned and still running (new engines refused past {})",
             d.abandoned_workers, h.limits.script.max_abandoned_workers
         )?;
+        for r in &d.running {
+            writeln!(
+                out,
+                "  {} (pid {}): {} abandoned and still running",
+                r.command, r.pid, r.abandoned_workers
+            )?;
+        }
         render_bridge(out, &d.openclaw)?;
     }
     Ok(if healthy && bridge_healthy {
