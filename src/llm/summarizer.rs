@@ -88,7 +88,14 @@ impl LlmSummarizer {
         if settings.model.trim().is_empty() {
             return Err(bad("model", "names no model".into()));
         }
-        let client = OpenAiClient::new(url, settings.model.trim(), key);
+        let mut client = OpenAiClient::new(url, settings.model.trim(), key);
+        if let Some(path) = &settings.ca_file {
+            let pem = std::fs::read(path)
+                .map_err(|e| bad("caFile", format!("cannot read {}: {e}", path.display())))?;
+            client = client
+                .trusting_only(&pem)
+                .map_err(|e| bad("caFile", format!("{}: {e}", path.display())))?;
+        }
         let endpoint = client.endpoint().to_owned();
         LlmSummarizer::build(Arc::new(client), endpoint, settings.limits())
     }
