@@ -21,9 +21,7 @@ use ctxhost::llm::{
 use ctxhost::message::Message;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::TurnInput;
-use ctxhost::summarize::{
-    BuiltinSummarizer, Summarizer, Summary, SummaryFuture, SummaryRequest,
-};
+use ctxhost::summarize::{BuiltinSummarizer, Summarizer, Summary, SummaryFuture, SummaryRequest};
 use ctxhost::tokens::TokenCounter;
 
 /// An engine that asks the model for a one-line focus on every `assemble` and puts it in the
@@ -163,7 +161,10 @@ async fn main() -> anyhow::Result<()> {
         .create_session(SessionSpec::new("demo", dir.path().join("demo.jsonl")))
         .await?;
     for turn in 0..3 {
-        let user = Message::user(format!("step {turn}: tidy up the build script"));
+        let user = Message::user(format!(
+            "step {turn}: tidy up the build script. {}",
+            "Pin the toolchain, cache the dependencies, run the tests before packaging. ".repeat(6)
+        ));
         let a = session
             .begin_turn(TurnInput {
                 user,
@@ -176,7 +177,9 @@ async fn main() -> anyhow::Result<()> {
             a.fallback,
             a.system_prompt_addition.unwrap_or_default()
         );
-        let reply = format!("done: the build script of step {turn} now runs its tests first, then lints, then packages");
+        let reply = format!(
+            "done: the build script of step {turn} now runs its tests first, then lints, then packages"
+        );
         session.end_turn(vec![Message::assistant(reply)]).await?;
     }
     // `/compact`: built-in compaction, whose summary our async summarizer writes.
@@ -193,10 +196,7 @@ async fn main() -> anyhow::Result<()> {
                 .unwrap_or("?"),
             outcome.summary.unwrap_or_default()
         ),
-        None => println!(
-            "not compacted: {}",
-            compacted.reason.unwrap_or_default()
-        ),
+        None => println!("not compacted: {}", compacted.reason.unwrap_or_default()),
     }
     session.close().await?;
     Ok(())
