@@ -3,7 +3,8 @@
 //!
 //! `model` is the seam: [`ModelClient`] (async, one chat request → text, usage, model), which
 //! the summarizer, `host.complete` and an embedder's own client all go through; `bridge` waits
-//! on one from a synchronous thread, cancellable and bounded; `budget` keeps calls per turn and
+//! on one (and on a summary: [`Summarizer`] is async too) from a synchronous thread,
+//! cancellable and bounded; `budget` keeps calls per turn and
 //! tokens per day. `client` ([`OpenAiClient`]) speaks Chat Completions (request and response
 //! types, retries with backoff on 429 and 5xx within the call's timeout); `prompt` writes what
 //! the model is asked (OpenClaw's compaction sections, the previous summary folded in, the
