@@ -1,8 +1,8 @@
 //! How model calls end and how they travel, against a fake model on 127.0.0.1: a call whose
 //! future is dropped (the turn was cancelled, the host stopped waiting) closes its connection
 //! at once instead of running to its 60 s timeout; a summary the host waits on (the LLM
-//! summarizer, an embedder's own async one) ends as "cancelled" when the turn's cancel flag is
-//! set; and the client speaks https to a server whose CA it is told to trust (`caFile`), and
+//! summarizer, an embedder's own async one; from the host, and from a Lua or Rhai script's
+//! `host.summarize`) ends as "cancelled" when the turn's cancel flag is set; and the client speaks https to a server whose CA it is told to trust (`caFile`), and
 //! refuses one it does not trust, naming the endpoint.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
@@ -20,7 +20,7 @@ use ctxhost::summarize::{Summarizer, Summary, SummaryFuture, SummaryRequest};
 use ctxhost::tokens::{Estimate, TokenCache, TokenCounter};
 
 use crate::common::block_on;
-use crate::common::engine::session;
+use crate::common::engine::{Lang, compact_params, cx, opts, session};
 use crate::common::fake_model::{FakeModel, Reply};
 
 /// Long enough that a test reaching its end shows the call did not wait for it.
@@ -162,6 +162,42 @@ fn an_embedders_async_summarizer_is_dropped_when_the_turn_is_cancelled() {
     let reason = result.reason.unwrap_or_default();
     assert!(reason.contains("cancelled"), "{reason}");
     assert_eq!(waiting.dropped.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_scripts_host_summarize_waiting_on_an_async_summarizer_is_cancelled_with_its_turn() {
+    for lang in [Lang::Lua, Lang::Rhai] {
+        let waiting = Arc::new(Waiting::default());
+        let cancel = Arc::new(AtomicBool::new(false));
+        let services = services(waiting.clone(), Arc::clone(&cancel));
+        // `table_engine`'s compact in mode "summarize" calls `host.summarize`.
+        let config = serde_json::json!({"mode": "summarize"});
+        let factory = lang
+            .load_fixture("table_engine", &opts(config.clone()))
+            .unwrap();
+        let mut instance = cx(config.clone());
+        instance.cancel = Some(Arc::clone(&cancel));
+        let mut engine = factory.instantiate(&instance).unwrap();
+        let call = HostCall::new(
+            "test".into(),
+            "s1".into(),
+            Arc::new(session()),
+            services,
+            Arc::new(config),
+            8000,
+        );
+        let canceller = cancel_after(&cancel, Duration::from_millis(100));
+        let e = engine
+            .compact(&call, &compact_params())
+            .expect_err("a cancelled summary gives no result");
+        canceller.join().unwrap();
+        assert_eq!(
+            e.kind,
+            ctxhost::error::EngineErrorKind::Cancelled,
+            "{lang:?}: {e}"
+        );
+        assert_eq!(waiting.dropped.load(Ordering::SeqCst), 1, "{lang:?}");
+    }
 }
 
 /// A CA, and a server certificate for 127.0.0.1 it signed, made for this test.
