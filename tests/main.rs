@@ -24,6 +24,7 @@ mod house;
 mod llm_summarizer;
 mod lua_engine;
 mod memory;
+mod model_calls;
 mod properties;
 mod quality;
 mod recall;
