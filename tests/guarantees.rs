@@ -191,9 +191,13 @@ fn check_drives_a_session_several_times_the_window() {
 #[test]
 fn check_over_a_real_transcript_judges_every_model_call() {
     let transcript = common::shared_dir().join("data/transcripts").join(PIMONO);
+    // This test is about the guarantees, not speed: a loaded machine must not make a turn
+    // "slow" against the default 1,000 ms turn budget (that policy is tested in `budgets`).
+    let mut config = Config::default();
+    config.host.turn_budget.engine_ms = 60_000;
     let report = ctxhost::check::check_engine_with(
         &engine_path("scripts/recent_turns.rhai"),
-        &Config::default(),
+        &config,
         Some(&transcript),
     );
     assert!(report.sound, "{:#?}", report.steps);
