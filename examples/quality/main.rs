@@ -123,7 +123,7 @@ fn main() -> anyhow::Result<()> {
                     None => Arc::new(BuiltinSummarizer::new()),
                     Some(m) => Arc::new(forgetful_llm(&m.url())?),
                 };
-                let stats = run(t, window, engine, dir.path(), summarizer)?;
+                let stats = run(t, window, engine, dir.path(), summarizer, detail)?;
                 if detail {
                     let name = t
                         .file_name()
@@ -488,6 +488,7 @@ fn run(
     engine: &str,
     dir: &Path,
     summarizer: Arc<dyn Summarizer>,
+    detail: bool,
 ) -> anyhow::Result<Stats> {
     let mut config = Config::default();
     config.host.window = window;
@@ -522,7 +523,10 @@ fn run(
         let (mut seen_compactions, mut turn) = (0, String::new());
         let mut again = named_again::NamedAgain::default();
         drive(&mut session, source.messages, |session, a| {
-            measure(session, session.current_request(), a, &mut calls);
+            let lacks = measure(session, session.current_request(), a, &mut calls);
+            if detail && lacks.contains(&Violation::NoHistory) {
+                println!("{}", no_history(transcript, n, session, a));
+            }
             again.observe(session, session.current_request(), a, message_text);
             // Turn stats restart every turn: a rise is a compaction since the last call.
             let request = session.current_request().map(|m| m.id.clone());
@@ -554,19 +558,61 @@ fn measure(
     request: Option<&Arc<Message>>,
     a: &ctxhost::session::Assembly,
     s: &mut Stats,
-) {
+) -> Vec<Violation> {
     s.calls += 1;
     s.over_budget += u64::from(a.assembled_tokens > a.token_budget);
-    for v in violations(
+    let found = violations(
         session.context(),
         request,
         &a.messages,
         a.system_prompt_addition.as_deref(),
-    ) {
+    );
+    for v in &found {
         match v {
             Violation::MissingRequest => s.no_request += 1,
             Violation::MissingSummary => s.no_summary += 1,
             Violation::NoHistory => s.no_history += 1,
         }
     }
+    found
+}
+
+/// One line on a call without history (`--detail`): where it is, what it sent, and the sizes of
+/// its turn and of the newest earlier messages, so the case can be read and reduced.
+fn no_history(
+    transcript: &Path,
+    conversation: usize,
+    session: &Session,
+    a: &ctxhost::session::Assembly,
+) -> String {
+    use ctxhost::tokens::Estimate;
+    let context = session.context();
+    let name = transcript
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let at = session
+        .current_request()
+        .and_then(|r| context.iter().position(|m| m.id == r.id));
+    let size = |ms: &[Arc<Message>]| -> u64 { ms.iter().map(|m| Estimate.count_message(m)).sum() };
+    let describe = |ms: &[Arc<Message>]| -> String {
+        ms.iter()
+            .map(|m| format!("{}:{}", m.role().as_str(), Estimate.count_message(m)))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let (earlier, turn) = context.split_at(at.unwrap_or(context.len()));
+    let newest_earlier = earlier.len().saturating_sub(4);
+    format!(
+        "  no history: {name} #{conversation} budget {} request at {:?} of {} | sent {} msgs {} tok [{}] | turn {} msgs {} tok | newest earlier [{}]",
+        a.token_budget,
+        at,
+        context.len(),
+        a.messages.len(),
+        size(&a.messages),
+        describe(&a.messages),
+        turn.len(),
+        size(turn),
+        describe(&earlier[newest_earlier..]),
+    )
 }

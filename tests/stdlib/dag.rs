@@ -46,7 +46,10 @@ fn covers(s: &[Arc<Message>], list: &[Node], upto: usize, max_depth: u64, leaf: 
         at += n.count;
         assert_eq!(n.last, s[at - 1].id, "a node's range: {n:?}");
         let size = if n.depth == 0 { leaf } else { fold };
-        assert!(n.tokens <= size, "a node larger than its size {size}: {n:?}");
+        assert!(
+            n.tokens <= size,
+            "a node larger than its size {size}: {n:?}"
+        );
     }
     assert_eq!(at, upto, "the nodes cover every condensed message once");
 }
@@ -84,7 +87,11 @@ fn dag_condenses_in_order_folds_to_a_bounded_depth_and_fits_its_share() {
         let (max_depth, leaf, fold, cap) =
             (get("maxDepth"), get("leaf"), get("condensed"), get("cap"));
         for (first, last) in host_groups(&s) {
-            assert_eq!(d["groupEnd"][first], json!(last + 1), "group_end at {first}");
+            assert_eq!(
+                d["groupEnd"][first],
+                json!(last + 1),
+                "group_end at {first}"
+            );
         }
         assert_eq!(d["sameState"], json!(true));
 
@@ -132,7 +139,14 @@ fn dag_condenses_in_order_folds_to_a_bounded_depth_and_fits_its_share() {
             r.tokens,
             d["used"].as_u64().expect("used") + Estimate.count_text(addition)
         );
-        covers(&s, &nodes(&d["assembled"]), start - 1, max_depth, leaf, fold);
+        covers(
+            &s,
+            &nodes(&d["assembled"]),
+            start - 1,
+            max_depth,
+            leaf,
+            fold,
+        );
 
         // Compaction: the summaries, and the session kept from the fresh tail on.
         let c = &d["compact"];
