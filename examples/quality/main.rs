@@ -54,6 +54,9 @@ use parking_lot::Mutex;
 mod fake_model;
 mod named_again;
 
+/// How many more summaries that lost span identifiers where they fit to print (`--lost N`).
+static LOST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 const ENGINES: [&str; 7] = [
     "legacy",
     "delegating",
@@ -79,6 +82,9 @@ fn main() -> anyhow::Result<()> {
     };
     let only = list("--transcripts");
     let detail = args.iter().any(|a| a == "--detail");
+    if let Some([n]) = list("--lost").as_deref() {
+        LOST.store(n.parse()?, std::sync::atomic::Ordering::Relaxed);
+    }
     let llm = match list("--summarizer").as_deref() {
         None => false,
         Some([one]) if one == "offline" => false,
@@ -424,6 +430,30 @@ impl Summarizer for Recorder {
         }
         let own_tokens: u64 = own.iter().map(|(_, id)| counter.count_text(id) + 2).sum();
         let fits = own_tokens <= request.max_tokens / 2;
+        let lost: Vec<&str> = own
+            .iter()
+            .filter(|(_, id)| !summary.text.contains(id.as_str()))
+            .map(|(k, id)| format!("{}:{id}", k.name()))
+            .map(|s| &*s.leak())
+            .collect();
+        if fits
+            && !lost.is_empty()
+            && LOST
+                .fetch_update(
+                    std::sync::atomic::Ordering::Relaxed,
+                    std::sync::atomic::Ordering::Relaxed,
+                    |n| n.checked_sub(1),
+                )
+                .is_ok()
+        {
+            println!(
+                "---- lost {lost:?} of {} span ids ({own_tokens} tokens) in a summary of {} / {} tokens of a {span_tokens}-token span:\n{}\n----",
+                own.len(),
+                summary.tokens,
+                request.max_tokens,
+                summary.text
+            );
+        }
         for (k, id) in &own {
             let kept = summary.text.contains(id.as_str());
             if fits {
