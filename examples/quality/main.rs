@@ -26,8 +26,11 @@
 //! keeps. A summary the model could not write (the offline summarizer answered) is counted.
 //!
 //! Run: `cargo run --release --example quality [-- --engines legacy,hierarchical --windows
-//! 3000 --transcripts pimono-before --summarizer llm --detail]`. `CTXHOST_SHARED` overrides
-//! the shared dir.
+//! 3000 --transcripts pimono-before --summarizer llm --detail --lost 20]`. `--detail` adds a
+//! row per transcript and a line per call without history (where it is, what it sent, the
+//! sizes of its turn and of the newest earlier messages); `--lost N` prints the first N
+//! summaries that lost span identifiers where they fit, with what they lost.
+//! `CTXHOST_SHARED` overrides the shared dir.
 
 #![allow(clippy::print_stdout)]
 
@@ -430,11 +433,10 @@ impl Summarizer for Recorder {
         }
         let own_tokens: u64 = own.iter().map(|(_, id)| counter.count_text(id) + 2).sum();
         let fits = own_tokens <= request.max_tokens / 2;
-        let lost: Vec<&str> = own
+        let lost: Vec<String> = own
             .iter()
             .filter(|(_, id)| !summary.text.contains(id.as_str()))
             .map(|(k, id)| format!("{}:{id}", k.name()))
-            .map(|s| &*s.leak())
             .collect();
         if fits
             && !lost.is_empty()

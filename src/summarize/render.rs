@@ -80,6 +80,8 @@ impl Doc {
             out.push_str(&clip(focus, limit(Some(FOCUS_CLIP)).unwrap_or(FOCUS_CLIP)));
             out.push_str("\n\n");
         }
+        // At the tightest clip levels (a leaf of a hundred tokens), only how many.
+        let terse = dropped.bare && level.is_some_and(|l| l <= TIGHT_LEVELS[0].unwrap_or(0));
         // Sections left out whole (tight budgets only), said once at the end.
         let mut left_out: Vec<(&str, usize)> = Vec::new();
         let goal: Vec<&String> = self.secs[Sec::Goal.idx()]
@@ -98,9 +100,9 @@ impl Doc {
                 .filter(|(_, d)| !**d)
                 .map(|(i, _)| i)
                 .collect();
-            // Under a tight budget the latest request is not said twice: when it is the goal
-            // (the latest standing request usually is), the goal line carries it.
-            if dropped.bare && sec == Sec::Latest && !kept.is_empty() && kept == goal {
+            // At the tightest clip levels the latest request is not said twice: when it is
+            // the goal (the latest standing request usually is), the goal line carries it.
+            if terse && sec == Sec::Latest && !kept.is_empty() && kept == goal {
                 continue;
             }
             if dropped.bare && kept.is_empty() && !items.is_empty() {
@@ -139,8 +141,6 @@ impl Doc {
         }
         // A heading and a note for each section left out whole would cost more than many of
         // their items: one line names them all, with how many items each had.
-        // At the tightest clip levels (a leaf of a hundred tokens), only how many.
-        let terse = level.is_some_and(|l| l <= TIGHT_LEVELS[0].unwrap_or(0));
         if terse && !left_out.is_empty() {
             let n: usize = left_out.iter().map(|(_, n)| n).sum();
             out.push_str(&format!("(+{n} more items omitted to fit the budget)\n"));
