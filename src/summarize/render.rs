@@ -254,7 +254,8 @@ impl Doc {
             return longest_fitting_prefix(&all, &fits);
         }
         // The fewest parts dropped (the first k of `order`) that fit at `level`, searched in
-        // (lo, order.len()]: fits(order.len()) holds at any level at least as tight as 60.
+        // (lo, order.len()]; order.len() when nothing less fits (all dropped fits at the
+        // tightest level, checked above, and the final choice below falls back to it).
         let fewest = |level: Option<usize>, lo: usize| -> usize {
             let (mut lo, mut hi) = (lo, order.len());
             while hi - lo > 1 {
