@@ -54,11 +54,9 @@ use ctxhost::tokens::TokenCounter;
 use ctxhost::transcript::Durability;
 use parking_lot::Mutex;
 
+mod detail;
 mod fake_model;
 mod named_again;
-
-/// How many more summaries that lost span identifiers where they fit to print (`--lost N`).
-static LOST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 const ENGINES: [&str; 7] = [
     "legacy",
@@ -86,7 +84,7 @@ fn main() -> anyhow::Result<()> {
     let only = list("--transcripts");
     let detail = args.iter().any(|a| a == "--detail");
     if let Some([n]) = list("--lost").as_deref() {
-        LOST.store(n.parse()?, std::sync::atomic::Ordering::Relaxed);
+        detail::print_lost(n.parse()?);
     }
     let llm = match list("--summarizer").as_deref() {
         None => false,
@@ -433,28 +431,8 @@ impl Summarizer for Recorder {
         }
         let own_tokens: u64 = own.iter().map(|(_, id)| counter.count_text(id) + 2).sum();
         let fits = own_tokens <= request.max_tokens / 2;
-        let lost: Vec<String> = own
-            .iter()
-            .filter(|(_, id)| !summary.text.contains(id.as_str()))
-            .map(|(k, id)| format!("{}:{id}", k.name()))
-            .collect();
-        if fits
-            && !lost.is_empty()
-            && LOST
-                .fetch_update(
-                    std::sync::atomic::Ordering::Relaxed,
-                    std::sync::atomic::Ordering::Relaxed,
-                    |n| n.checked_sub(1),
-                )
-                .is_ok()
-        {
-            println!(
-                "---- lost {lost:?} of {} span ids ({own_tokens} tokens) in a summary of {} / {} tokens of a {span_tokens}-token span:\n{}\n----",
-                own.len(),
-                summary.tokens,
-                request.max_tokens,
-                summary.text
-            );
+        if fits {
+            detail::lost(&own, own_tokens, span_tokens, request.max_tokens, &summary);
         }
         for (k, id) in &own {
             let kept = summary.text.contains(id.as_str());
@@ -557,7 +535,7 @@ fn run(
         drive(&mut session, source.messages, |session, a| {
             let lacks = measure(session, session.current_request(), a, &mut calls);
             if detail && lacks.contains(&Violation::NoHistory) {
-                println!("{}", no_history(transcript, n, session, a));
+                println!("{}", detail::no_history(transcript, n, session, a));
             }
             again.observe(session, session.current_request(), a, message_text);
             // Turn stats restart every turn: a rise is a compaction since the last call.
@@ -607,44 +585,4 @@ fn measure(
         }
     }
     found
-}
-
-/// One line on a call without history (`--detail`): where it is, what it sent, and the sizes of
-/// its turn and of the newest earlier messages, so the case can be read and reduced.
-fn no_history(
-    transcript: &Path,
-    conversation: usize,
-    session: &Session,
-    a: &ctxhost::session::Assembly,
-) -> String {
-    use ctxhost::tokens::Estimate;
-    let context = session.context();
-    let name = transcript
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let at = session
-        .current_request()
-        .and_then(|r| context.iter().position(|m| m.id == r.id));
-    let size = |ms: &[Arc<Message>]| -> u64 { ms.iter().map(|m| Estimate.count_message(m)).sum() };
-    let describe = |ms: &[Arc<Message>]| -> String {
-        ms.iter()
-            .map(|m| format!("{}:{}", m.role().as_str(), Estimate.count_message(m)))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let (earlier, turn) = context.split_at(at.unwrap_or(context.len()));
-    let newest_earlier = earlier.len().saturating_sub(4);
-    format!(
-        "  no history: {name} #{conversation} budget {} request at {:?} of {} | sent {} msgs {} tok [{}] | turn {} msgs {} tok | newest earlier [{}]",
-        a.token_budget,
-        at,
-        context.len(),
-        a.messages.len(),
-        size(&a.messages),
-        describe(&a.messages),
-        turn.len(),
-        size(turn),
-        describe(&earlier[newest_earlier..]),
-    )
 }
