@@ -75,16 +75,11 @@ pub fn fit_to_budget(
     // Some history, when there is any and no summary carries it: the newest earlier group, cut
     // to an eighth of the budget if it must be, is set aside before the turn is fitted (a model
     // with its turn alone does not know what came before).
-    let reserved: Vec<Arc<Message>> = match groups(history).pop() {
-        Some(last) if summary.is_none() && request.is_some() && budget / 8 >= 32 => {
-            let group = trim_group(&history[last], cap, tokens);
-            if tokens.messages(&group) <= budget / 8 {
-                group
-            } else {
-                cut_evenly(&group, budget / 8, tokens)
-            }
-        }
-        _ => Vec::new(),
+    let reserved: Vec<Arc<Message>> = if summary.is_none() && request.is_some() && budget / 8 >= 32
+    {
+        newest_history(history, budget / 8, cap, tokens)
+    } else {
+        Vec::new()
     };
     let reserved_tokens = tokens.messages(&reserved);
     room = room.saturating_sub(reserved_tokens);
@@ -190,6 +185,42 @@ fn fit_turn(
         kept.push(cut_evenly(&last, room, tokens));
     }
     (kept.into_iter().flatten().collect(), false)
+}
+
+/// The newest history of `history` (the messages before a request) within `target` tokens, for
+/// a context that must carry some: the newest group that stands on its own once paired (an
+/// aborted tool call without results does not), tool results trimmed to `cap` and the group
+/// cut evenly if it must be; a group that cannot be cut that small (tool-call arguments larger
+/// than `target`) is passed over, a few dozen groups at most; failing all that, the newest
+/// earlier user message cut to `target` (head and tail kept). Empty only when there is no
+/// history or not even that fits.
+pub(crate) fn newest_history(
+    history: &[Arc<Message>],
+    target: u64,
+    cap: u64,
+    tokens: &TokenCache,
+) -> Vec<Arc<Message>> {
+    for range in groups(history).into_iter().rev().take(64) {
+        let group = crate::pairing::repair(trim_group(&history[range], cap, tokens)).messages;
+        if group.is_empty() {
+            continue;
+        }
+        if tokens.messages(&group) <= target {
+            return group;
+        }
+        let cut = cut_evenly(&group, target, tokens);
+        if !cut.is_empty() && tokens.messages(&cut) <= target {
+            return cut;
+        }
+    }
+    history
+        .iter()
+        .rev()
+        .find(|m| m.role() == Role::User)
+        .map(|m| Arc::new(trim_message(m, target, tokens)))
+        .filter(|m| tokens.message(m) <= target)
+        .into_iter()
+        .collect()
 }
 
 /// A group with its tool results larger than `cap` trimmed.

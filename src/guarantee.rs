@@ -163,11 +163,15 @@ pub fn enforce(
     (out, repaired)
 }
 
-/// `sent` with the newest history that fits in the room it leaves under `budget` put in
-/// front of the request: whole groups newest first (tool results cut to an eighth of the
-/// budget), else the newest group that can be cut evenly to the room (when at least 32 tokens
-/// are left; one whose tool-call arguments alone are too large is passed over).
-/// Nothing the engine chose is cut for it. Returns `[NoHistory]` when history was added.
+/// `sent` with the newest history put in front of the request: whole groups newest first that
+/// fit in the room it leaves under `budget` (tool results cut to an eighth of the budget, an
+/// aborted call without results passed over), else the newest group cut evenly to the room
+/// (when at least 32 tokens are left). When that finds nothing (the turn fills the budget, or
+/// the newest groups are tool calls whose arguments cannot be cut), the newest earlier piece
+/// that fits an eighth of the budget (`fit::newest_history`: a group, or the newest earlier
+/// user message cut to head and tail) is sent, and the assembly is refitted around it with
+/// `fit_to_budget` (the request kept, the turn cut from its oldest results inward). Returns
+/// `[NoHistory]` when history was added; the assembly unchanged when none could be.
 fn add_history(
     context: &[Arc<Message>],
     request: Option<&Arc<Message>>,
@@ -176,10 +180,8 @@ fn add_history(
     budget: u64,
     tokens: &TokenCache,
 ) -> (Vec<Arc<Message>>, Vec<Violation>) {
-    let addition_tokens = addition.map_or(0, |a| tokens.text(a));
-    let mut room = budget
-        .saturating_sub(addition_tokens)
-        .saturating_sub(tokens.messages(&sent));
+    let limit = budget.saturating_sub(addition.map_or(0, |a| tokens.text(a)));
+    let mut room = limit.saturating_sub(tokens.messages(&sent));
     let at = request.and_then(|r| context.iter().position(|m| m.id == r.id));
     let earlier = &context[..at.unwrap_or(context.len())];
     let cap = (budget / 8).max(64);
@@ -187,17 +189,18 @@ fn add_history(
     // Newest first; a group that cannot fit even cut (tool-call arguments larger than the
     // room) is passed over while nothing is taken yet, a few dozen groups at most.
     for range in crate::fit::groups(earlier).into_iter().rev().take(64) {
-        let group = crate::fit::trim_group(&earlier[range], cap, tokens);
+        let group =
+            crate::pairing::repair(crate::fit::trim_group(&earlier[range], cap, tokens)).messages;
+        if group.is_empty() {
+            continue;
+        }
         let size = tokens.messages(&group);
         if size <= room {
             room -= size;
             picked_rev.push(group);
             continue;
         }
-        if !picked_rev.is_empty() {
-            break;
-        }
-        if room < 32 {
+        if !picked_rev.is_empty() || room < 32 {
             break;
         }
         let cut = crate::fit::cut_evenly(&group, room, tokens);
@@ -207,11 +210,25 @@ fn add_history(
             break;
         }
     }
+    let mut out = sent;
     if picked_rev.is_empty() {
-        return (sent, Vec::new());
+        // The turn leaves no room: make some (history is cut before the summary is, but a
+        // turn is cut before the conversation it continues disappears altogether).
+        let target = (budget / 8).max(32).min(limit / 2);
+        let piece = crate::fit::newest_history(earlier, target, cap, tokens);
+        if piece.is_empty() {
+            return (out, Vec::new());
+        }
+        let size = tokens.messages(&piece);
+        let refit = crate::pairing::repair(fit_to_budget(&out, limit - size, tokens).0).messages;
+        let kept_request = request.is_none_or(|r| refit.iter().any(|m| m.id == r.id));
+        if tokens.messages(&refit) + size > limit || !kept_request {
+            return (out, Vec::new());
+        }
+        out = refit;
+        picked_rev.push(piece);
     }
     let history: Vec<Arc<Message>> = picked_rev.into_iter().rev().flatten().collect();
-    let mut out = sent;
     let at = request
         .and_then(|r| out.iter().position(|m| m.id == r.id))
         .unwrap_or(0);

@@ -18,13 +18,14 @@
 //! ```
 
 /// Every Lua stdlib module: its `require` name and source.
-pub const LUA_MODULES: [(&str, &str); 6] = [
+pub const LUA_MODULES: [(&str, &str); 7] = [
     ("msg", include_str!("../stdlib/msg.lua")),
     ("groups", include_str!("../stdlib/groups.lua")),
     ("tail", include_str!("../stdlib/tail.lua")),
     ("fit", include_str!("../stdlib/fit.lua")),
     ("prune", include_str!("../stdlib/prune.lua")),
     ("pin", include_str!("../stdlib/pin.lua")),
+    ("dag", include_str!("../stdlib/dag.lua")),
 ];
 
 /// The source of a Lua stdlib module by its `require` name.
@@ -36,13 +37,14 @@ pub fn lua_module(name: &str) -> Option<&'static str> {
 }
 
 /// Every Rhai stdlib module: its `import` name and source, in the order of [`LUA_MODULES`].
-pub const RHAI_MODULES: [(&str, &str); 6] = [
+pub const RHAI_MODULES: [(&str, &str); 7] = [
     ("msg", include_str!("../stdlib/msg.rhai")),
     ("groups", include_str!("../stdlib/groups.rhai")),
     ("tail", include_str!("../stdlib/tail.rhai")),
     ("fit", include_str!("../stdlib/fit.rhai")),
     ("prune", include_str!("../stdlib/prune.rhai")),
     ("pin", include_str!("../stdlib/pin.rhai")),
+    ("dag", include_str!("../stdlib/dag.rhai")),
 ];
 
 /// The source of a Rhai stdlib module by its `import` name.

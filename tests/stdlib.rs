@@ -25,6 +25,8 @@ use ctxhost::message::Message;
 use ctxhost::pairing;
 use ctxhost::tokens::{Estimate, TokenCounter};
 
+mod dag;
+
 const LANGS: &[Lang] = &[Lang::Lua, Lang::Rhai];
 
 fn probe_file(lang: Lang) -> PathBuf {

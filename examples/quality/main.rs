@@ -26,8 +26,11 @@
 //! keeps. A summary the model could not write (the offline summarizer answered) is counted.
 //!
 //! Run: `cargo run --release --example quality [-- --engines legacy,hierarchical --windows
-//! 3000 --transcripts pimono-before --summarizer llm --detail]`. `CTXHOST_SHARED` overrides
-//! the shared dir.
+//! 3000 --transcripts pimono-before --summarizer llm --detail --lost 20]`. `--detail` adds a
+//! row per transcript and a line per call without history (where it is, what it sent, the
+//! sizes of its turn and of the newest earlier messages); `--lost N` prints the first N
+//! summaries that lost span identifiers where they fit, with what they lost.
+//! `CTXHOST_SHARED` overrides the shared dir.
 
 #![allow(clippy::print_stdout)]
 
@@ -51,6 +54,7 @@ use ctxhost::tokens::TokenCounter;
 use ctxhost::transcript::Durability;
 use parking_lot::Mutex;
 
+mod detail;
 mod fake_model;
 mod named_again;
 
@@ -79,6 +83,9 @@ fn main() -> anyhow::Result<()> {
     };
     let only = list("--transcripts");
     let detail = args.iter().any(|a| a == "--detail");
+    if let Some([n]) = list("--lost").as_deref() {
+        detail::print_lost(n.parse()?);
+    }
     let llm = match list("--summarizer").as_deref() {
         None => false,
         Some([one]) if one == "offline" => false,
@@ -123,7 +130,7 @@ fn main() -> anyhow::Result<()> {
                     None => Arc::new(BuiltinSummarizer::new()),
                     Some(m) => Arc::new(forgetful_llm(&m.url())?),
                 };
-                let stats = run(t, window, engine, dir.path(), summarizer)?;
+                let stats = run(t, window, engine, dir.path(), summarizer, detail)?;
                 if detail {
                     let name = t
                         .file_name()
@@ -443,6 +450,9 @@ impl Recorder {
         }
         let own_tokens: u64 = own.iter().map(|(_, id)| counter.count_text(id) + 2).sum();
         let fits = own_tokens <= request.max_tokens / 2;
+        if fits {
+            detail::lost(&own, own_tokens, span_tokens, request.max_tokens, &summary);
+        }
         for (k, id) in &own {
             let kept = summary.text.contains(id.as_str());
             if fits {
@@ -502,6 +512,7 @@ fn run(
     engine: &str,
     dir: &Path,
     summarizer: Arc<dyn Summarizer>,
+    detail: bool,
 ) -> anyhow::Result<Stats> {
     let mut config = Config::default();
     config.host.window = window;
@@ -536,7 +547,10 @@ fn run(
         let (mut seen_compactions, mut turn) = (0, String::new());
         let mut again = named_again::NamedAgain::default();
         drive(&mut session, source.messages, |session, a| {
-            measure(session, session.current_request(), a, &mut calls);
+            let lacks = measure(session, session.current_request(), a, &mut calls);
+            if detail && lacks.contains(&Violation::NoHistory) {
+                println!("{}", detail::no_history(transcript, n, session, a));
+            }
             again.observe(session, session.current_request(), a, message_text);
             // Turn stats restart every turn: a rise is a compaction since the last call.
             let request = session.current_request().map(|m| m.id.clone());
@@ -568,19 +582,21 @@ fn measure(
     request: Option<&Arc<Message>>,
     a: &ctxhost::session::Assembly,
     s: &mut Stats,
-) {
+) -> Vec<Violation> {
     s.calls += 1;
     s.over_budget += u64::from(a.assembled_tokens > a.token_budget);
-    for v in violations(
+    let found = violations(
         session.context(),
         request,
         &a.messages,
         a.system_prompt_addition.as_deref(),
-    ) {
+    );
+    for v in &found {
         match v {
             Violation::MissingRequest => s.no_request += 1,
             Violation::MissingSummary => s.no_summary += 1,
             Violation::NoHistory => s.no_history += 1,
         }
     }
+    found
 }

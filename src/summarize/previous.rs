@@ -74,15 +74,16 @@ pub(super) fn parse_previous(text: &str) -> Parsed {
             flush(&mut paragraph, &mut parsed);
             continue;
         }
+        // What a fitted summary says it left out is not content to carry.
+        if line.starts_with("(+") && line.contains("omitted") {
+            continue;
+        }
         let Some(sec) = current else {
             if !line.starts_with("Focus:") {
                 paragraph.push(line);
             }
             continue;
         };
-        if line.starts_with("(+") && line.contains("omitted") {
-            continue;
-        }
         let body = strip_markers(line);
         if body.is_empty() || body == "(none)" {
             continue;

@@ -36,6 +36,11 @@ enum Part {
 /// Clip levels tried, in order, before any item is dropped.
 const CLIP_LEVELS: [Option<usize>; 3] = [None, Some(120), Some(60)];
 
+/// Tighter clip levels, tried once everything but the goal, the latest request, the focus and
+/// the identifiers within half the budget is gone, before any of those is dropped: a shorter
+/// goal line leaves the span's identifiers room in a leaf of a hundred tokens.
+const TIGHT_LEVELS: [Option<usize>; 2] = [Some(40), Some(28)];
+
 impl Doc {
     pub(super) fn new(ex: &Extraction, request: &SummaryRequest<'_>) -> Doc {
         let mut secs: [Vec<String>; NSEC] = std::array::from_fn(|i| ex.secs[i].items.clone());
@@ -75,6 +80,17 @@ impl Doc {
             out.push_str(&clip(focus, limit(Some(FOCUS_CLIP)).unwrap_or(FOCUS_CLIP)));
             out.push_str("\n\n");
         }
+        // At the tightest clip levels (a leaf of a hundred tokens), only how many.
+        let terse = dropped.bare && level.is_some_and(|l| l <= TIGHT_LEVELS[0].unwrap_or(0));
+        // Sections left out whole (tight budgets only), said once at the end.
+        let mut left_out: Vec<(&str, usize)> = Vec::new();
+        let goal: Vec<&String> = self.secs[Sec::Goal.idx()]
+            .iter()
+            .zip(&dropped.items[Sec::Goal.idx()])
+            .filter(|(_, d)| !**d)
+            .map(|(i, _)| i)
+            .take(1)
+            .collect();
         for sec in SECS {
             let items = &self.secs[sec.idx()];
             let gone = &dropped.items[sec.idx()];
@@ -84,6 +100,15 @@ impl Doc {
                 .filter(|(_, d)| !**d)
                 .map(|(i, _)| i)
                 .collect();
+            // At the tightest clip levels the latest request is not said twice: when it is
+            // the goal (the latest standing request usually is), the goal line carries it.
+            if terse && sec == Sec::Latest && !kept.is_empty() && kept == goal {
+                continue;
+            }
+            if dropped.bare && kept.is_empty() && !items.is_empty() {
+                left_out.push((sec.heading(), items.len()));
+                continue;
+            }
             if kept.is_empty()
                 && (matches!(sec, Sec::Earlier | Sec::Done) || (dropped.bare && items.is_empty()))
             {
@@ -114,14 +139,31 @@ impl Doc {
             }
             out.push('\n');
         }
+        // A heading and a note for each section left out whole would cost more than many of
+        // their items: one line names them all, with how many items each had.
+        if terse && !left_out.is_empty() {
+            let n: usize = left_out.iter().map(|(_, n)| n).sum();
+            out.push_str(&format!("(+{n} more items omitted to fit the budget)\n"));
+        } else if !left_out.is_empty() {
+            let named: Vec<String> = left_out
+                .iter()
+                .map(|(heading, n)| format!("{heading} {n}"))
+                .collect();
+            out.push_str(&format!(
+                "(+omitted to fit the budget: {})\n",
+                named.join(", ")
+            ));
+        }
         out.truncate(out.trim_end().len());
         out
     }
 
     /// Parts in the order they are given up: identifiers beyond half the budget (lowest
     /// priority first), then file lists, then detail, then the other identifiers, and the
-    /// goal, the latest request and the focus last.
-    fn drop_order(&self, max_tokens: u64, counter: &dyn TokenCounter) -> Vec<Part> {
+    /// goal, the latest request and the focus last. Also returns where the identifiers within
+    /// half the budget start in that order: before they go, the goal and the latest request
+    /// are clipped harder (`TIGHT_LEVELS`).
+    fn drop_order(&self, max_tokens: u64, counter: &dyn TokenCounter) -> (Vec<Part>, usize) {
         let mut order = Vec::new();
         let len = |s: Sec| self.secs[s.idx()].len();
         // Identifiers may fill half the summary before the thread (decisions, what was done
@@ -157,6 +199,7 @@ impl Doc {
         oldest_first(Sec::Pending, &mut order);
         newest_first(Sec::Constraints, 0, &mut order);
         newest_first(Sec::Goal, 1, &mut order);
+        let protected = order.len();
         (0..within)
             .rev()
             .for_each(|i| order.push(Part::Item(Sec::Identifiers, i)));
@@ -167,7 +210,7 @@ impl Doc {
         if self.focus.is_some() {
             order.push(Part::Focus);
         }
-        order
+        (order, protected)
     }
 
     fn dropped_first(&self, order: &[Part], k: usize) -> Dropped {
@@ -183,8 +226,9 @@ impl Doc {
     }
 
     /// The best rendering within `max_tokens`: trim items, then leave out empty sections and
-    /// drop parts in order (and let the survivors grow back if they then fit), then cut the
-    /// bare skeleton to the longest prefix that fits.
+    /// drop parts in order (and let the survivors grow back if they then fit), clipping the
+    /// goal and the latest request harder before the identifiers within half the budget go,
+    /// then cut the bare skeleton to the longest prefix that fits.
     pub(super) fn fit(&self, max_tokens: u64, counter: &dyn TokenCounter) -> String {
         let fits = |text: &str| counter.count_text(text) <= max_tokens;
         let none = self.none_dropped();
@@ -195,7 +239,8 @@ impl Doc {
             }
         }
         let level = CLIP_LEVELS[CLIP_LEVELS.len() - 1];
-        let order = self.drop_order(max_tokens, counter);
+        let tightest = TIGHT_LEVELS[TIGHT_LEVELS.len() - 1];
+        let (order, protected) = self.drop_order(max_tokens, counter);
         // Without empty sections, nothing dropped yet.
         let bare = self.dropped_first(&order, 0);
         for level in CLIP_LEVELS {
@@ -204,27 +249,39 @@ impl Doc {
                 return text;
             }
         }
-        let all = self.render(level, &self.dropped_first(&order, order.len()));
+        let all = self.render(tightest, &self.dropped_first(&order, order.len()));
         if !fits(&all) {
             return longest_fitting_prefix(&all, &fits);
         }
-        // fits(hi) always holds; lo never fits (k = 0 was tried above).
-        let (mut lo, mut hi) = (0, order.len());
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if fits(&self.render(level, &self.dropped_first(&order, mid))) {
-                hi = mid;
-            } else {
-                lo = mid;
+        // The fewest parts dropped (the first k of `order`) that fit at `level`, searched in
+        // (lo, order.len()]; order.len() when nothing less fits (all dropped fits at the
+        // tightest level, checked above, and the final choice below falls back to it).
+        let fewest = |level: Option<usize>, lo: usize| -> usize {
+            let (mut lo, mut hi) = (lo, order.len());
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if fits(&self.render(level, &self.dropped_first(&order, mid))) {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
             }
+            hi
+        };
+        let mut k = fewest(level, 0);
+        if k > protected {
+            // The goal, the request or the identifiers within half the budget would go: a
+            // tighter clip of the lines that are left may keep them all.
+            k = k.min(fewest(tightest, protected.saturating_sub(1)));
         }
         // With parts dropped, the survivors may have room to be less clipped.
-        let dropped = self.dropped_first(&order, hi);
+        let dropped = self.dropped_first(&order, k);
         CLIP_LEVELS
             .iter()
+            .chain(&TIGHT_LEVELS)
             .map(|level| self.render(*level, &dropped))
             .find(|text| fits(text))
-            .unwrap_or_else(|| self.render(level, &dropped))
+            .unwrap_or_else(|| self.render(tightest, &dropped))
     }
 }
 

@@ -173,13 +173,152 @@ fn long_items_are_clipped_with_an_ellipsis() {
 }
 
 #[test]
-fn tiny_budgets_give_a_prefix_of_the_skeleton() {
+fn tiny_budgets_say_how_much_was_left_out_or_a_prefix_of_it() {
     let span = rich_span();
     let s = run(&span, None, 3);
     assert!(s.tokens <= 3);
+    assert!(s.text.starts_with("(+"), "{}", s.text);
+    // Room for the count alone: nothing but how many items had to go.
+    let s = run(&span, None, 14);
+    assert!(s.tokens <= 14);
+    let n = s
+        .text
+        .strip_prefix("(+")
+        .and_then(|t| t.strip_suffix(" more items omitted to fit the budget)"))
+        .and_then(|n| n.parse::<usize>().ok());
+    assert!(n.is_some_and(|n| n > 10), "{}", s.text);
+}
+
+/// A τ-bench leaf (airline support) as `hierarchical` writes it at a 3,000-token window: a
+/// few hundred tokens of span into 64. Its record ids used to be dropped for the goal and the
+/// latest request, each said in full, and a heading and a note for every section left out.
+fn booking_span() -> Vec<Arc<Message>> {
+    vec![
+        user(
+            "Hi, I'd like to book a flight from New York to Seattle for next Friday. My user ID is mia_li_3668.",
+        ),
+        say(
+            "Thanks, I found your profile. Flights HAT136 and HAT039 are available, each with one stop; both fit your dates. How would you like to pay? You have a travel certificate and a credit card on file.",
+        ),
+        call("c1", "get_user_details", json!({"user_id": "mia_li_3668"})),
+        result(
+            "c1",
+            "get_user_details",
+            "{\"payment_methods\": {\"certificate_7504069\": {\"amount\": 250}, \"credit_card_4421486\": {\"brand\": \"visa\"}}, \"membership\": \"gold\"}",
+            false,
+        ),
+        say(
+            "Before I book, please note the fare rules: the basic economy fare cannot be changed or refunded after 24 hours, checked bags cost extra, and seat selection is not included. I'll charge the certificate first because it expires sooner.",
+        ),
+        user(
+            "I don't want basic economy, and don't charge more than 500 dollars to the card. Which cabins are left on both flights?",
+        ),
+        call(
+            "c2",
+            "search_direct_flight",
+            json!({"origin": "JFK", "destination": "SEA", "date": "2024-05-17"}),
+        ),
+        result(
+            "c2",
+            "search_direct_flight",
+            &format!(
+                "[{}]",
+                (0..6)
+                    .map(|i| format!(
+                        "{{\"cabin\": \"economy\", \"seats\": {i}, \"price\": {}}}",
+                        300 + i * 41
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            false,
+        ),
+        say(
+            "Economy is available on both flights at 341 and 382 dollars; I'll put it on the certificate and the card as you asked.",
+        ),
+        user(
+            "Please use the certificate first and the rest on the card. Yes, I confirm, go ahead.",
+        ),
+    ]
+}
+
+#[test]
+fn a_tight_leaf_keeps_its_identifiers_and_a_shorter_goal_line() {
+    let span = booking_span();
+    let ids = [
+        "mia_li_3668",
+        "HAT136",
+        "HAT039",
+        "certificate_7504069",
+        "credit_card_4421486",
+    ];
+    for max in [64, 72, 90] {
+        let s = run(&span, None, max);
+        assert!(s.tokens <= max, "{max}: {}", s.text);
+        for id in ids {
+            assert!(s.text.contains(id), "{max}: lost {id}:\n{}", s.text);
+        }
+        assert_eq!(
+            s.identifiers_kept, s.identifiers_found,
+            "{max}:\n{}",
+            s.text
+        );
+        let goal = section(&s.text, "Goal");
+        assert_eq!(goal.len(), 1, "{max}: the goal line stays:\n{}", s.text);
+        assert!(
+            goal[0].starts_with("Please use the certificate"),
+            "{}",
+            goal[0]
+        );
+        // Sections left out whole are said in one closing line (how many items, at the
+        // tightest clip levels), not a heading and a note each: every heading has an item.
+        let last = s.text.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("(+") && last.ends_with("omitted to fit the budget)")
+                || last.starts_with("(+omitted to fit the budget: "),
+            "{max}:\n{}",
+            s.text
+        );
+        for line in s.text.lines().filter(|l| l.starts_with("## ")) {
+            assert!(
+                !section(&s.text, &line[3..]).is_empty(),
+                "{max}: {line} is bare:\n{}",
+                s.text
+            );
+        }
+        // There, the request is the goal: said once.
+        if last.ends_with("more items omitted to fit the budget)") {
+            assert_eq!(
+                s.text.matches("Please use the certificate").count(),
+                1,
+                "{}",
+                s.text
+            );
+        }
+    }
+    // With room, everything is said in full, the latest request included.
+    let s = run(&span, None, 1_000);
     assert!(
-        "## Goal".starts_with(&s.text) || s.text.starts_with("## Goal"),
+        !section(&s.text, "Latest unresolved request").is_empty(),
         "{}",
         s.text
     );
+    assert!(!s.text.contains("omitted"), "{}", s.text);
+}
+
+#[test]
+fn what_a_summary_left_out_is_not_carried_into_the_next_one() {
+    let first = run(&booking_span(), None, 64);
+    assert!(
+        first.text.contains("omitted to fit the budget"),
+        "{}",
+        first.text
+    );
+    let next = run(
+        &[user("And a hotel near the airport?")],
+        Some(&first.text),
+        2_000,
+    );
+    assert!(!next.text.contains("omitted"), "{}", next.text);
+    assert!(next.text.contains("mia_li_3668"), "{}", next.text);
 }
