@@ -451,7 +451,7 @@ impl Recorder {
         let own_tokens: u64 = own.iter().map(|(_, id)| counter.count_text(id) + 2).sum();
         let fits = own_tokens <= request.max_tokens / 2;
         if fits {
-            detail::lost(&own, own_tokens, span_tokens, request.max_tokens, &summary);
+            detail::lost(&own, own_tokens, span_tokens, request.max_tokens, summary);
         }
         for (k, id) in &own {
             let kept = summary.text.contains(id.as_str());
