@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -38,6 +38,8 @@ const AUDIT_HEADING: &str = "## Exact identifiers (host audit)";
 pub struct LlmSummarizer {
     shared: Arc<Shared>,
     turn_calls: AtomicU32,
+    /// The session's cancel flag: set, a wait on the model ends at once.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 /// What every session's view shares.
@@ -111,6 +113,7 @@ impl LlmSummarizer {
                 day: Mutex::new(DayLedger::default()),
             }),
             turn_calls: AtomicU32::new(0),
+            cancel: None,
         })
     }
 
@@ -224,7 +227,7 @@ impl LlmSummarizer {
             bridge::wait(
                 s.client.complete(request),
                 left,
-                &bridge::NEVER,
+                self.cancel.as_deref().unwrap_or(&bridge::NEVER),
                 &s.endpoint,
             )
             .map_err(|e| match e {
@@ -263,6 +266,15 @@ impl Summarizer for LlmSummarizer {
         Some(Arc::new(LlmSummarizer {
             shared: Arc::clone(&self.shared),
             turn_calls: AtomicU32::new(0),
+            cancel: None,
+        }))
+    }
+
+    fn for_cancellable_session(&self, cancel: Arc<AtomicBool>) -> Option<Arc<dyn Summarizer>> {
+        Some(Arc::new(LlmSummarizer {
+            shared: Arc::clone(&self.shared),
+            turn_calls: AtomicU32::new(0),
+            cancel: Some(cancel),
         }))
     }
 

@@ -228,10 +228,11 @@ impl Session {
     ) -> Result<Session> {
         let services = Arc::new(SessionServices {
             tokens: TokenCache::new(Arc::clone(&setup.tokens)),
-            summarizer: setup
-                .summarizer
-                .for_session()
-                .unwrap_or_else(|| Arc::clone(&setup.summarizer)),
+            summarizer: match &setup.cancel {
+                Some(cancel) => setup.summarizer.for_cancellable_session(Arc::clone(cancel)),
+                None => setup.summarizer.for_session(),
+            }
+            .unwrap_or_else(|| Arc::clone(&setup.summarizer)),
             compaction: setup.compaction.clone(),
             limits: setup.limits.clone(),
             model: crate::host::SessionModel::new(Arc::clone(&setup.completions)),

@@ -100,6 +100,17 @@ pub trait Summarizer: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// [`Summarizer::for_session`] for a session whose calls `cancel` stops (`ctxhost serve`'s
+    /// `$/cancelRequest`): a summarizer that waits on a model stops waiting once it is set.
+    /// The default ignores it.
+    fn for_cancellable_session(
+        &self,
+        cancel: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Option<Arc<dyn Summarizer>> {
+        let _ = cancel;
+        self.for_session()
+    }
+
     /// A turn of the session this summarizer serves begins: per-turn limits start again.
     fn begin_turn(&self) {}
 
