@@ -7,7 +7,9 @@
 //      the model receives exactly the engine's window and its systemPromptAddition, and the
 //      engine's state carried over between processes;
 //   2. a Gateway, and through it: a turn whose first model call fails with
-//      context_length_exceeded, recovered by the engine's compaction; a turn whose assemble
+//      context_length_exceeded, recovered by the engine's compaction, whose summary ctxhost
+//      asks of OpenClaw's model (host.summarizer kind "client" → llm.complete → the plugin →
+//      runtimeContext.llm.complete → the fake provider records it); a turn whose assemble
 //      throws, answered by ctxhost's legacy (not OpenClaw's pipeline); an edit of the engine
 //      file, in effect at the next turn without a restart.
 // No output may say `degraded to "legacy"` or `context engine assemble failed`. Every process
