@@ -302,7 +302,9 @@ async function call(config, method, params) {
 export default function register(api) {
   const config = api.pluginConfig ?? {};
   state.config = config;
-  if (api.runtime) state.runtime = api.runtime;
+  // The runtime of a full registration (a "cli-metadata" one is a stub that throws).
+  const mode = api.registrationMode;
+  if (api.runtime && mode !== "cli-metadata" && (mode === "full" || !state.runtime)) state.runtime = api.runtime;
   api.registerContextEngine("ctxhost", async () => {
     if (!config.engine) throw new Error("ctxhost: plugins.entries.ctxhost.config.engine is not set");
     const child = await ensure(config);
