@@ -68,4 +68,67 @@ test("one child serves every operation, and a dead child is replaced at the next
   internals.state.child.proc.kill("SIGTERM");
 });
 
+/** Every file named `name` under `dir`. */
+function findFiles(dir, name) {
+  return fs
+    .readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name === name)
+    .map((e) => path.join(e.parentPath ?? e.path, e.name));
+}
+
+async function noChild() {
+  for (let i = 0; i < 250 && internals.state.child; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(internals.state.child, null, "the earlier child is gone");
+}
+
+test("a summary ctxhost asks of the client's model goes to OpenClaw's runtimeContext.llm.complete", async () => {
+  internals.state.child?.proc.kill("SIGTERM");
+  await noChild();
+  const config = path.join(scratch, "client-summarizer.json5");
+  fs.writeFileSync(config, '{ host: { summarizer: { kind: "client" } } }');
+  const factory = factoryFor({ engine, command: process.env.CTXHOST_BIN, config });
+  const engineOp = await factory({});
+  const asked = [];
+  // OpenClaw's LlmCompleteParams in, LlmCompleteResult out (plugin-sdk .d.ts, 2026.9.6).
+  const complete = async (params) => {
+    asked.push(params);
+    return {
+      text: "## Goal\n- SUMMARY-FROM-OPENCLAW\n## Constraints\n- None\n## Progress\n- None\n## Decisions\n- None\n## Open questions / pending\n- None\n## Exact identifiers\n- None",
+      provider: "fake",
+      model: "fake-1",
+      agentId: "main",
+      usage: { inputTokens: 120, outputTokens: 30 },
+      execution: { mode: "direct-provider", owner: { kind: "provider", id: "fake" } },
+      audit: { caller: { kind: "context-engine", id: "context-engine.compaction" } },
+    };
+  };
+  const key = { sessionId: "s-sum", sessionKey: "k-sum" };
+  const four = [...history, { role: "assistant", content: [{ type: "text", text: "reply-2" }], timestamp: 4 }];
+  await engineOp.assemble({ ...key, tokenBudget: 10000, prompt: "turn-3", messages: four });
+  const operation = new AbortController();
+  const r = await engineOp.compact({ ...key, tokenBudget: 10000, force: true, compactionTarget: "budget",
+    runtimeContext: { llm: { complete }, abortSignal: operation.signal } });
+  assert.equal(r.compacted, true, JSON.stringify(r));
+  assert.equal(asked.length, 1, "one model call");
+  const [request] = asked;
+  assert.equal(request.messages[0].role, "system");
+  assert.match(request.messages[0].content, /handoff summary/);
+  assert.ok(request.messages.every((m) => ["system", "user", "assistant"].includes(m.role) && typeof m.content === "string"));
+  assert.ok(request.messages.some((m) => m.role === "user" && m.content.includes("turn-1")), "the span is in the request");
+  assert.equal(typeof request.maxTokens, "number");
+  assert.ok(request.signal instanceof AbortSignal && !request.signal.aborted);
+  assert.equal(request.model, undefined, "a context engine may not override the model");
+  assert.equal(request.agentId, undefined, "nor the agent");
+  const transcripts = findFiles(process.env.CTXHOST_STATE_DIR, "transcript.jsonl").map((f) => fs.readFileSync(f, "utf8"));
+  assert.ok(transcripts.some((t) => t.includes("SUMMARY-FROM-OPENCLAW")), "the model's summary is the session's compaction");
+
+  // No model call offered (no runtimeContext.llm, no api.runtime): ctxhost is told -32010 and
+  // its offline summarizer writes the summary.
+  await engineOp.assemble({ ...key, sessionKey: "k-off", tokenBudget: 10000, prompt: "turn-3", messages: four });
+  const off = await engineOp.compact({ ...key, sessionKey: "k-off", tokenBudget: 10000, force: true, compactionTarget: "budget" });
+  assert.equal(off.compacted, true, JSON.stringify(off));
+  assert.equal(asked.length, 1, "no model call without one offered");
+  internals.state.child.proc.kill("SIGTERM");
+});
+
 test.after(() => fs.rmSync(scratch, { recursive: true, force: true }));

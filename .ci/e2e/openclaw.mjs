@@ -7,7 +7,9 @@
 //      the model receives exactly the engine's window and its systemPromptAddition, and the
 //      engine's state carried over between processes;
 //   2. a Gateway, and through it: a turn whose first model call fails with
-//      context_length_exceeded, recovered by the engine's compaction; a turn whose assemble
+//      context_length_exceeded, recovered by the engine's compaction, whose summary ctxhost
+//      asks of OpenClaw's model (host.summarizer kind "client" → llm.complete → the plugin →
+//      runtimeContext.llm.complete → the fake provider records it); a turn whose assemble
 //      throws, answered by ctxhost's legacy (not OpenClaw's pipeline); an edit of the engine
 //      file, in effect at the next turn without a restart.
 // No output may say `degraded to "legacy"` or `context engine assemble failed`. Every process
@@ -147,8 +149,23 @@ function fakeProvider() {
         );
         return;
       }
+      record.summary = isSummary(json);
       const prompt = lastUserTurn(json);
-      const reply = prompt ? `reply-${prompt}` : "reply";
+      const reply = record.summary ? SUMMARY : prompt ? `reply-${prompt}` : "reply";
+      if (json?.stream === false) {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(
+          JSON.stringify({
+            id: `c${requests.length}`,
+            object: "chat.completion",
+            created: 1,
+            model: "fake-1",
+            choices: [{ index: 0, message: { role: "assistant", content: reply }, finish_reason: "stop" }],
+            usage: { prompt_tokens: 100, completion_tokens: 5, total_tokens: 105 },
+          }),
+        );
+        return;
+      }
       const base = { id: `c${requests.length}`, object: "chat.completion.chunk", created: 1, model: "fake-1" };
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
       res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: { role: "assistant", content: reply }, finish_reason: null }] })}\n\n`);
@@ -175,8 +192,20 @@ function text(message) {
   return "";
 }
 
-/** The number N of the newest `turn-N` the request's user messages mention. */
+/** The summary the fake model writes when ctxhost asks it (through OpenClaw) for one. */
+const SUMMARY =
+  "## Goal\n- E2E-CLIENT-SUMMARY\n## Constraints\n- None\n## Progress\n- None\n## Decisions\n- None\n" +
+  "## Open questions / pending\n- None\n## Exact identifiers\n- None";
+
+/** Whether a request is ctxhost's summarizer asking (its system prompt), not an agent turn. */
+function isSummary(body) {
+  return (body?.messages ?? []).some((m) => (m.role === "system" || m.role === "developer") && text(m).includes("handoff summary"));
+}
+
+/** The number N of the newest `turn-N` the request's user messages mention (none for a
+ * summary request, whose transcript mentions earlier turns). */
 function lastUserTurn(body) {
+  if (isSummary(body)) return null;
   const users = (body?.messages ?? []).filter((m) => m.role === "user").map(text);
   for (let i = users.length - 1; i >= 0; i--) {
     const m = /turn-(\d+)/.exec(users[i]);
@@ -264,6 +293,10 @@ async function runTwin(lang, provider, port) {
   const engine = path.join(scratch, `e2e_window.${lang}`);
   const source = fs.readFileSync(path.join(HERE, `e2e_window.${lang}`), "utf8");
   fs.writeFileSync(engine, source.replaceAll("__VERSION__", "v1"));
+  // Summaries come from the client's model: ctxhost asks llm.complete, the plugin asks
+  // OpenClaw's runtimeContext.llm.complete, and OpenClaw asks the fake provider.
+  const ctxhostConfig = path.join(scratch, "ctxhost.json5");
+  fs.writeFileSync(ctxhostConfig, '{ host: { summarizer: { kind: "client" } } }');
   const env = {
     ...process.env,
     PATH: `${NODE_BIN}:${path.join(CACHE, "app/node_modules/.bin")}:${process.env.PATH}`,
@@ -323,7 +356,7 @@ async function runTwin(lang, provider, port) {
 
   await oc(["plugins", "install", "-l", path.join(REPO, "bridges/openclaw"), "--force", "--accept-capabilities"], "install", 120_000);
   await oc(
-    ["config", "set", "plugins.entries.ctxhost.config", JSON.stringify({ engine, command: CTXHOST }), "--strict-json", "--replace"],
+    ["config", "set", "plugins.entries.ctxhost.config", JSON.stringify({ engine, command: CTXHOST, config: ctxhostConfig }), "--strict-json", "--replace"],
     "config-set",
     120_000,
   );
@@ -369,6 +402,18 @@ async function runTwin(lang, provider, port) {
     check(
       transcripts.some((f) => fs.readFileSync(f, "utf8").includes('"type":"compaction"')),
       "the recovery was the engine's compaction (a summary in ctxhost's session)",
+    );
+    const summaries = provider.requests.filter((r) => r.summary);
+    check(
+      summaries.length >= 1 && summaries.every((r) => r.status === 200),
+      "the compaction's summary was asked of the model through OpenClaw (host.summarizer kind client → llm.complete → runtimeContext.llm.complete)",
+      JSON.stringify(provider.requests.map((r) => [r.url, r.status, r.summary])),
+    );
+    const asked = summaries[0].body.messages.filter((m) => m.role === "user").map(text).join("\n");
+    check(asked.includes("turn-1"), "the summary request carried the compacted span", asked.slice(0, 2000));
+    check(
+      transcripts.some((f) => fs.readFileSync(f, "utf8").includes("E2E-CLIENT-SUMMARY")),
+      "the model's summary is the compaction in ctxhost's session",
     );
 
     await oc(["agent", "--agent", "main", "--message", "turn-5 BOOM please", "--json"], "gateway-turn-5");

@@ -6,7 +6,9 @@
 // spawned again if it dies. The wire is newline-delimited JSON-RPC 2.0 in both directions:
 // lifecycle calls go to ctxhost under their OpenClaw names; ctxhost may ask back
 // `runtime.delegateCompaction` (answered with the SDK's delegateCompactionToRuntime) and
-// `llm.complete` (answered with the runtime's model call when the operation has one).
+// `llm.complete` (answered with OpenClaw's model call: the operation's
+// `runtimeContext.llm.complete`, else `api.runtime.llm.complete`); a `$/cancelRequest` from
+// ctxhost aborts the answer it no longer waits for.
 //
 // Plain ESM, no build step, no dependencies beyond Node and the OpenClaw SDK the host provides.
 
@@ -27,10 +29,15 @@ const METHODS = [
 
 const CLIENT = { name: "openclaw-ctxhost-bridge", version: "0.1.0" };
 
+// The answer to ctxhost's `llm.complete` when no model call is offered: ctxhost's summarizer
+// then falls back to its offline one, and `host.complete` answers `reason: "unavailable"`.
+const NO_CLIENT_MODEL = -32010;
+
 // One child per OpenClaw process (module state survives the repeated register() calls).
 const state = {
   child: null, // { proc, pending: Map, nextId, ready: Promise<info>, buffer }
   config: null,
+  runtime: null, // api.runtime: its llm.complete serves model calls outside an operation's own
   // Params of operations in flight, per session, for requests ctxhost sends back.
   live: new Map(),
 };
@@ -74,7 +81,7 @@ function spawnChild(config) {
   const args = ["serve", "--stdio", "--engine", config.engine];
   if (config.config) args.push("--config", config.config);
   const proc = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
-  const child = { proc, pending: new Map(), nextId: 1, buffer: "", alive: true };
+  const child = { proc, pending: new Map(), incoming: new Map(), nextId: 1, buffer: "", alive: true };
   proc.on("error", (e) => {
     log("error", `cannot run ${command}: ${e.message}`);
     retire(child, e);
@@ -106,6 +113,8 @@ function retire(child, error) {
   if (state.child === child) state.child = null;
   for (const { reject } of child.pending.values()) reject(error);
   child.pending.clear();
+  for (const abort of child.incoming.values()) abort.abort();
+  child.incoming.clear();
 }
 
 function holdOpen(child) {
@@ -149,7 +158,11 @@ function onLine(child, line) {
     answer(child, frame);
     return;
   }
-  if (frame.method) return; // a notification: none is defined yet
+  if (frame.method) {
+    // Notifications: ctxhost gave up on one of its requests.
+    if (frame.method === "$/cancelRequest") child.incoming.get(frame.params?.id)?.abort();
+    return;
+  }
   const waiting = child.pending.get(frame.id);
   if (!waiting) return;
   child.pending.delete(frame.id);
@@ -164,7 +177,14 @@ function onLine(child, line) {
 
 // Requests from ctxhost to OpenClaw.
 async function answer(child, frame) {
-  const reply = (body) => send(child, { jsonrpc: "2.0", id: frame.id, ...body });
+  // ctxhost's `$/cancelRequest` for this request (it stopped waiting: its own caller was
+  // cancelled, or its time ran out) aborts the work; the answer is then not sent.
+  const abort = new AbortController();
+  child.incoming.set(frame.id, abort);
+  const reply = (body) => {
+    child.incoming.delete(frame.id);
+    if (!abort.signal.aborted) send(child, { jsonrpc: "2.0", id: frame.id, ...body });
+  };
   try {
     const params = frame.params ?? {};
     const live = state.live.get(sessionOf(params));
@@ -185,21 +205,13 @@ async function answer(child, frame) {
     if (frame.method === "llm.complete") {
       // A summary names no session: the one operation in flight is the one that asks.
       const op = live ?? (state.live.size === 1 ? state.live.values().next().value : undefined);
-      const llm = op?.runtimeContext?.llm;
-      if (typeof llm?.complete !== "function") {
+      const llm = modelCall(op);
+      if (!llm) {
         // -32010: no client model; ctxhost falls back to its offline summarizer.
-        reply({ error: { code: -32010, message: "the OpenClaw runtime offers no model call for this operation" } });
+        reply({ error: { code: NO_CLIENT_MODEL, message: "the OpenClaw runtime offers no model call here" } });
         return;
       }
-      const system = (params.messages ?? []).filter((m) => m.role === "system").map((m) => m.content);
-      const result = await llm.complete({
-        messages: (params.messages ?? []).filter((m) => m.role !== "system"),
-        systemPrompt: system.join("\n\n") || undefined,
-        maxTokens: params.maxTokens,
-        temperature: params.temperature,
-        responseFormat: params.responseFormat,
-        purpose: "summary",
-      });
+      const result = await llm.complete(modelRequest(params, op, abort.signal));
       reply({ result: modelAnswer(result) });
       return;
     }
@@ -209,17 +221,48 @@ async function answer(child, frame) {
   }
 }
 
-// The runtime's completion as ctxhost reads it: {text, usage: {input, output}, model}.
-function modelAnswer(r) {
-  const parts = (c) =>
+// The model call OpenClaw 2026.9.6 offers a context engine (dist/plugin-sdk `.d.ts`:
+// `ContextEngineRuntimeContext.llm?: { complete(params: LlmCompleteParams):
+// Promise<LlmCompleteResult> }`, built by `resolveContextEngineCapabilities`): the
+// operation's `runtimeContext.llm`, bound to the session's agent and model. OpenClaw passes it
+// to compact (budget, overflow and manual), maintain and afterTurn; assemble has none, so there
+// the process-wide `api.runtime.llm` answers (the default agent's model).
+function modelCall(op) {
+  for (const llm of [op?.runtimeContext?.llm, state.runtime?.llm]) {
+    if (typeof llm?.complete === "function") return llm;
+  }
+  return undefined;
+}
+
+// ctxhost's `llm.complete` params ({messages: [{role, content}], maxTokens, temperature?,
+// responseFormat?, timeoutMs}) as OpenClaw's `LlmCompleteParams`: messages of role
+// system/user/assistant with string content (OpenClaw folds the system ones into its system
+// prompt), no model or agent override (a context engine's call may not override them), and
+// a signal that ends with ctxhost's wait, its timeout, or the operation's own abort.
+function modelRequest(params, op, cancelled) {
+  const text = (c) =>
     typeof c === "string" ? c : Array.isArray(c) ? c.map((b) => (typeof b === "string" ? b : b?.text ?? "")).join("") : "";
-  const text = typeof r === "string" ? r : parts(r?.text ?? r?.content ?? r?.message?.content);
-  const u = r?.usage ?? {};
-  const usage = {
-    input: u.input ?? u.inputTokens ?? u.prompt_tokens ?? 0,
-    output: u.output ?? u.outputTokens ?? u.completion_tokens ?? 0,
+  const signals = [cancelled];
+  if (Number.isFinite(params.timeoutMs) && params.timeoutMs > 0) signals.push(AbortSignal.timeout(params.timeoutMs));
+  const opSignal = op?.abortSignal ?? op?.runtimeContext?.abortSignal;
+  if (opSignal instanceof AbortSignal) signals.push(opSignal);
+  const request = {
+    messages: (params.messages ?? []).map((m) => ({ role: m.role, content: text(m.content) })),
+    purpose: "ctxhost",
+    signal: AbortSignal.any(signals),
   };
-  return { text, usage, model: r?.model ?? r?.modelId ?? "openclaw" };
+  if (Number.isFinite(params.maxTokens)) request.maxTokens = params.maxTokens;
+  if (Number.isFinite(params.temperature)) request.temperature = params.temperature;
+  if (params.responseFormat) request.responseFormat = params.responseFormat;
+  return request;
+}
+
+// OpenClaw's `LlmCompleteResult` ({text, provider, model, usage: {inputTokens, outputTokens,
+// ...}, ...}) as ctxhost reads it: {text, usage: {input, output}, model}.
+function modelAnswer(r) {
+  const u = r?.usage ?? {};
+  const model = r?.provider && r?.model ? `${r.provider}/${r.model}` : r?.model ?? "openclaw";
+  return { text: typeof r?.text === "string" ? r.text : "", usage: { input: u.inputTokens ?? 0, output: u.outputTokens ?? 0 }, model };
 }
 
 // The running, initialized child (spawned and initialized on first use, and after a crash).
@@ -259,6 +302,9 @@ async function call(config, method, params) {
 export default function register(api) {
   const config = api.pluginConfig ?? {};
   state.config = config;
+  // The runtime of a full registration (a "cli-metadata" one is a stub that throws).
+  const mode = api.registrationMode;
+  if (api.runtime && mode !== "cli-metadata" && (mode === "full" || !state.runtime)) state.runtime = api.runtime;
   api.registerContextEngine("ctxhost", async () => {
     if (!config.engine) throw new Error("ctxhost: plugins.entries.ctxhost.config.engine is not set");
     const child = await ensure(config);

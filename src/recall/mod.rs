@@ -112,6 +112,16 @@ impl RecallIndex {
         self.len() == 0
     }
 
+    /// The messages stored after the first `n`, in order (empty when there are no more).
+    pub fn since(&self, n: usize) -> Vec<Arc<Message>> {
+        self.inner
+            .lock()
+            .messages
+            .get(n..)
+            .map(<[Arc<Message>]>::to_vec)
+            .unwrap_or_default()
+    }
+
     /// The stored messages with these ids, in the order asked; ids that name no stored message
     /// are left out.
     pub fn fetch<S: AsRef<str>>(&self, ids: &[S]) -> Vec<Arc<Message>> {

@@ -106,7 +106,7 @@ impl Server {
                     out
                 })
             }
-            "compact" => self.compact(&hosted, s, p, cc).await,
+            "compact" => self.compact(&hosted, s, p, cc, cancel).await,
             "afterTurn" => {
                 let messages = messages(p, "messages");
                 let pre = number(p, "prePromptMessageCount").unwrap_or(0) as usize;
@@ -229,6 +229,7 @@ impl Server {
         s: &mut Served,
         p: &Value,
         cc: ClientCall,
+        cancel: &Arc<AtomicBool>,
     ) -> std::result::Result<Value, RpcError> {
         let owns = s
             .handle
@@ -239,10 +240,11 @@ impl Server {
             // The client owns the transcript; a non-owning engine leaves compaction to it.
             return self
                 .peer
-                .request(
+                .request_until_cancelled(
                     method::DELEGATE_COMPACTION,
                     p.clone(),
                     self.options.client_timeout,
+                    cancel,
                 )
                 .await;
         }
@@ -259,6 +261,7 @@ impl Server {
                     peer: self.peer.clone(),
                     params: p.clone(),
                     timeout: self.options.client_timeout,
+                    cancel: Arc::clone(cancel),
                     runtime: tokio::runtime::Handle::current(),
                 }))
             }),

@@ -1,7 +1,10 @@
 //! A script's `host.delegateCompaction(p)` while ctxhost serves a client's `compact`: the
 //! client's own compaction (`runtime.delegateCompaction`), asked from the engine's worker
-//! thread, which blocks until the client answers (outside the script's deadline).
+//! thread, which blocks until the client answers (outside the script's deadline) or the
+//! request being served is cancelled.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -27,6 +30,8 @@ pub(super) struct PeerCompactor {
     /// The client's `compact` params.
     pub(super) params: Value,
     pub(super) timeout: Duration,
+    /// The served request's cancel flag: a `$/cancelRequest` for it ends the wait.
+    pub(super) cancel: Arc<AtomicBool>,
     pub(super) runtime: tokio::runtime::Handle,
 }
 
@@ -43,9 +48,10 @@ impl ClientCompactor for PeerCompactor {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let peer = self.peer.clone();
         let timeout = self.timeout;
+        let cancel = Arc::clone(&self.cancel);
         self.runtime.spawn(async move {
             let answer = peer
-                .request(method::DELEGATE_COMPACTION, params, timeout)
+                .request_until_cancelled(method::DELEGATE_COMPACTION, params, timeout, &cancel)
                 .await;
             let _ = tx.send(answer);
         });

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -17,7 +17,10 @@ use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
-use super::protocol::{Id, RpcError, code};
+use super::protocol::{Id, RpcError, code, method};
+
+/// How often a wait on the client looks at its caller's cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(10);
 
 /// The default cap on one incoming line: 64 MiB (a 10,000-message session is a few MiB).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
@@ -150,7 +153,9 @@ impl Peer {
         self.send(&serde_json::json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }
 
-    /// Sends a request to the client and waits for its answer, at most `timeout`.
+    /// Sends a request to the client and waits for its answer, at most `timeout`. When the
+    /// wait ends without an answer (the timeout, or the future dropped), the client is sent
+    /// `$/cancelRequest` for it and a late answer is ignored.
     pub async fn request(
         &self,
         method: &str,
@@ -163,11 +168,12 @@ impl Peer {
         ));
         let (tx, rx) = oneshot::channel();
         self.pending.lock().insert(id.clone(), tx);
+        let asked = Asked { peer: self, id };
         self.send(
-            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+            &serde_json::json!({"jsonrpc": "2.0", "id": asked.id, "method": method, "params": params}),
         );
         let answer = tokio::time::timeout(timeout, rx).await;
-        self.pending.lock().remove(&id);
+        drop(asked);
         match answer {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Err(RpcError::new(
@@ -178,6 +184,34 @@ impl Peer {
                 code::INTERNAL_ERROR,
                 format!("the client did not answer {method} within {timeout:?}"),
             )),
+        }
+    }
+
+    /// [`Peer::request`], ended early with [`code::REQUEST_CANCELLED`] once `cancel` is set (the
+    /// request ctxhost is serving was cancelled): the client is sent `$/cancelRequest` for
+    /// its part, and its late answer is ignored.
+    pub async fn request_until_cancelled(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<Value, RpcError> {
+        let asked = self.request(method, params, timeout);
+        tokio::pin!(asked);
+        let mut tick = tokio::time::interval(CANCEL_POLL);
+        loop {
+            tokio::select! {
+                answer = &mut asked => return answer,
+                _ = tick.tick() => {
+                    if cancel.load(Ordering::Relaxed) {
+                        return Err(RpcError::new(
+                            code::REQUEST_CANCELLED,
+                            format!("cancelled while waiting for the client's answer to {method}"),
+                        ));
+                    }
+                }
+            }
         }
     }
 
@@ -192,5 +226,21 @@ impl Peer {
     /// Fails every request still waiting for the client (the connection closed).
     pub fn fail_pending(&self) {
         self.pending.lock().clear();
+    }
+}
+
+/// A request to the client in flight: when its wait ends without the answer (a timeout, a
+/// cancel, the waiting future dropped), it is forgotten and the client is told to stop.
+struct Asked<'a> {
+    peer: &'a Peer,
+    id: Id,
+}
+
+impl Drop for Asked<'_> {
+    fn drop(&mut self) {
+        if self.peer.pending.lock().remove(&self.id).is_some() {
+            self.peer
+                .notify(method::CANCEL, serde_json::json!({ "id": self.id }));
+        }
     }
 }

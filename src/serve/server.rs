@@ -235,6 +235,15 @@ impl Server {
                 }
             }
             let r = self.call(&key, &mut served, &mut job, &cancel).await;
+            // Cancelled while it ran: the answer says so, even when the call got to its end
+            // (what it did is kept; a wait on the client ended at the cancel).
+            let r = match r {
+                Ok(_) if job.id.is_some() && cancel.load(Ordering::Relaxed) => Err(RpcError::new(
+                    code::REQUEST_CANCELLED,
+                    "cancelled while it ran",
+                )),
+                r => r,
+            };
             if let Some(id) = &job.id {
                 self.cancelled.lock().remove(id);
                 // Removed before the flag is cleared: a cancel that comes later finds nothing

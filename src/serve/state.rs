@@ -9,7 +9,10 @@
 //!
 //! The engine's state and the [`BridgeRecord`] are one file, replaced atomically after every
 //! call: a crash leaves both as they were or both as they are, so a turn is never recorded
-//! as committed while the state the engine's `commitTurn` left is lost (or the reverse).
+//! as committed while the state the engine's `commitTurn` left is lost (or the reverse). The
+//! transcript is appended before that write; messages a crash left in the transcript but not
+//! in the saved mirror are recognised at the next view and stored once
+//! ([`crate::session::ClientMirror`]).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};

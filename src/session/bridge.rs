@@ -11,6 +11,12 @@
 //! and results) joins the context, for that call only. An engine's compaction summary lives
 //! in the store, so every later view is assembled from the compacted context even though the
 //! client never applies the summary to its own transcript.
+//!
+//! A crash between a call's transcript append and its state write (which holds the mirror)
+//! stores messages the saved mirror does not know. The state file records how many stored
+//! messages the mirror accounts for; after a restart, the first client view is matched
+//! against the messages stored beyond that (by fingerprint, in order), and those are taken as
+//! stored instead of being appended again.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -104,7 +110,7 @@ impl Session {
             .filter(|m| !self.is_own_entry(m))
             .collect();
         mirror.fingerprints.extend(fresh.iter().map(fingerprint));
-        let stored = self.append(fresh)?;
+        let stored = self.store_once(fresh)?;
         self.ingest_new(&stored, is_heartbeat)?;
         Ok(stored.len())
     }
@@ -249,6 +255,9 @@ impl Session {
     /// atomic write, so a crash leaves both as they were before or both as they are now.
     pub fn persist_state(&mut self, record: serde_json::Value) -> Result<()> {
         self.client_record = Some(record);
+        if !self.client_unmatched {
+            self.client_stored = Some(self.store.len());
+        }
         self.save_state()
     }
 
@@ -263,6 +272,37 @@ impl Session {
             Some(e) => e.info().clone(),
             None => crate::engine::legacy::legacy_info(),
         }
+    }
+
+    /// Appends client messages that join the mirror, except those a call that crashed before
+    /// its save already stored: the messages stored after what the saved record accounts for
+    /// are matched (by fingerprint, in order) against the start of `fresh`, and the ones that
+    /// match are taken as stored. Returns every message of `fresh` as stored, in order. The
+    /// engine's state was saved with the record, so it never saw those messages: all of them
+    /// are ingested again.
+    fn store_once(&mut self, mut fresh: Vec<Message>) -> Result<Vec<Arc<Message>>> {
+        let unsaved = match self.client_stored {
+            Some(n) if self.client_unmatched => self.recall.since(n),
+            _ => Vec::new(),
+        };
+        self.client_unmatched = false;
+        let known = fresh
+            .iter()
+            .zip(&unsaved)
+            .take_while(|(f, u)| fingerprint(f) == fingerprint(u))
+            .count();
+        if known == 0 {
+            return self.append(fresh);
+        }
+        tracing::info!(
+            session = &*self.id,
+            known,
+            "client messages stored by a call that ended before its save are not stored again"
+        );
+        let rest = fresh.split_off(known);
+        let mut stored: Vec<Arc<Message>> = unsaved.into_iter().take(known).collect();
+        stored.extend(self.append(rest)?);
+        Ok(stored)
     }
 
     fn is_own_entry(&self, m: &Message) -> bool {
@@ -329,7 +369,7 @@ impl Session {
             }
         };
         if !fresh.is_empty() {
-            let stored = self.append(fresh)?;
+            let stored = self.store_once(fresh)?;
             if rebase {
                 // The client's summary now stands for everything before it, as on a reopen.
                 self.context = Arc::new(super::derive_context(&self.context));

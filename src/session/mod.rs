@@ -181,6 +181,14 @@ pub struct Session {
     serving: Option<bridge::Serving>,
     /// What a client keeps with this session, saved with the engine's state.
     client_record: Option<Value>,
+    /// How many stored messages `client_record` accounts for: the store's length when the
+    /// record was last set (or as saved with it). Messages stored after it were appended by a
+    /// call whose save never happened (a crash); the client's next view is matched against
+    /// them instead of appending them again (see `bridge.rs`).
+    client_stored: Option<usize>,
+    /// The store holds messages after `client_stored` that no client view was matched against
+    /// yet: saves keep `client_stored` where it is until one is.
+    client_unmatched: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -257,6 +265,8 @@ impl Session {
             call_times: CallTimes::default(),
             serving: None,
             client_record: None,
+            client_stored: None,
+            client_unmatched: false,
             services,
             recall,
             context,

@@ -33,6 +33,8 @@ impl Session {
         };
         if self.client_record.is_none() {
             self.client_record = saved.client;
+            self.client_stored = saved.stored;
+            self.client_unmatched = saved.stored.is_some_and(|n| n < self.store.len());
         }
         if saved.engine != self.engine_id {
             return Ok(());
@@ -80,6 +82,7 @@ impl Session {
             engine: engine_id,
             state,
             client: self.client_record.clone(),
+            stored: self.client_record.as_ref().and(self.client_stored),
         };
         let text = serde_json::to_vec_pretty(&saved).map_err(|e| {
             Error::Host(EngineError::new(
@@ -106,6 +109,9 @@ struct SavedState {
     /// the `commitTurn` record), saved in the same write as the state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client: Option<Value>,
+    /// How many transcript messages `client` accounts for (see `Session::client_stored`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stored: Option<usize>,
 }
 
 /// Replaces `path` with `bytes` so that a reader sees the old state or the new, never a mix:

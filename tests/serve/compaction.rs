@@ -11,7 +11,7 @@ use super::*;
 
 /// An engine that owns compaction and compacts through `host.delegateCompaction(p)`, counting
 /// its compactions in its state: Lua and its Rhai twin.
-fn delegating_owner(lang: &str) -> (&'static str, &'static str) {
+pub(super) fn delegating_owner(lang: &str) -> (&'static str, &'static str) {
     match lang {
         "lua" => (
             "owner.lua",

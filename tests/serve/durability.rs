@@ -96,3 +96,73 @@ async fn a_save_of_the_same_length_with_its_time_set_back_is_picked_up_at_the_ne
     assert_eq!(r["systemPromptAddition"], "v2 n=2 kept 2 of 4");
     c.close().await;
 }
+
+/// The text of every message entry of a transcript file, in order.
+fn stored_texts(transcript: &Path) -> Vec<String> {
+    std::fs::read_to_string(transcript)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "message")
+        .map(|e| match &e["message"]["content"] {
+            Value::String(s) => s.clone(),
+            Value::Array(b) => b[0]["text"].as_str().unwrap_or_default().to_owned(),
+            _ => String::new(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn messages_a_crash_stored_before_the_state_write_are_mirrored_once_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, true));
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("assemble", assemble_params(&history(1), 10_000)).await;
+    let session = std::fs::read_dir(state.join("sessions"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let state_file = session.join("transcript.jsonl.state.json");
+    let saved = std::fs::read(&state_file).unwrap();
+    // The next view stores two more messages; then the process dies before the state write
+    // that records them in the mirror: the transcript has them, the state file is the old one.
+    c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+    c.close().await;
+    std::fs::write(&state_file, &saved).unwrap();
+    let transcript = session.join("transcript.jsonl");
+    assert_eq!(
+        stored_texts(&transcript).len(),
+        4,
+        "the crash kept the append"
+    );
+
+    // The client's next process: bootstrap and maintain first (as OpenClaw does), then a view
+    // holding the crashed call's messages and a new turn.
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    let key = json!({"sessionId": "s-1", "sessionKey": "agent:main:main", "sessionFile": "f"});
+    c.ok("bootstrap", key.clone()).await;
+    c.ok("maintain", key).await;
+    let r = c.ok("assemble", assemble_params(&history(3), 10_000)).await;
+    let expected: Vec<String> = (0..3)
+        .flat_map(|i| [format!("question {i}"), format!("answer {i}")])
+        .collect();
+    assert_eq!(texts(&r), expected, "the window holds each message once");
+    assert_eq!(r["systemPromptAddition"], "v1 n=2 kept 6 of 6");
+    // The same view again, from a process that saved normally: nothing new.
+    c.ok("assemble", assemble_params(&history(3), 10_000)).await;
+    c.close().await;
+    assert_eq!(
+        stored_texts(&transcript),
+        expected,
+        "the transcript holds each message once"
+    );
+    // The engine's state was saved before the crashed call, so it never saw those messages:
+    // they were ingested again (once), with the new ones.
+    let saved: Value = serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
+    assert_eq!(saved["state"]["ingested"], 6, "{saved}");
+}

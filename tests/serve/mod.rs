@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+mod cancel;
 mod compaction;
 mod durability;
 mod lifecycle;
