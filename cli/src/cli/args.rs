@@ -70,6 +70,10 @@ pub struct CheckArgs {
     /// Drive a real transcript (any format `replay` reads) instead of the synthetic session.
     #[arg(long, value_name = "FILE")]
     pub transcript: Option<PathBuf>,
+    /// Run the engine in a child process (`process`) or on a thread (`thread`); default: the
+    /// config's `host.isolation`.
+    #[arg(long, value_name = "thread|process")]
+    pub isolation: Option<ctxhost::isolation::Isolation>,
 }
 
 /// The host settings `replay` and `watch` take from the command line, over the config's.
@@ -84,6 +88,10 @@ pub struct HostArgs {
     /// How tokens are counted (default: the config's, else estimate).
     #[arg(long, value_name = "estimate|o200k|cl100k")]
     pub tokenizer: Option<Tokenizer>,
+    /// Where engine VMs run: `thread`, or `process` (a child process per session, killed at
+    /// deadline + grace); default: the config's `host.isolation`, else thread.
+    #[arg(long, value_name = "thread|process")]
+    pub isolation: Option<ctxhost::isolation::Isolation>,
 }
 
 /// `ctxhost replay`.

@@ -33,6 +33,8 @@ struct Diagnosis {
     limits: serde_json::Value,
     /// Engine workers abandoned past deadline + grace whose thread still runs (this process).
     abandoned_workers: usize,
+    /// Where engine VMs run: `thread` or `process` (`host.isolation`).
+    isolation: String,
     openclaw: Bridge,
 }
 
@@ -137,6 +139,7 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             .to_owned(),
         limits: serde_json::to_value(&h.limits)?,
         abandoned_workers: 0,
+        isolation: h.isolation.to_string(),
         openclaw: openclaw_bridge(&config),
     };
     let bridge_healthy =
@@ -223,6 +226,17 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             out,
             "workers:    {} abandoned and still running (new engines refused past {})",
             d.abandoned_workers, h.limits.script.max_abandoned_workers
+        )?;
+        writeln!(
+            out,
+            "isolation:  {} ({})",
+            d.isolation,
+            match h.isolation {
+                ctxhost::isolation::Isolation::Thread =>
+                    "engine VMs on worker threads; a call stuck past deadline + grace is abandoned",
+                ctxhost::isolation::Isolation::Process =>
+                    "a child process per engine instance, killed at deadline + grace",
+            }
         )?;
         render_bridge(out, &d.openclaw)?;
     }
