@@ -20,9 +20,7 @@ use crate::contract::{Method, ResultLimits};
 use crate::engine::{Engine, EngineFactory, InstanceContext, LoadOptions, SpawnRollback};
 use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::host::api::HostFn;
-use crate::host::{
-    ClientParams, HostCall, HostError, HostForward, HostOut, SessionServices,
-};
+use crate::host::{ClientParams, HostCall, HostError, HostForward, HostOut, SessionServices};
 use crate::message::Message;
 use crate::summarize::BuiltinSummarizer;
 use crate::tokens::TokenCache;
@@ -195,7 +193,12 @@ impl Child {
     fn engine(&mut self, op: Op) -> Result<&mut Box<dyn Engine>, EngineError> {
         let label = self.label.clone();
         self.engine.as_mut().ok_or_else(|| {
-            EngineError::new(op, label, EngineErrorKind::Host, "no engine instance in this process")
+            EngineError::new(
+                op,
+                label,
+                EngineErrorKind::Host,
+                "no engine instance in this process",
+            )
         })
     }
 
@@ -261,14 +264,24 @@ impl Child {
         .with_forward(Arc::new(forward))
     }
 
-    fn call(&mut self, method: Method, params: Json, wire: CallWire) -> Result<FromChild, EngineError> {
+    fn call(
+        &mut self,
+        method: Method,
+        params: Json,
+        wire: CallWire,
+    ) -> Result<FromChild, EngineError> {
         // A cancel belongs to the call it was sent for.
         self.cancel.store(false, Ordering::Relaxed);
         let call = self.host_call(wire, Some(method));
         let label = self.label.clone();
         let engine = self.engine(method.into())?;
         let bad = |e: serde_json::Error| {
-            EngineError::new(method, &label, EngineErrorKind::Host, format!("params: {e}"))
+            EngineError::new(
+                method,
+                &label,
+                EngineErrorKind::Host,
+                format!("params: {e}"),
+            )
         };
         match method {
             Method::Bootstrap => done(engine.bootstrap(&call, &typed(params).map_err(bad)?)),
@@ -317,9 +330,8 @@ fn typed<P: DeserializeOwned>(params: Json) -> Result<P, serde_json::Error> {
 }
 
 fn to_json<R: Serialize>(r: &R) -> Result<Json, EngineError> {
-    serde_json::to_value(r).map_err(|e| {
-        EngineError::new(Op::Load, "", EngineErrorKind::Host, format!("result: {e}"))
-    })
+    serde_json::to_value(r)
+        .map_err(|e| EngineError::new(Op::Load, "", EngineErrorKind::Host, format!("result: {e}")))
 }
 
 fn done<R: Serialize>(r: Result<R, EngineError>) -> Result<FromChild, EngineError> {

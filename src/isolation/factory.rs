@@ -12,6 +12,10 @@ use crate::config::HostLimits;
 use crate::contract::EngineInfo;
 use crate::engine::{Engine, EngineFactory, InstanceContext, LoadOptions};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
+use crate::sandbox::Limits;
+
+/// Extra grace the child's own worker waits, so that the parent's kill comes first.
+const CHILD_GRACE_MARGIN_MS: u64 = 1_000;
 
 /// Time a child gets to start and answer its first request, beside the call's own budget.
 const STARTUP: Duration = Duration::from_secs(5);
@@ -124,7 +128,12 @@ fn start(
         strict: opts.strict,
         config: (*opts.config).clone(),
         limits: HostLimits {
-            script: opts.limits.clone(),
+            script: Limits {
+                // The parent kills a call stuck past deadline + grace; the child's own worker
+                // must not give up on it first (it would abandon a thread in the child).
+                grace_ms: opts.limits.grace_ms.saturating_add(CHILD_GRACE_MARGIN_MS),
+                ..opts.limits.clone()
+            },
             rhai: process.rhai.clone(),
         },
         agent_dir: opts.agent_dir.clone(),

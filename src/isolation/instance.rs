@@ -105,7 +105,12 @@ impl ProcessEngine {
 
     /// Sends `msg` for `op`, serving `host` requests from `call`, and returns the reply (a
     /// failure reported by the child as its error).
-    fn run(&mut self, op: Op, call: Option<&HostCall>, msg: &ToChild) -> Result<FromChild, EngineError> {
+    fn run(
+        &mut self,
+        op: Op,
+        call: Option<&HostCall>,
+        msg: &ToChild,
+    ) -> Result<FromChild, EngineError> {
         if self.child.is_dead() {
             return Err(EngineError::new(
                 op,
@@ -130,9 +135,8 @@ impl ProcessEngine {
             None => child.exchange(msg, limits.hard_timeout(), cancel.as_deref(), &mut refuse),
         };
         self.scope.set_call(None);
-        let reply = reply.map_err(|s| {
-            stopped(s, op, &self.info.id, std::path::Path::new(&self.file))
-        })?;
+        let reply =
+            reply.map_err(|s| stopped(s, op, &self.info.id, std::path::Path::new(&self.file)))?;
         match reply {
             FromChild::Failed { error } => {
                 let e = error.into_error(op);
@@ -166,7 +170,12 @@ impl ProcessEngine {
 
     fn typed<R: DeserializeOwned>(&self, op: Op, value: Json) -> Result<R, EngineError> {
         serde_json::from_value(value).map_err(|e| {
-            EngineError::new(op, &self.info.id, EngineErrorKind::InvalidResult, e.to_string())
+            EngineError::new(
+                op,
+                &self.info.id,
+                EngineErrorKind::InvalidResult,
+                e.to_string(),
+            )
         })
     }
 
@@ -175,8 +184,13 @@ impl ProcessEngine {
     }
 
     fn invalid(&self, method: Method, message: String) -> EngineError {
-        EngineError::new(method, &self.info.id, EngineErrorKind::InvalidResult, message)
-            .at(Some(ScriptLocation::new(self.file.clone(), None)))
+        EngineError::new(
+            method,
+            &self.info.id,
+            EngineErrorKind::InvalidResult,
+            message,
+        )
+        .at(Some(ScriptLocation::new(self.file.clone(), None)))
     }
 }
 
@@ -214,7 +228,11 @@ impl Engine for ProcessEngine {
         self.lifecycle(call, Method::Bootstrap, params)
     }
 
-    fn ingest(&mut self, call: &HostCall, params: &IngestParams) -> Result<IngestResult, EngineError> {
+    fn ingest(
+        &mut self,
+        call: &HostCall,
+        params: &IngestParams,
+    ) -> Result<IngestResult, EngineError> {
         self.lifecycle(call, Method::Ingest, params)
     }
 
@@ -253,11 +271,15 @@ impl Engine for ProcessEngine {
             .map_err(|i| {
                 self.host_fault(
                     method.into(),
-                    format!("the engine process named context message {i} of {}", context.len()),
+                    format!(
+                        "the engine process named context message {i} of {}",
+                        context.len()
+                    ),
                 )
             })?;
         // The contract is enforced here, never trusted from the child.
-        contract::check_assemble(&out, &self.limits.results).map_err(|m| self.invalid(method, m))?;
+        contract::check_assemble(&out, &self.limits.results)
+            .map_err(|m| self.invalid(method, m))?;
         Ok(out)
     }
 
@@ -273,7 +295,8 @@ impl Engine for ProcessEngine {
     }
 
     fn after_turn(&mut self, call: &HostCall, params: &AfterTurnParams) -> Result<(), EngineError> {
-        self.lifecycle::<_, Json>(call, Method::AfterTurn, params).map(|_| ())
+        self.lifecycle::<_, Json>(call, Method::AfterTurn, params)
+            .map(|_| ())
     }
 
     fn commit_turn(

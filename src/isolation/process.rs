@@ -74,7 +74,9 @@ impl ChildProc {
         let (tx, replies) = mpsc::channel();
         if let Some(out) = child.stdout.take() {
             let label = label.to_owned();
-            spawn_reader("ctxhost-child-out", move || read_replies(out, &tx, &label, pid))?;
+            spawn_reader("ctxhost-child-out", move || {
+                read_replies(out, &tx, &label, pid)
+            })?;
         }
         let log_tail = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(err) = child.stderr.take() {
@@ -117,7 +119,10 @@ impl ChildProc {
         };
         let mut line = serde_json::to_vec(msg).map_err(|_| ())?;
         line.push(b'\n');
-        stdin.write_all(&line).and_then(|()| stdin.flush()).map_err(|_| ())
+        stdin
+            .write_all(&line)
+            .and_then(|()| stdin.flush())
+            .map_err(|_| ())
     }
 
     /// Sends `msg` and waits for the child's reply, at most `budget` plus the time spent in
@@ -203,7 +208,9 @@ impl ChildProc {
         let out_of_memory = tail.iter().any(|l| l.contains("memory allocation of"));
         let status = status.map_or_else(|| "an unknown status".to_owned(), describe);
         let how = match tail.last() {
-            Some(last) => format!("the engine process ended with {status}; its last log line: {last}"),
+            Some(last) => {
+                format!("the engine process ended with {status}; its last log line: {last}")
+            }
             None => format!("the engine process ended with {status}"),
         };
         Stop::Died { how, out_of_memory }
