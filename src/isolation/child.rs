@@ -72,10 +72,10 @@ pub fn child_main() -> i32 {
     loop {
         let next = input.lock().recv();
         let Ok(msg) = next else { return 0 };
-        if let Some(reply) = child.handle(msg) {
-            if write(&out, &reply).is_err() {
-                return 0;
-            }
+        if let Some(reply) = child.handle(msg)
+            && write(&out, &reply).is_err()
+        {
+            return 0;
         }
     }
 }

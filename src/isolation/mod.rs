@@ -41,12 +41,11 @@
 //! names another program in [`crate::config::HostSettings::child_command`]:
 //!
 //! ```no_run
-//! fn main() {
-//!     if std::env::args().nth(1).as_deref() == Some(ctxhost::isolation::CHILD_ARG) {
-//!         std::process::exit(ctxhost::isolation::child_main());
-//!     }
-//!     // ... the program itself, with `host.isolation: "process"` in its config ...
+//! // First thing in `main`:
+//! if std::env::args().nth(1).as_deref() == Some(ctxhost::isolation::CHILD_ARG) {
+//!     std::process::exit(ctxhost::isolation::child_main());
 //! }
+//! // ... the program itself, with `host.isolation: "process"` in its config ...
 //! ```
 
 mod child;
