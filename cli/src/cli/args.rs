@@ -54,6 +54,10 @@ pub struct ServeArgs {
     /// The longest request line accepted, in bytes (default 64 MiB); longer lines are refused.
     #[arg(long, value_name = "BYTES")]
     pub max_line_bytes: Option<usize>,
+    /// Where engine VMs run: `thread`, or `process` (a child process per session, killed at
+    /// deadline + grace); default: the config's `host.isolation`, else thread.
+    #[arg(long, value_name = "thread|process")]
+    pub isolation: Option<ctxhost::isolation::Isolation>,
 }
 
 /// `ctxhost check`.
