@@ -163,7 +163,14 @@ pub(super) fn refuse(
 pub(super) fn stopped(stop: Stop, op: Op, engine: &str, file: &Path) -> EngineError {
     let at = Some(ScriptLocation::new(file.display().to_string(), None));
     match stop {
-        Stop::TimedOut => EngineError::new(
+        Stop::TimedOut { cancelled: true } => EngineError::new(
+            op,
+            engine,
+            EngineErrorKind::Cancelled,
+            "call cancelled; the engine did not stop and its process was killed",
+        )
+        .at(at),
+        Stop::TimedOut { cancelled: false } => EngineError::new(
             op,
             engine,
             EngineErrorKind::Deadline,

@@ -28,8 +28,12 @@ const EXIT_WAIT: Duration = Duration::from_millis(500);
 /// Why a call to the child produced no reply.
 #[derive(Debug)]
 pub(super) enum Stop {
-    /// Past deadline + grace: the child was killed and reaped.
-    TimedOut,
+    /// Past deadline + grace: the child was killed and reaped (`cancelled`: the caller had
+    /// asked the call to stop, and it did not).
+    TimedOut {
+        /// The call had been cancelled.
+        cancelled: bool,
+    },
     /// The child died (or was already dead): how, in words, and whether of a failed
     /// allocation.
     Died {
@@ -149,7 +153,9 @@ impl ChildProc {
             let now = Instant::now();
             if now >= deadline {
                 self.kill();
-                return Err(Stop::TimedOut);
+                return Err(Stop::TimedOut {
+                    cancelled: cancel_sent,
+                });
             }
             let wait = match cancel {
                 Some(_) => (deadline - now).min(CANCEL_POLL),

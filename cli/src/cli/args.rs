@@ -107,7 +107,7 @@ pub struct ReplayArgs {
     /// An engine file (.lua, .luau, .rhai) to use instead of the configured one.
     #[arg(long, value_name = "FILE")]
     pub engine: Option<PathBuf>,
-    /// `--config`, `--window`, `--tokenizer`.
+    /// `--config`, `--window`, `--tokenizer`, `--isolation`.
     #[command(flatten)]
     pub host: HostArgs,
     /// One JSON object per line per turn, then a summary line.
@@ -251,7 +251,7 @@ pub struct WatchArgs {
     pub engine: PathBuf,
     /// The transcript to replay (any format `replay` reads). Default: the bundled demo session.
     pub transcript: Option<PathBuf>,
-    /// `--config`, `--window`, `--tokenizer`.
+    /// `--config`, `--window`, `--tokenizer`, `--isolation`.
     #[command(flatten)]
     pub host: HostArgs,
     /// Quiet time after the last write before reloading, in ms (default: the config's
