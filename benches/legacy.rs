@@ -70,6 +70,7 @@ fn services() -> Arc<SessionServices> {
         limits: ResultLimits::default(),
         model: Default::default(),
         host_times: Default::default(),
+        cancel: Default::default(),
     })
 }
 
@@ -124,6 +125,7 @@ fn bench(c: &mut Criterion) {
                     services.summarizer.as_ref(),
                     &services.compaction,
                     &compact,
+                    &services.cancel,
                 )
             })
         });

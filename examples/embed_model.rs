@@ -1,7 +1,11 @@
-//! Embedding ctxhost with your own model client: one async [`ModelClient`] serves both the
-//! compaction summaries (through [`LlmSummarizer::with_client`], the offline summarizer as
-//! its fallback) and the engine's `host.complete` calls, within the budgets of
-//! `host.complete`. The host never sees how the client reaches its model (keys, URLs, SDKs).
+//! Embedding ctxhost with your own async parts: a [`ModelClient`] answers the engine's
+//! `host.complete` calls (within the budgets of `host.complete`), and a [`Summarizer`] of your
+//! own writes the summaries (built-in compaction, `host.summarize`). Both are async: each
+//! returns a boxed future, which the host polls inside a Tokio runtime context and drops when
+//! the turn is cancelled. Here the summarizer asks the same model and falls back to the offline
+//! [`BuiltinSummarizer`]; [`LlmSummarizer::with_client`] is the ready-made version of it (with
+//! the identifier audit and budgets). The host never sees how your parts reach the model
+//! (keys, URLs, SDKs).
 //!
 //! Run with `cargo run --example embed_model`. The "model" here is a stand-in that answers
 //! after a short async wait (longer than the script's deadline, which a model wait does not
@@ -12,11 +16,13 @@ use std::time::Duration;
 
 use ctxhost::config::{Config, Entry};
 use ctxhost::llm::{
-    LlmError, LlmSummarizer, ModelAnswer, ModelClient, ModelFuture, ModelRequest, Usage,
+    ChatMessage, LlmError, ModelAnswer, ModelClient, ModelFuture, ModelRequest, Usage,
 };
 use ctxhost::message::Message;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::TurnInput;
+use ctxhost::summarize::{BuiltinSummarizer, Summarizer, Summary, SummaryFuture, SummaryRequest};
+use ctxhost::tokens::TokenCounter;
 
 /// An engine that asks the model for a one-line focus on every `assemble` and puts it in the
 /// system prompt; without a model (or over budget) it says why and carries on.
@@ -73,6 +79,59 @@ impl ModelClient for CannedModel {
     }
 }
 
+/// An embedder's own async summarizer: it asks `model` for a one-paragraph summary of the
+/// span and, when the model cannot answer, lets the offline summarizer write it. A real one
+/// would also check the identifiers and keep a budget, as [`LlmSummarizer`] does.
+///
+/// [`LlmSummarizer`]: ctxhost::llm::LlmSummarizer
+#[derive(Debug)]
+struct AskTheModel {
+    model: Arc<dyn ModelClient>,
+}
+
+impl Summarizer for AskTheModel {
+    fn summarize<'a>(
+        &'a self,
+        request: SummaryRequest<'a>,
+        counter: &'a dyn TokenCounter,
+    ) -> SummaryFuture<'a> {
+        Box::pin(async move {
+            let span: Vec<String> = request.messages.iter().map(|m| m.text()).collect();
+            let ask = ModelRequest {
+                messages: vec![
+                    ChatMessage::new("system", "Summarize this conversation in one paragraph."),
+                    ChatMessage::new("user", span.join("\n")),
+                ],
+                max_tokens: request.max_tokens,
+                temperature: Some(0.2),
+                response_format: None,
+                session: None,
+                timeout: Duration::from_secs(30),
+            };
+            // Awaited, not blocked on: the host drops this future when the turn is cancelled.
+            match self.model.complete(ask).await {
+                Ok(answer) if counter.count_text(&answer.text) <= request.max_tokens => {
+                    let offline = BuiltinSummarizer.summarize_now(&request, counter)?;
+                    Ok(Summary {
+                        tokens: counter.count_text(&answer.text),
+                        text: answer.text,
+                        summarizer: format!("embedder:{}", answer.model),
+                        // What the offline extraction found, for the compaction entry.
+                        identifiers_kept: 0,
+                        carried_kept: 0,
+                        ..offline
+                    })
+                }
+                _ => BuiltinSummarizer.summarize_now(&request, counter),
+            }
+        })
+    }
+
+    fn calls_a_model(&self) -> bool {
+        true
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -81,6 +140,7 @@ async fn main() -> anyhow::Result<()> {
     let mut config = Config::default();
     config.host.limits.script.deadline_ms = 200; // the model's 600 ms do not count against it
     config.host.complete.max_calls_per_turn = 2;
+    config.host.compaction.keep_recent_tokens = 40; // so that `/compact` below has a span
     config.plugins.slots.context_engine = Some("focus".into());
     config.plugins.entries.insert(
         "focus".into(),
@@ -91,10 +151,9 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let model: Arc<dyn ModelClient> = Arc::new(CannedModel);
-    let summarizer = Arc::new(LlmSummarizer::with_client(
-        Arc::clone(&model),
-        config.host.complete,
-    )?);
+    let summarizer = Arc::new(AskTheModel {
+        model: Arc::clone(&model),
+    });
     let host =
         tokio::task::spawn_blocking(move || Host::with_parts(config, summarizer, Some(model)))
             .await??;
@@ -102,7 +161,10 @@ async fn main() -> anyhow::Result<()> {
         .create_session(SessionSpec::new("demo", dir.path().join("demo.jsonl")))
         .await?;
     for turn in 0..3 {
-        let user = Message::user(format!("step {turn}: tidy up the build script"));
+        let user = Message::user(format!(
+            "step {turn}: tidy up the build script. {}",
+            "Pin the toolchain, cache the dependencies, run the tests before packaging. ".repeat(6)
+        ));
         let a = session
             .begin_turn(TurnInput {
                 user,
@@ -115,7 +177,26 @@ async fn main() -> anyhow::Result<()> {
             a.fallback,
             a.system_prompt_addition.unwrap_or_default()
         );
-        session.end_turn(vec![Message::assistant("done")]).await?;
+        let reply = format!(
+            "done: the build script of step {turn} now runs its tests first, then lints, then packages"
+        );
+        session.end_turn(vec![Message::assistant(reply)]).await?;
+    }
+    // `/compact`: built-in compaction, whose summary our async summarizer writes.
+    let compacted = session.compact(None).await?;
+    match compacted.result.filter(|_| compacted.compacted) {
+        Some(outcome) => println!(
+            "compacted {} -> {} tokens by {}: {}",
+            outcome.tokens_before,
+            outcome.tokens_after.unwrap_or_default(),
+            outcome
+                .details
+                .as_ref()
+                .and_then(|d| d["summarizer"].as_str())
+                .unwrap_or("?"),
+            outcome.summary.unwrap_or_default()
+        ),
+        None => println!("not compacted: {}", compacted.reason.unwrap_or_default()),
     }
     session.close().await?;
     Ok(())

@@ -6,6 +6,7 @@
 //! computes a [`CompactResult`]; the session appends the summary to the transcript.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -59,12 +60,15 @@ impl CompactionSettings {
 
 /// Runs built-in compaction over a session context and says what it would append. The kept
 /// part is the newest `keepRecentTokens`, less when more would leave no room for the summary.
+/// The summary is waited for on this thread; setting `cancel` (the turn's cancel flag) drops
+/// it, and the result is then a failed compaction.
 pub fn compact(
     context: &[Arc<Message>],
     tokens: &TokenCache,
     summarizer: &dyn Summarizer,
     settings: &CompactionSettings,
     params: &CompactParams,
+    cancel: &AtomicBool,
 ) -> CompactResult {
     let tokens_before = tokens.messages(context);
     if !params.force && tokens_before <= params.token_budget {
@@ -116,7 +120,9 @@ pub fn compact(
         instructions: params.custom_instructions.as_deref(),
         identifier_policy: settings.identifier_policy,
     };
-    let summary = match summarizer.summarize(&request, tokens.counter().as_ref()) {
+    let counter = tokens.counter();
+    let summary = match crate::llm::bridge::summarize(summarizer, request, counter.as_ref(), cancel)
+    {
         Ok(s) => s,
         Err(e) => return CompactResult::nothing(false, format!("summarizer failed: {e}")),
     };

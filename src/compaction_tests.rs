@@ -1,42 +1,47 @@
 use super::*;
 use crate::contract::CompactionTarget;
-use crate::summarize::Summary;
+use crate::summarize::{Summary, SummaryFuture};
 use crate::tokens::{Estimate, TokenCounter};
 use serde_json::json;
+use std::sync::atomic::AtomicBool;
 
 /// A test summarizer: lists the ids it summarized, so tests can see the span.
 #[derive(Debug)]
 struct ListIds;
 
 impl Summarizer for ListIds {
-    fn summarize(
-        &self,
-        r: &SummaryRequest<'_>,
-        counter: &dyn TokenCounter,
-    ) -> crate::Result<Summary> {
-        let mut text = r
-            .previous_summary
-            .map(|p| format!("[{p}] "))
-            .unwrap_or_default();
-        text.push_str(
-            &r.messages
-                .iter()
-                .map(|m| m.id.as_str())
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        Ok(Summary {
-            tokens: counter.count_text(&text),
-            text,
-            identifiers_found: 0,
-            identifiers_kept: 0,
-            carried_found: 0,
-            carried_kept: 0,
-            read_files: vec![],
-            modified_files: vec![],
-            summarizer: "test".into(),
-        })
+    fn summarize<'a>(
+        &'a self,
+        r: SummaryRequest<'a>,
+        counter: &'a dyn TokenCounter,
+    ) -> SummaryFuture<'a> {
+        Box::pin(async move { list_ids(&r, counter) })
     }
+}
+
+fn list_ids(r: &SummaryRequest<'_>, counter: &dyn TokenCounter) -> crate::Result<Summary> {
+    let mut text = r
+        .previous_summary
+        .map(|p| format!("[{p}] "))
+        .unwrap_or_default();
+    text.push_str(
+        &r.messages
+            .iter()
+            .map(|m| m.id.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    Ok(Summary {
+        tokens: counter.count_text(&text),
+        text,
+        identifiers_found: 0,
+        identifiers_kept: 0,
+        carried_found: 0,
+        carried_kept: 0,
+        read_files: vec![],
+        modified_files: vec![],
+        summarizer: "test".into(),
+    })
 }
 
 fn msg(v: serde_json::Value) -> Arc<Message> {
@@ -104,6 +109,7 @@ fn compaction_summarizes_the_old_span_and_keeps_the_recent_one() {
         &ListIds,
         &settings(450),
         &params(2_000, true),
+        &AtomicBool::new(false),
     );
     assert!(r.ok && r.compacted, "{r:?}");
     let out = r.result.unwrap();
@@ -131,6 +137,7 @@ fn a_previous_summary_is_folded_in() {
         &ListIds,
         &settings(450),
         &params(2_000, true),
+        &AtomicBool::new(false),
     );
     let summary = r.result.unwrap().summary.unwrap();
     assert!(summary.starts_with("[OLD] u0,"), "{summary}");
@@ -145,6 +152,7 @@ fn nothing_to_compact_says_why() {
         &ListIds,
         &settings(20_000),
         &params(100_000, true),
+        &AtomicBool::new(false),
     );
     assert!(r.ok && !r.compacted);
     assert!(r.reason.unwrap().starts_with("nothing to compact"));
@@ -159,6 +167,7 @@ fn below_budget_without_force_does_nothing() {
         &ListIds,
         &settings(450),
         &params(100_000, false),
+        &AtomicBool::new(false),
     );
     assert!(!r.compacted);
     assert!(
@@ -173,13 +182,13 @@ fn a_summary_larger_than_what_it_replaces_is_not_reported_as_success() {
     #[derive(Debug)]
     struct Verbose;
     impl Summarizer for Verbose {
-        fn summarize(
-            &self,
-            _: &SummaryRequest<'_>,
-            c: &dyn TokenCounter,
-        ) -> crate::Result<Summary> {
+        fn summarize<'a>(
+            &'a self,
+            _: SummaryRequest<'a>,
+            c: &'a dyn TokenCounter,
+        ) -> SummaryFuture<'a> {
             let text = "x".repeat(40_000);
-            Ok(Summary {
+            Box::pin(std::future::ready(Ok(Summary {
                 tokens: c.count_text(&text),
                 text,
                 identifiers_found: 0,
@@ -189,7 +198,7 @@ fn a_summary_larger_than_what_it_replaces_is_not_reported_as_success() {
                 read_files: vec![],
                 modified_files: vec![],
                 summarizer: "test".into(),
-            })
+            })))
         }
     }
     let cache = TokenCache::new(Arc::new(Estimate));
@@ -199,6 +208,7 @@ fn a_summary_larger_than_what_it_replaces_is_not_reported_as_success() {
         &Verbose,
         &settings(450),
         &params(2_000, true),
+        &AtomicBool::new(false),
     );
     assert!(r.ok && !r.compacted);
     assert!(
@@ -235,6 +245,7 @@ fn the_kept_part_leaves_room_for_the_summary() {
         &ListIds,
         &settings(1_000),
         &params(2_000, true),
+        &AtomicBool::new(false),
     );
     let outcome = r.result.expect("compacted");
     assert_eq!(outcome.first_kept_entry_id.as_deref(), Some("a1"));

@@ -29,6 +29,7 @@ pub mod runtime;
 pub mod sandbox;
 pub mod serve;
 pub mod session;
+pub mod status;
 pub mod stdlib;
 pub mod summarize;
 pub mod tokens;

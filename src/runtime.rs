@@ -101,8 +101,10 @@ impl Host {
     }
 
     /// A host with the embedder's own summarizer and model client (`host.summarizer` is then
-    /// ignored): `model` answers `host.complete` within `host.complete`'s budgets. Either may
-    /// wrap the other: [`crate::llm::LlmSummarizer::with_client`] summarizes with a model.
+    /// ignored): `model` answers `host.complete` within `host.complete`'s budgets. Both are
+    /// async (their futures are polled in a Tokio runtime context and dropped when the turn is
+    /// cancelled). Either may wrap the other: [`crate::llm::LlmSummarizer::with_client`]
+    /// summarizes with a model.
     pub fn with_parts(
         config: Config,
         summarizer: Arc<dyn Summarizer>,

@@ -11,6 +11,7 @@
 //! - [`Worker`]: a thread that owns one VM and runs calls sent over a channel; the caller waits
 //!   at most deadline + grace and, past that, abandons the VM for good (it is stuck in C code).
 
+pub mod alloc;
 pub mod gate;
 
 use std::collections::BTreeMap;

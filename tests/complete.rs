@@ -95,6 +95,7 @@ fn services_with(model: Option<Arc<dyn ModelClient>>, limits: ModelLimits) -> Ar
         limits: ResultLimits::default(),
         model: SessionModel::new(Arc::new(Completions::new(model, limits))),
         host_times: Default::default(),
+        cancel: Default::default(),
     })
 }
 
@@ -436,6 +437,7 @@ fn summarize_with_a_slow_model_is_not_a_deadline_fault() {
             limits: ResultLimits::default(),
             model: SessionModel::default(),
             host_times: Default::default(),
+            cancel: Default::default(),
         });
         let dir = tempfile::tempdir().unwrap();
         let config = json!({});

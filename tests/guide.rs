@@ -165,6 +165,7 @@ fn services() -> Arc<SessionServices> {
         limits: ResultLimits::default(),
         model: Default::default(),
         host_times: Default::default(),
+        cancel: Default::default(),
     })
 }
 

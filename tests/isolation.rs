@@ -532,6 +532,7 @@ fn host_complete_search_and_fetch_are_served_by_the_parent() {
         limits: ResultLimits::default(),
         model: SessionModel::new(Arc::new(Completions::new(Some(client), limits))),
         host_times: Default::default(),
+        cancel: Default::default(),
     });
     let ctx = session();
     let recall = Arc::new(RecallIndex::default());

@@ -21,6 +21,7 @@ use ctxhost::tokens::{Estimate, TokenCounter};
 use ctxhost::transcript::TranscriptStore;
 
 use crate::common;
+use crate::common::block_on;
 use crate::common::fake_model::{FakeModel, Reply, capture};
 
 /// Identifiers the span below holds.
@@ -76,7 +77,7 @@ fn summarize(llm: &dyn Summarizer, messages: &[Arc<Message>]) -> Summary {
         instructions: None,
         identifier_policy: IdentifierPolicy::Strict,
     };
-    llm.summarize(&request, &Estimate).unwrap()
+    block_on(llm.summarize(request, &Estimate)).unwrap()
 }
 
 fn assert_builtin(s: &Summary) {
@@ -184,7 +185,7 @@ fn llm_identifiers_that_do_not_fit_are_counted_as_omitted() {
         instructions: None,
         identifier_policy: IdentifierPolicy::Strict,
     };
-    let s = llm.summarize(&request, &Estimate).unwrap();
+    let s = block_on(llm.summarize(request, &Estimate)).unwrap();
     assert_eq!(s.summarizer, "llm:fake");
     assert!(s.tokens <= 300, "{} tokens", s.tokens);
     assert!(s.identifiers_kept < s.identifiers_found);

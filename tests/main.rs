@@ -2,6 +2,11 @@
 //! once. Each module tests one concern from the outside, with real scripts, real transcripts
 //! and real files; the shared helpers are in `common` and `sessions`.
 
+/// Counts what each engine thread allocates, so a Rhai engine's memory cap sees copies no
+/// guarded builtin does (`ctxhost::sandbox::alloc`).
+#[global_allocator]
+static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
+
 mod common;
 mod sessions;
 
@@ -20,6 +25,7 @@ mod isolation;
 mod llm_summarizer;
 mod lua_engine;
 mod memory;
+mod model_calls;
 mod properties;
 mod quality;
 mod recall;

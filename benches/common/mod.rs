@@ -36,6 +36,7 @@ pub fn services() -> Arc<SessionServices> {
         limits: ResultLimits::default(),
         model: Default::default(),
         host_times: Default::default(),
+        cancel: Default::default(),
     })
 }
 

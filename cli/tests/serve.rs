@@ -207,3 +207,44 @@ fn doctor_reports_the_openclaw_bridge_and_checks_its_engine() {
     let (_, out) = doctor(&config);
     assert!(out.contains("plugin:   not installed"), "{out}");
 }
+
+/// Abandoned workers are counted per process: a running `serve` publishes its count under the
+/// state directory, `doctor` (another process) lists it, and the entry goes when serve ends.
+#[test]
+fn doctor_lists_a_running_serve_with_its_abandoned_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = dir.path().join("window.lua");
+    std::fs::write(&engine, ENGINE).unwrap();
+    let state = dir.path().join("state");
+    let mut child = spawn(dir.path(), &engine);
+    let pid = child.id();
+    let published = state.join("running").join(format!("{pid}.json"));
+    let start = Instant::now();
+    while !published.exists() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let doctor = |state: &std::path::Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_ctxhost"))
+            .args(["doctor"])
+            .env("CTXHOST_LOG", "off")
+            .env_remove("CTXHOST_CONFIG")
+            .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
+            .env("OPENCLAW_CONFIG_PATH", "/nonexistent/openclaw.json")
+            .env("CTXHOST_STATE_DIR", state)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let text = doctor(&state);
+    assert!(
+        text.contains(&format!(
+            "  serve (pid {pid}): 0 abandoned and still running"
+        )),
+        "{text}"
+    );
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    assert!(!published.exists(), "serve removed its entry when it ended");
+    let text = doctor(&state);
+    assert!(!text.contains("serve (pid"), "{text}");
+}

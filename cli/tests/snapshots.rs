@@ -18,6 +18,8 @@ fn visible(args: &[&str]) -> String {
         .env_remove("CTXHOST_CONFIG")
         .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
         .env("OPENCLAW_CONFIG_PATH", "/nonexistent/openclaw.json")
+        // No running `watch` or `serve` of another test shows up in `doctor`.
+        .env("CTXHOST_STATE_DIR", "/nonexistent/ctxhost-test-state")
         .output()
         .expect("run ctxhost");
     format!(

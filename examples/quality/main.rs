@@ -44,8 +44,8 @@ use ctxhost::replay::drive;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::Session;
 use ctxhost::summarize::{
-    BuiltinSummarizer, IdKind, SECTION_HEADINGS, Summarizer, Summary, SummaryRequest,
-    find_identifiers,
+    BuiltinSummarizer, IdKind, SECTION_HEADINGS, Summarizer, Summary, SummaryFuture,
+    SummaryRequest, find_identifiers,
 };
 use ctxhost::tokens::TokenCounter;
 use ctxhost::transcript::Durability;
@@ -372,14 +372,33 @@ fn walk(v: &serde_json::Value, out: &mut String) {
 }
 
 impl Summarizer for Recorder {
-    fn summarize(
+    fn summarize<'a>(
+        &'a self,
+        request: SummaryRequest<'a>,
+        counter: &'a dyn TokenCounter,
+    ) -> SummaryFuture<'a> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let summary = self.inner.summarize(request, counter).await?;
+            self.record(&request, counter, &summary, started.elapsed());
+            Ok(summary)
+        })
+    }
+
+    fn begin_turn(&self) {
+        self.inner.begin_turn();
+    }
+}
+
+impl Recorder {
+    /// Adds one summary to the statistics.
+    fn record(
         &self,
         request: &SummaryRequest<'_>,
         counter: &dyn TokenCounter,
-    ) -> ctxhost::Result<Summary> {
-        let started = Instant::now();
-        let summary = self.inner.summarize(request, counter)?;
-        let elapsed = started.elapsed();
+        summary: &Summary,
+        elapsed: std::time::Duration,
+    ) {
         let mut s = self.stats.lock();
         s.time += elapsed;
         s.summaries += 1;
@@ -458,11 +477,6 @@ impl Summarizer for Recorder {
                 s.filled_sections += 1;
             }
         }
-        Ok(summary)
-    }
-
-    fn begin_turn(&self) {
-        self.inner.begin_turn();
     }
 }
 

@@ -107,6 +107,7 @@ impl HostCall {
             s.summarizer.as_ref(),
             &s.compaction,
             params,
+            &s.cancel,
         )
     }
 }

@@ -67,6 +67,9 @@ pub struct SessionServices {
     /// Where scripts' `host.*` calls spent their time (`host.summarize`, `host.tokens`, ...),
     /// per function, for replay and `watch` reports.
     pub host_times: parking_lot::Mutex<crate::session::CallTimes>,
+    /// The session's cancel flag (`$/cancelRequest` in `serve`): a summary the host waits on
+    /// (built-in compaction, `delegateCompaction`) is dropped when it is set.
+    pub cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Everything one lifecycle call may use: the session context and the host services.

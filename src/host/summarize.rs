@@ -2,6 +2,7 @@
 //! the script picks → `{text, tokens}`.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -38,11 +39,13 @@ pub struct SummarizeOutput {
 }
 
 impl HostCall {
-    /// Summarizes `messages` with the session's summarizer and compaction settings.
+    /// Summarizes `messages` with the session's summarizer and compaction settings, waiting
+    /// on this thread; setting `cancel` drops the summary (an error).
     pub fn summarize(
         &self,
         messages: &[Arc<Message>],
         opts: &SummarizeOptions,
+        cancel: &AtomicBool,
     ) -> crate::Result<SummarizeOutput> {
         let s = &self.services;
         let request = SummaryRequest {
@@ -54,9 +57,13 @@ impl HostCall {
             instructions: opts.instructions.as_deref(),
             identifier_policy: s.compaction.identifier_policy,
         };
-        let summary = s
-            .summarizer
-            .summarize(&request, s.tokens.counter().as_ref())?;
+        let counter = s.tokens.counter();
+        let summary = crate::llm::bridge::summarize(
+            s.summarizer.as_ref(),
+            request,
+            counter.as_ref(),
+            cancel,
+        )?;
         Ok(SummarizeOutput {
             text: summary.text,
             tokens: summary.tokens,
@@ -91,7 +98,8 @@ pub(super) fn summarize(cx: &Ctx<'_>, [messages, opts]: Args) -> Result<HostOut,
         Some(v) => serde_json::from_value(v).map_err(|e| cx.script_error(format!("opts: {e}")))?,
     };
     let call = cx.call()?;
-    let run = || call.summarize(&messages, &opts);
+    let cancel = &cx.scope().signals().cancel;
+    let run = || call.summarize(&messages, &opts, cancel);
     // A model's wait is bounded by its own timeout, not the script's deadline.
     let out = if call.services().summarizer.calls_a_model() {
         crate::sandbox::outside_deadline(run)

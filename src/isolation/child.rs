@@ -127,6 +127,7 @@ impl Child {
                     limits: limits.script.results.clone(),
                     model: Default::default(),
                     host_times: Default::default(),
+                    cancel: Arc::clone(&self.cancel),
                 }));
                 self.config = Arc::new(config.clone());
                 let opts = LoadOptions {
@@ -241,6 +242,7 @@ impl Child {
                 limits: ResultLimits::default(),
                 model: Default::default(),
                 host_times: Default::default(),
+                cancel: Arc::clone(&self.cancel),
             })
         });
         let forward = Forwarder {

@@ -52,6 +52,42 @@ impl DayLedger {
     }
 }
 
+/// Tokens set aside in a [`DayLedger`] for one call in flight: [`Reservation::settle`]
+/// records what the call used; dropped unsettled (the call's future was dropped: the turn was
+/// cancelled), it gives the reservation back and records nothing.
+pub(crate) struct Reservation<'a> {
+    ledger: &'a parking_lot::Mutex<DayLedger>,
+    needed: u64,
+    used: u64,
+}
+
+impl<'a> Reservation<'a> {
+    /// Reserves `needed` tokens in `ledger` unless that would pass `limit`.
+    pub(crate) fn take(
+        ledger: &'a parking_lot::Mutex<DayLedger>,
+        needed: u64,
+        limit: u64,
+    ) -> Result<Self, LlmError> {
+        ledger.lock().reserve(needed, limit)?;
+        Ok(Reservation {
+            ledger,
+            needed,
+            used: 0,
+        })
+    }
+
+    /// The call ended having used `used` tokens.
+    pub(crate) fn settle(mut self, used: u64) {
+        self.used = used;
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.ledger.lock().settle(self.needed, self.used);
+    }
+}
+
 /// Takes one of a turn's `limit` calls from `calls`.
 pub(crate) fn take_call(calls: &AtomicU32, limit: u32) -> Result<(), LlmError> {
     calls

@@ -1,8 +1,20 @@
 //! A blocking OpenAI-compatible Chat Completions client: the request and response types, one
 //! deadline per use, retries with backoff on 429 and 5xx, and errors that name the endpoint
 //! and never the API key.
+//!
+//! Each call gets an HTTP agent of its own and runs on a thread of its own. Dropping the call's
+//! future (the turn was cancelled, the host stopped waiting) shuts that agent down
+//! ([`ureq::Agent::shutdown`]): its socket is closed at once, the blocked read on the call's
+//! thread fails, and the thread ends; no request outlives its waiter until ureq's own timeout.
+//! A TCP connect in progress is the one step a shutdown cannot interrupt; it is bounded by the
+//! connect timeout ([`CONNECT_TIMEOUT`], or the call's limit when shorter).
+//!
+//! https uses rustls with the webpki roots, or only the CAs of `caFile` when one is configured
+//! (a gateway with a private CA, a local server with a self-signed certificate).
 
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +36,12 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 
 /// The longest single wait between attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// The longest a TCP connect may take (a shutdown cannot interrupt one in progress).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a backoff wait looks whether its call was abandoned.
+const ABORT_POLL: Duration = Duration::from_millis(20);
 
 /// An API key: sent only in the `Authorization` header, never printed.
 #[derive(Clone, PartialEq, Eq)]
@@ -185,10 +203,11 @@ struct WireUsage {
 /// A [`ModelClient`] for any OpenAI-compatible Chat Completions endpoint (OpenAI, a local
 /// llama.cpp or vLLM server, a gateway): retries with backoff on 429 and 5xx within the
 /// request's timeout; errors name the endpoint and never the key. Its calls are blocking HTTP
-/// (ureq) on a thread of their own; the future resolves when the thread answers.
+/// (ureq) on a thread of their own, each with an agent of its own; the future resolves when
+/// the thread answers, and dropping it shuts the call's connection down.
 #[derive(Clone)]
 pub struct OpenAiClient {
-    agent: ureq::Agent,
+    config: ureq::config::Config,
     endpoint: String,
     model: String,
     key: Option<ApiKey>,
@@ -221,18 +240,46 @@ impl OpenAiClient {
         } else {
             format!("{base}/chat/completions")
         };
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .user_agent(concat!("ctxhost/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
         OpenAiClient {
-            agent,
+            config: OpenAiClient::agent_config(ureq::tls::TlsConfig::default()),
             endpoint,
             model: model.to_owned(),
             key,
         }
+    }
+
+    /// The same client trusting only the CA certificates in `pem` (one or more PEM
+    /// `CERTIFICATE` blocks) for https, in place of the webpki roots: a gateway with a private
+    /// CA, a local server with a self-signed certificate. An error says what is wrong with
+    /// `pem`.
+    pub fn trusting_only(mut self, pem: &[u8]) -> Result<Self, String> {
+        let mut certs = Vec::new();
+        for item in ureq::tls::parse_pem(pem) {
+            match item {
+                Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
+                Ok(_) => {}
+                Err(e) => return Err(format!("not a PEM file: {e}")),
+            }
+        }
+        if certs.is_empty() {
+            return Err("holds no PEM CERTIFICATE block".into());
+        }
+        let tls = ureq::tls::TlsConfig::builder()
+            .root_certs(ureq::tls::RootCerts::new_with_certs(&certs))
+            .build();
+        self.config = OpenAiClient::agent_config(tls);
+        Ok(self)
+    }
+
+    /// What every call's agent is built from.
+    fn agent_config(tls: ureq::tls::TlsConfig) -> ureq::config::Config {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .tls_config(tls)
+            .user_agent(concat!("ctxhost/", env!("CARGO_PKG_VERSION")))
+            .build()
     }
 
     /// The URL every request goes to.
@@ -243,6 +290,18 @@ impl OpenAiClient {
     /// Asks for a completion of `request`, retrying 429 and 5xx with backoff, all within
     /// its timeout; blocks the calling thread.
     pub fn complete_blocking(&self, request: &ModelRequest) -> Result<ModelAnswer, LlmError> {
+        let agent = ureq::Agent::new_with_config(self.config.clone());
+        self.run(&agent, request, &AtomicBool::new(false))
+    }
+
+    /// [`OpenAiClient::complete_blocking`] on `agent`, giving up (as [`LlmError::Cancelled`])
+    /// once `abandoned` is set: the waiter has gone and shut `agent` down.
+    fn run(
+        &self,
+        agent: &ureq::Agent,
+        request: &ModelRequest,
+        abandoned: &AtomicBool,
+    ) -> Result<ModelAnswer, LlmError> {
         let deadline = Instant::now() + request.timeout;
         let timeout_ms = u64::try_from(request.timeout.as_millis()).unwrap_or(u64::MAX);
         let request = ChatRequest {
@@ -267,7 +326,11 @@ impl OpenAiClient {
                 .checked_duration_since(Instant::now())
                 .filter(|d| !d.is_zero())
                 .ok_or_else(timeout)?;
-            match self.attempt(&body, left, timeout_ms) {
+            let outcome = self.attempt(agent, &body, left, timeout_ms);
+            if abandoned.load(Ordering::SeqCst) {
+                return Err(LlmError::Cancelled);
+            }
+            match outcome {
                 Ok(answer) => return Ok(answer),
                 Err(Failure::Stop(e)) => return Err(e),
                 Err(Failure::Retry(e, retry_after)) => {
@@ -282,7 +345,9 @@ impl OpenAiClient {
                         "retrying the model in {} ms: {e}",
                         wait.as_millis()
                     );
-                    std::thread::sleep(wait);
+                    if nap(wait, abandoned) {
+                        return Err(LlmError::Cancelled);
+                    }
                     backoff = backoff.saturating_mul(2);
                 }
             }
@@ -290,15 +355,15 @@ impl OpenAiClient {
         Err(timeout())
     }
 
-    /// One HTTP request within `left`.
+    /// One HTTP request on `agent` within `left`.
     fn attempt(
         &self,
+        agent: &ureq::Agent,
         body: &[u8],
         left: Duration,
         timeout_ms: u64,
     ) -> Result<ModelAnswer, Failure> {
-        let mut request = self
-            .agent
+        let mut request = agent
             .post(&self.endpoint)
             .config()
             .timeout_global(Some(left))
@@ -428,18 +493,24 @@ impl ModelClient for OpenAiClient {
         let client = self.clone();
         let endpoint = self.endpoint.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        // ureq blocks: the request runs on a thread of its own, bounded by the request's
-        // timeout; a dropped future leaves it to finish and its answer unread.
+        // ureq blocks: the request runs on a thread of its own with an agent of its own, which
+        // the future shuts down when dropped, so the thread's blocked read fails at once.
+        let abort = AbortOnDrop {
+            agent: ureq::Agent::new_with_config(self.config.clone()),
+            abandoned: Arc::new(AtomicBool::new(false)),
+        };
+        let (agent, abandoned) = (abort.agent.clone(), Arc::clone(&abort.abandoned));
         // The caller's subscriber sees the call's log lines (retries), as if it ran inline.
         let dispatch = tracing::dispatcher::get_default(Clone::clone);
         let spawned = std::thread::Builder::new()
             .name("ctxhost-model-http".into())
             .spawn(move || {
                 tracing::dispatcher::with_default(&dispatch, || {
-                    let _ = tx.send(client.complete_blocking(&request));
+                    let _ = tx.send(client.run(&agent, &request, &abandoned));
                 });
             });
         Box::pin(async move {
+            let _abort = abort;
             if let Err(e) = spawned {
                 return Err(LlmError::Unavailable {
                     reason: format!("cannot start a thread for the model call: {e}"),
@@ -451,6 +522,36 @@ impl ModelClient for OpenAiClient {
                 })
             })
         })
+    }
+}
+
+/// Shuts a call's agent down when the call's future is dropped (finished, cancelled or
+/// abandoned at a timeout): its connection closes and its thread's blocked I/O fails.
+struct AbortOnDrop {
+    agent: ureq::Agent,
+    abandoned: Arc<AtomicBool>,
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.abandoned.store(true, Ordering::SeqCst);
+        // Clones share the connections: shutting one down closes the call's.
+        self.agent.clone().shutdown();
+    }
+}
+
+/// Sleeps `wait`, or less when `abandoned` is set meanwhile (then `true`).
+fn nap(wait: Duration, abandoned: &AtomicBool) -> bool {
+    let until = Instant::now() + wait;
+    loop {
+        if abandoned.load(Ordering::SeqCst) {
+            return true;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(left.min(ABORT_POLL));
     }
 }
 

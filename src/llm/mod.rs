@@ -3,7 +3,8 @@
 //!
 //! `model` is the seam: [`ModelClient`] (async, one chat request → text, usage, model), which
 //! the summarizer, `host.complete` and an embedder's own client all go through; `bridge` waits
-//! on one from a synchronous thread, cancellable and bounded; `budget` keeps calls per turn and
+//! on one (and on a summary: [`Summarizer`] is async too) from a synchronous thread,
+//! cancellable and bounded; `budget` keeps calls per turn and
 //! tokens per day. `client` ([`OpenAiClient`]) speaks Chat Completions (request and response
 //! types, retries with backoff on 429 and 5xx within the call's timeout); `prompt` writes what
 //! the model is asked (OpenClaw's compaction sections, the previous summary folded in, the
@@ -89,6 +90,11 @@ pub struct LlmSettings {
     /// The environment variable holding the API key; none for servers that need no key.
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// A PEM file of CA certificates to trust for an `https://` `baseUrl` *instead of* the
+    /// built-in webpki roots (a gateway with a private CA, a local server with a self-signed
+    /// certificate); none: the webpki roots. Read when the host starts.
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
     /// How long one summary may wait for the model, retries included, in ms. Default 60,000.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
@@ -137,6 +143,7 @@ impl LlmSettings {
             base_url: base_url.into(),
             model: model.into(),
             api_key_env: None,
+            ca_file: None,
             timeout_ms: default_timeout_ms(),
             max_output_tokens: default_max_output_tokens(),
             max_calls_per_turn: default_max_calls_per_turn(),

@@ -7,9 +7,10 @@
 //! The seam is async: [`ModelClient::complete`] returns a boxed future, so a client written
 //! for Tokio (an HTTP stack, a channel to another process) fits without a thread of its own.
 //! Engines run on worker threads and host functions are synchronous, so the host waits on the
-//! future through `bridge::wait`: the future runs on a small shared Tokio
-//! runtime, the waiting thread watches the turn's cancel flag and the call's own time limit,
-//! and dropping the future (on cancel or timeout) is how the call is cancelled.
+//! future through `bridge::wait`: the waiting thread polls it inside the context of a small
+//! shared Tokio runtime (Tokio timers and sockets work), watches the turn's cancel flag and the
+//! call's own time limit, and dropping the future (on cancel or timeout) is how the call is
+//! cancelled. The OpenAI-compatible client closes its connection when its future is dropped.
 
 use std::fmt;
 use std::future::Future;

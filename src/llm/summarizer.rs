@@ -12,7 +12,8 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::summarize::{
-    BuiltinSummarizer, IdentifierPolicy, Summarizer, Summary, SummaryRequest, span_facts,
+    BuiltinSummarizer, IdentifierPolicy, Summarizer, Summary, SummaryFuture, SummaryRequest,
+    span_facts,
 };
 use crate::tokens::TokenCounter;
 
@@ -87,7 +88,14 @@ impl LlmSummarizer {
         if settings.model.trim().is_empty() {
             return Err(bad("model", "names no model".into()));
         }
-        let client = OpenAiClient::new(url, settings.model.trim(), key);
+        let mut client = OpenAiClient::new(url, settings.model.trim(), key);
+        if let Some(path) = &settings.ca_file {
+            let pem = std::fs::read(path)
+                .map_err(|e| bad("caFile", format!("cannot read {}: {e}", path.display())))?;
+            client = client
+                .trusting_only(&pem)
+                .map_err(|e| bad("caFile", format!("{}: {e}", path.display())))?;
+        }
         let endpoint = client.endpoint().to_owned();
         LlmSummarizer::build(Arc::new(client), endpoint, settings.limits())
     }
@@ -135,7 +143,7 @@ impl LlmSummarizer {
     }
 
     /// Asks the model, audits and fits its answer; an error means the fallback answers.
-    fn with_model(
+    async fn with_model(
         &self,
         request: &SummaryRequest<'_>,
         counter: &dyn TokenCounter,
@@ -151,12 +159,12 @@ impl LlmSummarizer {
         let ids: Vec<String> = own.iter().chain(&carried).cloned().collect();
         let deadline = Instant::now() + Duration::from_millis(s.settings.timeout_ms);
         let mut conversation = prompt::messages(request, &ids);
-        let mut answer = self.call(&conversation, deadline, counter)?.text;
+        let mut answer = self.call(&conversation, deadline, counter).await?.text;
         let missing = missing_from(&ids, &answer);
         if !missing.is_empty() {
             conversation.push(ChatMessage::new("assistant", answer.clone()));
             conversation.push(prompt::correction(&missing));
-            match self.call(&conversation, deadline, counter) {
+            match self.call(&conversation, deadline, counter).await {
                 Ok(fixed) if missing_from(&ids, &fixed.text).len() <= missing.len() => {
                     answer = fixed.text;
                 }
@@ -189,7 +197,7 @@ impl LlmSummarizer {
     }
 
     /// One model call within this turn's call budget and the day's token budget.
-    fn call(
+    async fn call(
         &self,
         messages: &[ChatMessage],
         deadline: Instant,
@@ -202,9 +210,8 @@ impl LlmSummarizer {
             .map(|m| counter.count_text(&m.content))
             .sum();
         let needed = prompt_tokens + s.settings.max_output_tokens;
-        s.day
-            .lock()
-            .reserve(needed, s.settings.max_tokens_per_day)?;
+        // Settled below, or (when the summary is dropped mid-call) released by the guard.
+        let reservation = budget::Reservation::take(&s.day, needed, s.settings.max_tokens_per_day)?;
         let left = deadline.saturating_duration_since(Instant::now());
         let result = if left.is_zero() {
             Err(LlmError::Timeout {
@@ -221,42 +228,41 @@ impl LlmSummarizer {
                 timeout: left,
             };
             // A timeout names the summary's whole limit, not what was left of it.
-            bridge::wait(
-                s.client.complete(request),
-                left,
-                &bridge::NEVER,
-                &s.endpoint,
-            )
-            .map_err(|e| match e {
-                LlmError::Timeout { endpoint, .. } => LlmError::Timeout {
-                    endpoint,
-                    timeout_ms: s.settings.timeout_ms,
-                },
-                other => other,
-            })
+            bridge::within(s.client.complete(request), left, &s.endpoint)
+                .await
+                .map_err(|e| match e {
+                    LlmError::Timeout { endpoint, .. } => LlmError::Timeout {
+                        endpoint,
+                        timeout_ms: s.settings.timeout_ms,
+                    },
+                    other => other,
+                })
         };
-        let used = budget::used_by(&result, prompt_tokens, |t| counter.count_text(t));
-        s.day.lock().settle(needed, used);
+        reservation.settle(budget::used_by(&result, prompt_tokens, |t| {
+            counter.count_text(t)
+        }));
         result
     }
 }
 
 impl Summarizer for LlmSummarizer {
-    fn summarize(
-        &self,
-        request: &SummaryRequest<'_>,
-        counter: &dyn TokenCounter,
-    ) -> Result<Summary> {
-        match self.with_model(request, counter) {
-            Ok(summary) => Ok(summary),
-            Err(e) => {
-                tracing::warn!(
-                    summarizer = %self.shared.name,
-                    "the built-in summarizer answers instead of the model: {e}"
-                );
-                self.shared.fallback.summarize(request, counter)
+    fn summarize<'a>(
+        &'a self,
+        request: SummaryRequest<'a>,
+        counter: &'a dyn TokenCounter,
+    ) -> SummaryFuture<'a> {
+        Box::pin(async move {
+            match self.with_model(&request, counter).await {
+                Ok(summary) => Ok(summary),
+                Err(e) => {
+                    tracing::warn!(
+                        summarizer = %self.shared.name,
+                        "the built-in summarizer answers instead of the model: {e}"
+                    );
+                    self.shared.fallback.summarize_now(&request, counter)
+                }
             }
-        }
+        })
     }
 
     fn for_session(&self) -> Option<Arc<dyn Summarizer>> {

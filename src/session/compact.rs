@@ -26,6 +26,7 @@ impl Session {
             s.summarizer.as_ref(),
             &s.compaction,
             &params,
+            &s.cancel,
         );
         // The built-in compaction is the host's own: a result it cannot apply is a host fault.
         self.apply_compaction(&result)

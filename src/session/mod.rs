@@ -228,6 +228,7 @@ impl Session {
             limits: setup.limits.clone(),
             model: crate::host::SessionModel::new(Arc::clone(&setup.completions)),
             host_times: Default::default(),
+            cancel: setup.cancel.clone().unwrap_or_default(),
         });
         let context = Arc::new(derive_context(&messages));
         let recall = Arc::new(RecallIndex::default());

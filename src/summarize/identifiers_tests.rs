@@ -2,7 +2,7 @@
 //! left out, and `IdentifierPolicy::Off`.
 
 use crate::summarize::test_support::{request, rich_span, run, say, section, user};
-use crate::summarize::{BuiltinSummarizer, IdentifierPolicy, Summarizer};
+use crate::summarize::{BuiltinSummarizer, IdentifierPolicy};
 use crate::tokens::Estimate;
 
 #[test]
@@ -70,7 +70,7 @@ fn policy_off_lists_no_identifiers() {
     let mut req = request(&span, None, 100_000);
     req.identifier_policy = IdentifierPolicy::Off;
     let s = BuiltinSummarizer
-        .summarize(&req, &Estimate)
+        .summarize_now(&req, &Estimate)
         .expect("summarize");
     assert!(section(&s.text, "Exact identifiers").is_empty());
     assert!(s.identifiers_found > 0);

@@ -1,6 +1,14 @@
 //! The built-in summarizer (contract §9): offline, deterministic, sectioned, and strict about
 //! identifiers. The LLM summarizer (`crate::llm`) implements the same trait and falls back to it.
 //!
+//! [`Summarizer`] is async like [`ModelClient`](crate::llm::ModelClient): `summarize` returns
+//! a boxed future, so a summarizer that waits on a network call (an HTTP SDK, a channel to
+//! another process) needs no thread of its own, and the trait stays object-safe
+//! (`Arc<dyn Summarizer>`). The host drives the future on the thread that needs the summary
+//! (an engine's worker, a session call), inside the context of its model-call Tokio runtime,
+//! and drops it when the turn is cancelled: that is how a summary is cancelled. The built-in
+//! summarizer does all its work on the first poll.
+//!
 //! This module holds the public API (the [`Summarizer`] trait, its request and result, and
 //! [`BuiltinSummarizer`]); the built-in summarizer's parts live in one private submodule each:
 //! `sections` (the summary's sections), `text` (text helpers), `identifiers` (finding opaque
@@ -19,6 +27,8 @@ mod tools;
 #[cfg(test)]
 mod test_support;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -85,14 +95,20 @@ pub struct Summary {
     pub summarizer: String,
 }
 
+/// The future a [`Summarizer`] returns; it may borrow the request and the counter.
+pub type SummaryFuture<'a> = Pin<Box<dyn Future<Output = Result<Summary>> + Send + 'a>>;
+
 /// Turns a span of messages into a summary within a token budget.
 pub trait Summarizer: Send + Sync + std::fmt::Debug {
-    /// Summarizes; the result's `tokens` (by `counter`) never exceed `request.max_tokens`.
-    fn summarize(
-        &self,
-        request: &SummaryRequest<'_>,
-        counter: &dyn TokenCounter,
-    ) -> Result<Summary>;
+    /// Starts summarizing; the summary's `tokens` (by `counter`) never exceed
+    /// `request.max_tokens`. The host polls the future inside a Tokio runtime context (Tokio
+    /// timers and I/O work in it) and drops it when the turn is cancelled, so a summarizer
+    /// that waits on a model must stop waiting when dropped.
+    fn summarize<'a>(
+        &'a self,
+        request: SummaryRequest<'a>,
+        counter: &'a dyn TokenCounter,
+    ) -> SummaryFuture<'a>;
 
     /// A view of this summarizer for one session, so that per-turn limits count that
     /// session's turns; `None` (the default) shares this one.
@@ -103,8 +119,10 @@ pub trait Summarizer: Send + Sync + std::fmt::Debug {
     /// A turn of the session this summarizer serves begins: per-turn limits start again.
     fn begin_turn(&self) {}
 
-    /// Whether it waits on a model: a script's `host.summarize` then does not count that wait
-    /// against the script's deadline (the model's own timeout bounds it). Default `false`.
+    /// Whether it waits on a model (or anything else outside the process): a script's
+    /// `host.summarize` then does not count that wait against the script's deadline (the
+    /// summarizer's own timeout bounds it). Default `false`: the summary is CPU work the
+    /// deadline covers.
     fn calls_a_model(&self) -> bool {
         false
     }
@@ -149,10 +167,10 @@ impl BuiltinSummarizer {
     pub fn new() -> Self {
         BuiltinSummarizer
     }
-}
 
-impl Summarizer for BuiltinSummarizer {
-    fn summarize(
+    /// Summarizes now, on this thread: the built-in summarizer never waits, so callers that
+    /// hold one (benchmarks, the LLM summarizer's fallback) need no future.
+    pub fn summarize_now(
         &self,
         request: &SummaryRequest<'_>,
         counter: &dyn TokenCounter,
@@ -182,6 +200,16 @@ impl Summarizer for BuiltinSummarizer {
             summarizer: BUILTIN_NAME.to_owned(),
             text,
         })
+    }
+}
+
+impl Summarizer for BuiltinSummarizer {
+    fn summarize<'a>(
+        &'a self,
+        request: SummaryRequest<'a>,
+        counter: &'a dyn TokenCounter,
+    ) -> SummaryFuture<'a> {
+        Box::pin(async move { self.summarize_now(&request, counter) })
     }
 }
 

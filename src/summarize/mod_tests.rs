@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::BuiltinSummarizer;
 use super::test_support::{request, rich_span, run};
-use super::{BuiltinSummarizer, Summarizer};
 use crate::message::Message;
 use crate::tokens::Estimate;
 
@@ -14,7 +14,7 @@ fn same_input_gives_byte_identical_output() {
     let span = rich_span();
     let a = run(&span, Some("## Goal\n- earlier goal"), 400);
     let b = BuiltinSummarizer::new()
-        .summarize(
+        .summarize_now(
             &request(&span, Some("## Goal\n- earlier goal"), 400),
             &Estimate,
         )

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::message::Message;
 use crate::summarize::test_support::{call, request, result, rich_span, run, say, section, user};
-use crate::summarize::{BuiltinSummarizer, SECTION_HEADINGS, Summarizer};
+use crate::summarize::{BuiltinSummarizer, SECTION_HEADINGS};
 use crate::tokens::{Estimate, TokenCounter};
 
 #[test]
@@ -98,7 +98,7 @@ fn the_budget_holds_for_any_counter() {
     let span = heavy_span();
     for max in (0..=400).step_by(13) {
         let s = BuiltinSummarizer
-            .summarize(&request(&span, None, max), &Words)
+            .summarize_now(&request(&span, None, max), &Words)
             .expect("summarize");
         assert!(s.tokens <= max && Words.count_text(&s.text) <= max);
     }
@@ -146,7 +146,7 @@ fn focus_instructions_lead_the_summary() {
     let mut req = request(&span, None, 100_000);
     req.instructions = Some("keep the queue details");
     let s = BuiltinSummarizer
-        .summarize(&req, &Estimate)
+        .summarize_now(&req, &Estimate)
         .expect("summarize");
     assert!(
         s.text

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{BuiltinSummarizer, IdentifierPolicy, Summarizer, Summary, SummaryRequest};
+use super::{BuiltinSummarizer, IdentifierPolicy, Summary, SummaryRequest};
 use crate::message::Message;
 use crate::tokens::Estimate;
 
@@ -49,7 +49,7 @@ pub(super) fn request<'a>(
 
 pub(super) fn run(messages: &[Arc<Message>], previous: Option<&str>, max_tokens: u64) -> Summary {
     BuiltinSummarizer
-        .summarize(&request(messages, previous, max_tokens), &Estimate)
+        .summarize_now(&request(messages, previous, max_tokens), &Estimate)
         .expect("summarize")
 }
 

@@ -154,6 +154,7 @@ pub fn services() -> Arc<SessionServices> {
         limits: ResultLimits::default(),
         model: Default::default(),
         host_times: Default::default(),
+        cancel: Default::default(),
     })
 }
 
@@ -673,12 +674,12 @@ pub fn a_failing_summarizer_is_a_host_fault(lang: Lang) {
     #[derive(Debug)]
     struct Down;
     impl ctxhost::summarize::Summarizer for Down {
-        fn summarize(
-            &self,
-            _: &ctxhost::summarize::SummaryRequest<'_>,
-            _: &dyn ctxhost::tokens::TokenCounter,
-        ) -> ctxhost::Result<ctxhost::summarize::Summary> {
-            Err(ctxhost::Error::Summarize("the endpoint is down".into()))
+        fn summarize<'a>(
+            &'a self,
+            _: ctxhost::summarize::SummaryRequest<'a>,
+            _: &'a dyn ctxhost::tokens::TokenCounter,
+        ) -> ctxhost::summarize::SummaryFuture<'a> {
+            Box::pin(async { Err(ctxhost::Error::Summarize("the endpoint is down".into())) })
         }
     }
     let config = json!({"mode": "summarize"});
@@ -690,6 +691,7 @@ pub fn a_failing_summarizer_is_a_host_fault(lang: Lang) {
         limits: ResultLimits::default(),
         model: Default::default(),
         host_times: Default::default(),
+        cancel: Default::default(),
     });
     let call = HostCall::new(
         "test".into(),

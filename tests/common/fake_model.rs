@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -26,6 +26,8 @@ pub struct Reply {
     pub delay: Duration,
     /// Put the request's Authorization header into the body (a careless server echoing it).
     pub echo_auth: bool,
+    /// Never answer: hold the connection until the client closes it (or the fake stops).
+    pub silent: bool,
 }
 
 impl Reply {
@@ -52,6 +54,15 @@ impl Reply {
             headers: Vec::new(),
             delay: Duration::ZERO,
             echo_auth: false,
+            silent: false,
+        }
+    }
+
+    /// A model that reads the request and never answers.
+    pub fn silent() -> Reply {
+        Reply {
+            silent: true,
+            ..Reply::raw(200, "")
         }
     }
 
@@ -98,20 +109,45 @@ impl Recorded {
 /// A fake Chat Completions server on 127.0.0.1, stopped when dropped.
 pub struct FakeModel {
     addr: SocketAddr,
+    tls: bool,
     stop: Arc<AtomicBool>,
     requests: Arc<Mutex<Vec<Recorded>>>,
+    closed: Arc<AtomicUsize>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl FakeModel {
     /// Serves `script` in order, then `default` for every later request.
     pub fn start(script: Vec<Reply>, default: Reply) -> FakeModel {
+        FakeModel::serving(script, default, None)
+    }
+
+    /// [`FakeModel::start`] over https with `tls` (its certificate chain and key).
+    pub fn start_tls(
+        script: Vec<Reply>,
+        default: Reply,
+        tls: Arc<rustls::ServerConfig>,
+    ) -> FakeModel {
+        FakeModel::serving(script, default, Some(tls))
+    }
+
+    fn serving(
+        script: Vec<Reply>,
+        default: Reply,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> FakeModel {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let (stop2, requests2) = (Arc::clone(&stop), Arc::clone(&requests));
+        let closed = Arc::new(AtomicUsize::new(0));
+        let (stop2, requests2, closed2) = (
+            Arc::clone(&stop),
+            Arc::clone(&requests),
+            Arc::clone(&closed),
+        );
+        let is_tls = tls.is_some();
         let thread = std::thread::spawn(move || {
             let mut script: VecDeque<Reply> = script.into();
             let started = Instant::now();
@@ -124,7 +160,22 @@ impl FakeModel {
                     Ok((stream, _)) => {
                         served += 1;
                         let reply = script.pop_front().unwrap_or_else(|| default.clone());
-                        serve(stream, &reply, &stop2, &requests2);
+                        stream.set_nonblocking(false).unwrap();
+                        stream
+                            .set_read_timeout(Some(Duration::from_secs(5)))
+                            .unwrap();
+                        let raw = stream.try_clone().unwrap();
+                        let closed = match &tls {
+                            None => serve(stream, &raw, &reply, &stop2, &requests2),
+                            Some(cfg) => {
+                                let conn = rustls::ServerConnection::new(Arc::clone(cfg)).unwrap();
+                                let tls = rustls::StreamOwned::new(conn, stream);
+                                serve(tls, &raw, &reply, &stop2, &requests2)
+                            }
+                        };
+                        if closed {
+                            closed2.fetch_add(1, Ordering::SeqCst);
+                        }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         std::thread::sleep(Duration::from_millis(2));
@@ -135,14 +186,35 @@ impl FakeModel {
         });
         FakeModel {
             addr,
+            tls: is_tls,
             stop,
             requests,
+            closed,
             thread: Some(thread),
         }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}/v1", self.addr)
+    }
+
+    /// How many connections of silent replies the client closed (rather than the fake
+    /// stopping).
+    pub fn closed_by_client(&self) -> usize {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `closed_by_client` reaches `n`, at most `limit`; whether it did.
+    pub fn await_closed(&self, n: usize, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if self.closed_by_client() >= n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.closed_by_client() >= n
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -159,12 +231,15 @@ impl Drop for FakeModel {
     }
 }
 
-/// Reads one request from `stream`, records it and writes `reply`.
-fn serve(mut stream: TcpStream, reply: &Reply, stop: &AtomicBool, requests: &Mutex<Vec<Recorded>>) {
-    stream.set_nonblocking(false).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+/// Reads one request from `stream` (over the socket `raw`), records it and writes `reply`;
+/// for a silent reply, holds the connection instead and says whether the client closed it.
+fn serve(
+    mut stream: impl Read + Write,
+    raw: &TcpStream,
+    reply: &Reply,
+    stop: &AtomicBool,
+    requests: &Mutex<Vec<Recorded>>,
+) -> bool {
     let mut data = Vec::new();
     let mut buf = [0u8; 8192];
     let mut head_end = None;
@@ -195,7 +270,7 @@ fn serve(mut stream: TcpStream, reply: &Reply, stop: &AtomicBool, requests: &Mut
         }
     }
     let Some(h) = head_end else {
-        return;
+        return false;
     };
     let head = String::from_utf8_lossy(&data[..h]).to_string();
     let headers: Vec<(String, String)> = head
@@ -209,6 +284,26 @@ fn serve(mut stream: TcpStream, reply: &Reply, stop: &AtomicBool, requests: &Mut
     let recorded = Recorded { headers, body };
     let auth = recorded.header("authorization").unwrap_or("").to_owned();
     requests.lock().unwrap().push(recorded);
+    if reply.silent {
+        // Reads until the client closes the connection (end of stream, a reset), or the fake
+        // stops or outlives its lifetime.
+        raw.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let until = Instant::now() + MAX_LIFETIME;
+        while !stop.load(Ordering::SeqCst) && Instant::now() < until {
+            match stream.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => return true,
+            }
+        }
+        return false;
+    }
 
     let deadline = Instant::now() + reply.delay;
     while Instant::now() < deadline && !stop.load(Ordering::SeqCst) {
@@ -231,6 +326,7 @@ fn serve(mut stream: TcpStream, reply: &Reply, stop: &AtomicBool, requests: &Mut
     out.push_str(&body);
     let _ = stream.write_all(out.as_bytes());
     let _ = stream.flush();
+    false
 }
 
 /// Runs `f` with a subscriber that keeps every event and span field as text.

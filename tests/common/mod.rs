@@ -5,7 +5,17 @@ pub mod engine;
 pub mod fake_model;
 pub mod replay;
 
+use std::future::Future;
 use std::path::PathBuf;
+
+/// Runs `future` to its end on a runtime of its own (an async summarizer, from a test).
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
 
 /// The repository root, whichever package of the workspace (the library, or `cli/`) the test
 /// binary belongs to.

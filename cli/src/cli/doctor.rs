@@ -35,6 +35,9 @@ struct Diagnosis {
     abandoned_workers: usize,
     /// Where engine VMs run: `thread` or `process` (`host.isolation`).
     isolation: String,
+    /// The long-running ctxhost processes (`serve`, `watch`) under the state directory, with
+    /// their own abandoned-worker counts.
+    running: Vec<ctxhost::status::LiveStatus>,
     openclaw: Bridge,
 }
 
@@ -140,6 +143,9 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         limits: serde_json::to_value(&h.limits)?,
         abandoned_workers: 0,
         isolation: h.isolation.to_string(),
+        running: ctxhost::serve::state::default_state_dir()
+            .map(|dir| ctxhost::status::running(&dir))
+            .unwrap_or_default(),
         openclaw: openclaw_bridge(&config),
     };
     let bridge_healthy =
@@ -227,6 +233,13 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             "workers:    {} abandoned and still running (new engines refused past {})",
             d.abandoned_workers, h.limits.script.max_abandoned_workers
         )?;
+        for r in &d.running {
+            writeln!(
+                out,
+                "  {} (pid {}): {} abandoned and still running",
+                r.command, r.pid, r.abandoned_workers
+            )?;
+        }
         writeln!(
             out,
             "isolation:  {} ({})",

@@ -10,6 +10,7 @@ use anyhow::Context;
 use crate::cli::Outcome;
 use crate::cli::args::ServeArgs;
 use ctxhost::serve::{ServeOptions, serve, state};
+use ctxhost::status::StatusFile;
 
 /// How long the process waits for blocking work (an engine call in flight) after the loop ends.
 const EXIT_GRACE: Duration = Duration::from_millis(150);
@@ -26,6 +27,9 @@ pub(crate) fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<Outco
     };
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("create the state directory {}", state_dir.display()))?;
+    // Published for `ctxhost doctor` (abandoned workers are counted per process); removed when
+    // the server ends.
+    let _status = StatusFile::publish(&state_dir, "serve");
     let mut options = ServeOptions::new(state_dir);
     options.engine = args.engine;
     options.config = args.config;

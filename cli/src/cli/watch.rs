@@ -17,6 +17,7 @@ use crate::cli::args::WatchArgs;
 use ctxhost::reload::{EngineWatcher, ReloadOutcome};
 use ctxhost::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use ctxhost::runtime::Host;
+use ctxhost::status::StatusFile;
 use ctxhost::transcript::Durability;
 use ctxhost::transcript::{Import, import};
 
@@ -49,6 +50,10 @@ pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcom
         contexts: false,
     };
     let host = Arc::new(Host::new(config)?);
+    // Published for `ctxhost doctor`, which runs in another process (abandoned workers are
+    // counted per process); removed when the watch ends. No state directory: nothing published.
+    let _status = ctxhost::serve::state::default_state_dir()
+        .and_then(|dir| StatusFile::publish(&dir, "watch"));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -85,6 +85,7 @@ fn conv(
     stack: &mut Nesting,
     array_mt: usize,
 ) -> Result<Json, ConvError> {
+    budget.value()?;
     match v {
         Value::Nil => Ok(Json::Null),
         Value::Boolean(b) => Ok(Json::Bool(*b)),
@@ -130,6 +131,9 @@ fn table_inner(
         let mut pairs = 0usize;
         let mut out = Vec::with_capacity(len);
         let mut err = None;
+        // A table too big for the budget is refused before the walk, native work the
+        // deadline cannot stop.
+        budget.room_for(len)?;
         let walked = t.for_each(|k: Value, _: Value| {
             pairs += 1;
             if !matches!(k, Value::Integer(i) if i >= 1 && (i as usize) <= len) && err.is_none() {
@@ -157,16 +161,15 @@ fn table_inner(
     }
     let mut map = Map::new();
     let mut failure = None;
+    // A failure stops the walk: the rest of a huge table is native work for nothing.
+    let stop = || Err(mlua::Error::runtime("conversion failed"));
     let walked = t.for_each(|k: Value, v: Value| {
-        if failure.is_some() {
-            return Ok(());
-        }
         let name = match &k {
             Value::String(s) => match s.to_str() {
                 Ok(s) => s.to_string(),
                 Err(_) => {
                     failure = Some(ConvError::new("a key is not valid UTF-8"));
-                    return Ok(());
+                    return stop();
                 }
             },
             other => {
@@ -174,24 +177,27 @@ fn table_inner(
                     "table mixes named fields with the key {}",
                     key_text(other)
                 )));
-                return Ok(());
+                return stop();
             }
         };
         match conv(&v, budget, stack, array_mt) {
             Ok(j) => {
                 map.insert(name, j);
+                Ok(())
             }
-            Err(e) => failure = Some(e.under(name)),
+            Err(e) => {
+                failure = Some(e.under(name));
+                stop()
+            }
         }
-        Ok(())
     });
+    if let Some(e) = failure {
+        return Err(e);
+    }
     if let Err(e) = walked {
         return Err(ConvError::new(e.to_string()));
     }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(Json::Object(map)),
-    }
+    Ok(Json::Object(map))
 }
 
 fn key_text(k: &Value) -> String {

@@ -15,16 +15,23 @@
 //!   would pass the cap *before* it allocates; the running total is read by the `on_progress`
 //!   callback (one relaxed load), which stops the script at its next operation.
 //!
+//! - **Allocated** memory, where the program installed the counting allocator
+//!   ([`crate::sandbox::alloc`]): what the worker thread allocated during the call, net of what
+//!   it freed, read by the same `on_progress` check. It sees what no guarded builtin does
+//!   (copies by plain assignment and literals, `a = [a, a]`; interpolation), so such a script
+//!   stops at its next operation, one native step past the cap at most.
+//!
 //! Charges are estimates on the high side (an array slot is counted as 32 bytes: a `Dynamic` and
 //! the slack of a doubling `Vec`; a string or map entry as its bytes plus 64). Grown bytes are
 //! not returned when a temporary is dropped, so a call that builds and drops more than the cap
 //! in growth operations is stopped too; a sane engine builds a few MB per call.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
 use rhai::{Dynamic, EvalAltResult, Position};
 
 use super::messages::{MessageList, ScriptMessage};
+use crate::sandbox::alloc;
 
 /// Bytes charged per array slot: a 16-byte `Dynamic` plus the slack of a doubling `Vec`.
 pub(super) const SLOT: usize = 32;
@@ -41,6 +48,8 @@ pub(super) struct Meter {
     cap: usize,
     kept: AtomicUsize,
     grown: AtomicUsize,
+    /// The worker thread's net allocation when the call started ([`alloc::thread_net_bytes`]).
+    allocated_at_start: AtomicIsize,
 }
 
 impl Meter {
@@ -50,6 +59,7 @@ impl Meter {
             cap,
             kept: AtomicUsize::new(0),
             grown: AtomicUsize::new(0),
+            allocated_at_start: AtomicIsize::new(0),
         }
     }
 
@@ -58,9 +68,21 @@ impl Meter {
         self.cap
     }
 
-    /// Starts a call: nothing grown yet.
+    /// Starts a call: nothing grown yet. Runs on the VM's worker thread, like every call.
     pub(super) fn start_call(&self) {
         self.grown.store(0, Ordering::Relaxed);
+        self.allocated_at_start
+            .store(alloc::thread_net_bytes(), Ordering::Relaxed);
+    }
+
+    /// Bytes the worker thread allocated (net) since the call started, when the counting
+    /// allocator is installed; read on the worker thread.
+    fn allocated(&self) -> usize {
+        if !alloc::installed() {
+            return 0;
+        }
+        let start = self.allocated_at_start.load(Ordering::Relaxed);
+        usize::try_from(alloc::thread_net_bytes().saturating_sub(start)).unwrap_or(0)
     }
 
     /// Records what the engine keeps between calls.
@@ -75,10 +97,12 @@ impl Meter {
             .saturating_add(self.grown.load(Ordering::Relaxed))
     }
 
-    /// Whether the count is past the cap (read by `on_progress` at every operation).
+    /// Whether the count, or what the call allocated, is past the cap (read by `on_progress` at
+    /// every operation, on the worker thread).
     #[inline]
     pub(super) fn over(&self) -> bool {
-        self.in_use() > self.cap
+        let kept = self.kept.load(Ordering::Relaxed);
+        self.in_use() > self.cap || kept.saturating_add(self.allocated()) > self.cap
     }
 
     /// Refuses a step that would add `bytes` past the cap, before it allocates.

@@ -196,10 +196,12 @@ fn message_json(m: &Message, budget: &mut Budget) -> Result<Json, ConvError> {
 }
 
 fn conv(v: &Dynamic, budget: &mut Budget, nest: &mut Nesting) -> Result<Json, ConvError> {
+    budget.value()?;
     if let Some(m) = v.read_lock::<ScriptMessage>() {
         return message_json(m.message(), budget);
     }
     if let Some(l) = v.read_lock::<MessageList>() {
+        budget.room_for(l.0.len())?;
         return each(&l.0, |item| conv(item, budget, nest)).map(Json::Array);
     }
     if v.is_shared() {
@@ -224,11 +226,13 @@ fn conv(v: &Dynamic, budget: &mut Budget, nest: &mut Nesting) -> Result<Json, Co
         return budget.string(&c.to_string());
     }
     if let Ok(a) = v.as_array_ref() {
+        budget.room_for(a.len())?;
         let key = &*a as *const Array as usize;
         return nested(nest, key, |nest| each(&a, |item| conv(item, budget, nest)))
             .map(Json::Array);
     }
     if let Ok(m) = v.as_map_ref() {
+        budget.room_for(m.len())?;
         let key = &*m as *const Map as usize;
         return nested(nest, key, |nest| {
             let mut out = JsonMap::new();
@@ -265,6 +269,7 @@ fn host_value_in(
         return Ok(HostValue::Message(m.held().clone()));
     }
     if let Some(l) = v.read_lock::<MessageList>() {
+        budget.room_for(l.0.len())?;
         return each(&l.0, |item| host_value_in(item, budget, nest)).map(HostValue::List);
     }
     if v.is_shared() {
@@ -280,6 +285,7 @@ fn host_value_in(
         return Ok(HostValue::Text(c.to_string()));
     }
     if let Ok(a) = v.as_array_ref() {
+        budget.room_for(a.len())?;
         let key = &*a as *const Array as usize;
         return nested(nest, key, |nest| {
             each(&a, |item| host_value_in(item, budget, nest))

@@ -47,7 +47,14 @@ impl ConvError {
     }
 }
 
-/// Byte budget of one conversion (all strings added up), and the nesting guard.
+/// What each converted value (a number, a table, one table entry) costs the byte budget besides
+/// its text: the size of the JSON value it becomes. A result of three million small numbers holds
+/// no text, yet converting it takes seconds of native work the deadline cannot stop; charging
+/// each value bounds a conversion's time and memory by the same cap as its text.
+pub const VALUE_BYTES: usize = std::mem::size_of::<Json>();
+
+/// Byte budget of one conversion (all strings added up, plus [`VALUE_BYTES`] a value), and the
+/// nesting guard.
 #[derive(Debug)]
 pub struct Budget {
     /// Bytes still allowed.
@@ -65,13 +72,32 @@ impl Budget {
     /// Takes `bytes` of text from the budget.
     pub fn take(&mut self, bytes: usize) -> Result<(), ConvError> {
         if bytes > self.left {
-            return Err(ConvError::new(format!(
-                "the result holds more than {} bytes of text",
-                self.cap
-            )));
+            return Err(self.over());
         }
         self.left -= bytes;
         Ok(())
+    }
+
+    /// Charges one value (or table entry) against the budget, before converting it.
+    pub fn value(&mut self) -> Result<(), ConvError> {
+        self.take(VALUE_BYTES)
+    }
+
+    /// Fails, without charging, when `values` more values cannot fit: a container too big for
+    /// the budget is refused before it is walked.
+    pub fn room_for(&self, values: usize) -> Result<(), ConvError> {
+        if values.saturating_mul(VALUE_BYTES) > self.left {
+            return Err(self.over());
+        }
+        Ok(())
+    }
+
+    fn over(&self) -> ConvError {
+        ConvError::new(format!(
+            "the result holds more than {} bytes (its text, and {VALUE_BYTES} bytes for each \
+             value or table entry)",
+            self.cap
+        ))
     }
 
     /// A string counted against the budget.
