@@ -20,14 +20,22 @@
 //!   context resident as a `messages` list of `message` handles, mapped back by downcast.
 //! - `rhai_resident_append1/newest_first`: one appended message per call, as for Lua.
 //!
-//! `cargo bench --bench lua_assemble`
+//! - `isolation/{assemble_1k,assemble_10k,assemble_10k_append1,ingest}/{thread,process}`:
+//!   `host.isolation` per-call cost: `newest_first.lua` on a worker thread of this process
+//!   (`thread`) or in a child process (`process`: this bench binary started again as the
+//!   child, params and new context messages over a pipe as JSON, kept messages back as
+//!   positions). `assemble` with the context unchanged at 1,000 and 10,000 messages, with one
+//!   message appended per call, and one `ingest` of a new message.
+//!
+//! `cargo bench --bench lua_assemble` (only the isolation figures:
+//! `cargo bench --bench lua_assemble -- isolation --measurement-time 5 --warm-up-time 1`)
 
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use ctxhost::engine::{EngineFactory, InstanceContext, legacy::LegacyFactory};
 use ctxhost::host::HostCall;
 use ctxhost::message::Message;
@@ -219,5 +227,95 @@ fn bench_assemble(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_assemble);
-criterion_main!(benches);
+/// `host.isolation: "thread"` against `"process"`, per call.
+fn bench_isolation(c: &mut Criterion) {
+    use ctxhost::contract::IngestParams;
+    use ctxhost::isolation::{ChildCommand, ProcessFactory, ProcessOptions};
+    use ctxhost::tokens::Tokenizer;
+
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lua/newest_first.lua");
+    let opts = ctxhost::engine::LoadOptions {
+        config: Arc::new(json!({})),
+        ..Default::default()
+    };
+    let process = ProcessOptions {
+        command: ChildCommand::current_exe().unwrap_or_else(|e| panic!("{e}")),
+        tokenizer: Tokenizer::Estimate,
+        rhai: Default::default(),
+    };
+    let factory = ProcessFactory::load(&path, &opts, &process).unwrap_or_else(|e| panic!("{e}"));
+    let engine = |mode: &str| -> Box<dyn ctxhost::Engine> {
+        match mode {
+            "thread" => lua_engine(&path),
+            _ => factory
+                .instantiate(&InstanceContext::default())
+                .unwrap_or_else(|e| panic!("{e}")),
+        }
+    };
+    let svc = services();
+    let p = common::params(BUDGET);
+    let mut g = c.benchmark_group("isolation");
+    g.sample_size(20);
+    for mode in ["thread", "process"] {
+        for n in [1_000, 10_000] {
+            let ctx: Arc<Vec<Arc<Message>>> =
+                Arc::new((0..n).map(|i| Arc::new(message(i))).collect());
+            let hc = call(ctx, &svc);
+            let mut e = engine(mode);
+            // The first call puts the messages in the VM (and, in process, in the child).
+            e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"));
+            g.bench_function(format!("assemble_{}k/{mode}", n / 1000), |b| {
+                b.iter(|| black_box(e.assemble(&hc, &p).unwrap_or_else(|e| panic!("{e}"))))
+            });
+        }
+        let mut grown: Vec<Arc<Message>> = (0..MESSAGES).map(|i| Arc::new(message(i))).collect();
+        let mut e = engine(mode);
+        e.assemble(&call(Arc::new(grown.clone()), &svc), &p)
+            .unwrap_or_else(|e| panic!("{e}"));
+        g.bench_function(format!("assemble_10k_append1/{mode}"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                let mut previous: Option<HostCall> = None;
+                for _ in 0..iters {
+                    let n = grown.len();
+                    grown.push(Arc::new(message(n)));
+                    let call = call(Arc::new(grown.clone()), &svc);
+                    let start = Instant::now();
+                    black_box(e.assemble(&call, &p).unwrap_or_else(|e| panic!("{e}")));
+                    total += start.elapsed();
+                    previous = Some(call);
+                }
+                drop(previous);
+                total
+            })
+        });
+        let ctx: Arc<Vec<Arc<Message>>> =
+            Arc::new((0..1_000).map(|i| Arc::new(message(i))).collect());
+        let hc = call(ctx, &svc);
+        let mut e = engine(mode);
+        let m = Arc::new(message(1_001));
+        let ingest = IngestParams {
+            session_id: "s1".into(),
+            session_key: None,
+            message: m,
+            is_heartbeat: false,
+        };
+        e.ingest(&hc, &ingest).unwrap_or_else(|e| panic!("{e}"));
+        g.bench_function(format!("ingest/{mode}"), |b| {
+            b.iter(|| black_box(e.ingest(&hc, &ingest).unwrap_or_else(|e| panic!("{e}"))))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_assemble, bench_isolation);
+
+fn main() {
+    // `isolation/*/process` starts this binary again as the engine's child.
+    if std::env::args().nth(1).as_deref() == Some(ctxhost::isolation::CHILD_ARG) {
+        std::process::exit(ctxhost::isolation::child_main());
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -199,6 +199,15 @@ pub struct HostSettings {
     /// Where `ctxhost engines install` puts engine files; relative to the config file.
     /// Default `engines` beside the config file.
     pub engines_dir: Option<PathBuf>,
+    /// Where engine VMs run: `thread` (default: a worker thread in this process; a call stuck
+    /// in native code past deadline + grace is abandoned) or `process` (a child process per
+    /// engine instance, killed at deadline + grace; see [`crate::isolation`]).
+    pub isolation: crate::isolation::Isolation,
+    /// The program `process` isolation starts as each engine's child (default: this program
+    /// with the `__engine-child` argument, which the `ctxhost` CLI serves); an embedding
+    /// program sets its own. Not read from the config file.
+    #[serde(skip)]
+    pub child_command: Option<crate::isolation::ChildCommand>,
 }
 
 /// `host.limits`: the budgets every script engine has and Rhai's own, written as one flat map
@@ -337,6 +346,8 @@ impl Default for HostSettings {
             turn_budget: TurnBudget::default(),
             watch: WatchSettings::default(),
             engines_dir: None,
+            isolation: crate::isolation::Isolation::Thread,
+            child_command: None,
         }
     }
 }

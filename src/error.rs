@@ -94,7 +94,7 @@ impl Error {
 }
 
 /// Where in a script a failure happened.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScriptLocation {
     /// The script file as it was loaded.
     pub file: String,
@@ -287,7 +287,7 @@ impl EngineError {
 }
 
 /// The kinds of engine failure (contract §8).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum EngineErrorKind {

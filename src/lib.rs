@@ -17,6 +17,7 @@ pub mod error;
 pub(crate) mod fit;
 pub mod guarantee;
 pub mod host;
+pub mod isolation;
 pub mod llm;
 pub mod message;
 pub mod pairing;

@@ -371,7 +371,25 @@ fn load_entry(
         limits: config.host.limits.script.clone(),
         ..Default::default()
     };
-    crate::engine::load(&config.resolve(path), &opts, &config.host.limits.rhai)
+    let path = config.resolve(path);
+    match config.host.isolation {
+        crate::isolation::Isolation::Thread => {
+            crate::engine::load(&path, &opts, &config.host.limits.rhai)
+        }
+        crate::isolation::Isolation::Process => {
+            let command = match &config.host.child_command {
+                Some(c) => c.clone(),
+                None => crate::isolation::ChildCommand::current_exe()
+                    .map_err(|m| EngineError::new(Op::Load, id, EngineErrorKind::Host, m))?,
+            };
+            let process = crate::isolation::ProcessOptions {
+                command,
+                tokenizer: config.host.tokenizer,
+                rhai: config.host.limits.rhai.clone(),
+            };
+            crate::isolation::load(&path, &opts, &process)
+        }
+    }
 }
 
 /// Whether a path names a file the host can load as an engine.

@@ -21,6 +21,7 @@ mod guarantees;
 mod guide;
 mod hostile;
 mod house;
+mod isolation;
 mod llm_summarizer;
 mod lua_engine;
 mod memory;

@@ -16,6 +16,19 @@ mod install;
 mod report;
 
 fn main() -> ExitCode {
+    // `host.isolation: "process"` starts this program again as an engine's child.
+    if std::env::args().nth(1).as_deref() == Some(ctxhost::isolation::CHILD_ARG) {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("CTXHOST_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .init();
+        let code = ctxhost::isolation::child_main();
+        return ExitCode::from(u8::try_from(code).unwrap_or(2));
+    }
     let args = cli::Args::parse();
     // `check` reports the engine's load warnings itself: the log would print them a second time.
     let default_filter = match args.command {

@@ -7,6 +7,7 @@ mod common;
 mod cli;
 mod contexts;
 mod crash;
+mod isolation;
 mod new_engine;
 mod progress;
 mod report;

@@ -11,7 +11,7 @@ use super::settings::RuntimeSettings;
 use crate::message::Message;
 
 /// `bootstrap` params.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BootstrapParams {
     /// The session.
@@ -27,7 +27,7 @@ pub struct BootstrapParams {
 }
 
 /// `ingest` params (the message goes alongside, under `message`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IngestParams {
     /// The session.
@@ -42,7 +42,7 @@ pub struct IngestParams {
 }
 
 /// `ingestBatch` params.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IngestBatchParams {
     /// The session.
@@ -57,7 +57,7 @@ pub struct IngestBatchParams {
 }
 
 /// `assemble` params (the session's context goes alongside, under `messages`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AssembleParams {
     /// The session.
@@ -117,7 +117,7 @@ pub struct CompactParams {
 }
 
 /// `afterTurn` params (the context snapshot goes alongside, under `messages`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AfterTurnParams {
     /// The session.
@@ -137,7 +137,7 @@ pub struct AfterTurnParams {
 }
 
 /// `commitTurn` params.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CommitTurnParams {
     /// The session.
@@ -152,7 +152,7 @@ pub struct CommitTurnParams {
 }
 
 /// Why `maintain` runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum MaintainReason {
     /// After bootstrap.
@@ -164,7 +164,7 @@ pub enum MaintainReason {
 }
 
 /// `maintain` params.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MaintainParams {
     /// The session.
@@ -180,7 +180,7 @@ pub struct MaintainParams {
 }
 
 /// How a subagent sees its parent's context.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ContextMode {
     /// A fresh context.
@@ -190,7 +190,7 @@ pub enum ContextMode {
 }
 
 /// `prepareSubagentSpawn` params.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubagentSpawnParams {
     /// The parent session.
@@ -207,7 +207,7 @@ pub struct SubagentSpawnParams {
 }
 
 /// Why a subagent ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum SubagentEndReason {
     /// Deleted by the user.
@@ -221,7 +221,7 @@ pub enum SubagentEndReason {
 }
 
 /// `onSubagentEnded` params.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubagentEndedParams {
     /// The parent session.

@@ -197,7 +197,10 @@ impl HostScope {
             return (f.run)(&Ctx { scope: self, name }, args);
         };
         let started = std::time::Instant::now();
-        let out = (f.run)(&Ctx { scope: self, name }, args);
+        let out = match call.forward() {
+            Some(fwd) if fwd.forwards(f) => fwd.forward(f, name, args),
+            _ => (f.run)(&Ctx { scope: self, name }, args),
+        };
         call.services()
             .host_times
             .lock()

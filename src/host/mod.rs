@@ -23,6 +23,7 @@ pub mod api;
 pub mod clock;
 pub mod compaction;
 pub mod complete;
+pub mod forward;
 pub mod log;
 pub mod pairing;
 pub mod recall;
@@ -44,6 +45,7 @@ use crate::tokens::TokenCache;
 pub use api::{API, Args, Ctx, HostFn, HostScope, MAX_PARAMS, Param};
 pub use compaction::{COMPACT_FIELDS, ClientCompaction, ClientCompactor};
 pub use complete::{Completions, SessionModel};
+pub use forward::HostForward;
 pub use log::{LOG_CAP, LogLevel, cut_log_text, log};
 pub use summarize::{SummarizeOptions, SummarizeOutput};
 pub use tokens::HeldMessage;
@@ -82,6 +84,7 @@ pub struct HostCall {
     client_compaction: Option<ClientCompaction>,
     client_params: Option<Arc<ClientParams>>,
     recall: Option<Arc<RecallIndex>>,
+    forward: Option<Arc<dyn HostForward>>,
 }
 
 /// The host params a client (`ctxhost serve`) passed with the lifecycle call it is being
@@ -115,7 +118,20 @@ impl HostCall {
             client_compaction: None,
             client_params: None,
             recall: None,
+            forward: None,
         }
+    }
+
+    /// The call with `forward` deciding which `host` functions run elsewhere (a child-process
+    /// VM sends them to its parent).
+    pub fn with_forward(mut self, forward: Arc<dyn HostForward>) -> Self {
+        self.forward = Some(forward);
+        self
+    }
+
+    /// Where chosen `host` functions of this call run instead of here, if anywhere.
+    pub fn forward(&self) -> Option<&Arc<dyn HostForward>> {
+        self.forward.as_ref()
     }
 
     /// The call with `client` as what `host.delegateCompaction(p)` runs (instead of the

@@ -73,6 +73,8 @@ pub struct ServeOptions {
     pub max_line_bytes: usize,
     /// How long a request to the client may take (default 120 s).
     pub client_timeout: Duration,
+    /// Where engine VMs run, over the config's `host.isolation` (`serve --isolation`).
+    pub isolation: Option<crate::isolation::Isolation>,
 }
 
 impl ServeOptions {
@@ -84,6 +86,7 @@ impl ServeOptions {
             state_dir,
             max_line_bytes: rpc::DEFAULT_MAX_LINE_BYTES,
             client_timeout: Duration::from_secs(120),
+            isolation: None,
         }
     }
 }

@@ -289,7 +289,10 @@ impl Server {
             .config
             .map(PathBuf::from)
             .or_else(|| self.options.config.clone());
-        let config = config_for(config_path.as_deref(), engine.as_deref()).map_err(internal)?;
+        let mut config = config_for(config_path.as_deref(), engine.as_deref()).map_err(internal)?;
+        if let Some(isolation) = self.options.isolation {
+            config.host.isolation = isolation;
+        }
         let engine_path = config
             .engine_entry()
             .and_then(|(_, e)| e.path.as_deref().map(|p| config.resolve(p)));

@@ -54,6 +54,10 @@ pub struct ServeArgs {
     /// The longest request line accepted, in bytes (default 64 MiB); longer lines are refused.
     #[arg(long, value_name = "BYTES")]
     pub max_line_bytes: Option<usize>,
+    /// Where engine VMs run: `thread`, or `process` (a child process per session, killed at
+    /// deadline + grace); default: the config's `host.isolation`, else thread.
+    #[arg(long, value_name = "thread|process")]
+    pub isolation: Option<ctxhost::isolation::Isolation>,
 }
 
 /// `ctxhost check`.
@@ -70,6 +74,10 @@ pub struct CheckArgs {
     /// Drive a real transcript (any format `replay` reads) instead of the synthetic session.
     #[arg(long, value_name = "FILE")]
     pub transcript: Option<PathBuf>,
+    /// Run the engine in a child process (`process`) or on a thread (`thread`); default: the
+    /// config's `host.isolation`.
+    #[arg(long, value_name = "thread|process")]
+    pub isolation: Option<ctxhost::isolation::Isolation>,
 }
 
 /// The host settings `replay` and `watch` take from the command line, over the config's.
@@ -84,6 +92,10 @@ pub struct HostArgs {
     /// How tokens are counted (default: the config's, else estimate).
     #[arg(long, value_name = "estimate|o200k|cl100k")]
     pub tokenizer: Option<Tokenizer>,
+    /// Where engine VMs run: `thread`, or `process` (a child process per session, killed at
+    /// deadline + grace); default: the config's `host.isolation`, else thread.
+    #[arg(long, value_name = "thread|process")]
+    pub isolation: Option<ctxhost::isolation::Isolation>,
 }
 
 /// `ctxhost replay`.
@@ -95,7 +107,7 @@ pub struct ReplayArgs {
     /// An engine file (.lua, .luau, .rhai) to use instead of the configured one.
     #[arg(long, value_name = "FILE")]
     pub engine: Option<PathBuf>,
-    /// `--config`, `--window`, `--tokenizer`.
+    /// `--config`, `--window`, `--tokenizer`, `--isolation`.
     #[command(flatten)]
     pub host: HostArgs,
     /// One JSON object per line per turn, then a summary line.
@@ -239,7 +251,7 @@ pub struct WatchArgs {
     pub engine: PathBuf,
     /// The transcript to replay (any format `replay` reads). Default: the bundled demo session.
     pub transcript: Option<PathBuf>,
-    /// `--config`, `--window`, `--tokenizer`.
+    /// `--config`, `--window`, `--tokenizer`, `--isolation`.
     #[command(flatten)]
     pub host: HostArgs,
     /// Quiet time after the last write before reloading, in ms (default: the config's

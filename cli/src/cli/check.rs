@@ -7,7 +7,10 @@ use crate::cli::args::CheckArgs;
 use ctxhost::check::check_engine_with;
 
 pub(crate) fn run(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
-    let config = ctxhost::config::discover(args.config.as_deref())?;
+    let mut config = ctxhost::config::discover(args.config.as_deref())?;
+    if let Some(i) = args.isolation {
+        config.host.isolation = i;
+    }
     let report = check_engine_with(&args.file, &config, args.transcript.as_deref());
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;

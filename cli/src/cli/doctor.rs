@@ -33,6 +33,8 @@ struct Diagnosis {
     limits: serde_json::Value,
     /// Engine workers abandoned past deadline + grace whose thread still runs (this process).
     abandoned_workers: usize,
+    /// Where engine VMs run: `thread` or `process` (`host.isolation`).
+    isolation: String,
     /// The long-running ctxhost processes (`serve`, `watch`) under the state directory, with
     /// their own abandoned-worker counts.
     running: Vec<ctxhost::status::LiveStatus>,
@@ -140,6 +142,7 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             .to_owned(),
         limits: serde_json::to_value(&h.limits)?,
         abandoned_workers: 0,
+        isolation: h.isolation.to_string(),
         running: ctxhost::serve::state::default_state_dir()
             .map(|dir| ctxhost::status::running(&dir))
             .unwrap_or_default(),
@@ -237,6 +240,17 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
                 r.command, r.pid, r.abandoned_workers
             )?;
         }
+        writeln!(
+            out,
+            "isolation:  {} ({})",
+            d.isolation,
+            match h.isolation {
+                ctxhost::isolation::Isolation::Thread =>
+                    "engine VMs on worker threads; a call stuck past deadline + grace is abandoned",
+                ctxhost::isolation::Isolation::Process =>
+                    "a child process per engine instance, killed at deadline + grace",
+            }
+        )?;
         render_bridge(out, &d.openclaw)?;
     }
     Ok(if healthy && bridge_healthy {

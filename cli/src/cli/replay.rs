@@ -216,6 +216,9 @@ pub(crate) fn host_config(args: &HostArgs, engine: Option<&Path>) -> anyhow::Res
     if let Some(t) = args.tokenizer {
         config.host.tokenizer = t;
     }
+    if let Some(i) = args.isolation {
+        config.host.isolation = i;
+    }
     Ok(config)
 }
 

@@ -33,6 +33,7 @@ pub(crate) fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<Outco
     let mut options = ServeOptions::new(state_dir);
     options.engine = args.engine;
     options.config = args.config;
+    options.isolation = args.isolation;
     if let Some(n) = args.max_line_bytes {
         anyhow::ensure!(n > 0, "--max-line-bytes must be positive");
         options.max_line_bytes = n;

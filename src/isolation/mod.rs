@@ -1,0 +1,172 @@
+//! Process isolation (`host.isolation: "process"`): each engine instance runs in a child
+//! process the host kills at deadline + grace, so a call stuck in native code stops for good
+//! and its memory goes back to the OS — a hard guarantee for a gateway that runs other
+//! people's engines. (The default, `thread`, runs the VM on a worker thread of this process:
+//! such a call is *abandoned* and its thread runs on, see [`crate::sandbox`].)
+//!
+//! # How it works
+//!
+//! - One child per engine instance (one per session), plus a short-lived one that loads and
+//!   validates the file when the engine is loaded. A child is the ordinary in-process engine
+//!   ([`crate::engine::load`] → instance) behind [`child_main`], a loop over newline-delimited
+//!   JSON on its stdin/stdout ([`wire`]); its stderr is the child's log, forwarded to this
+//!   process's `tracing` (target `ctxhost::isolation::child`).
+//! - Each lifecycle call carries its params and only the context messages the child does not
+//!   hold yet (the child keeps the session's context resident, as a VM does). Messages an
+//!   `assemble` result keeps from the context come back as positions, so they stay the very
+//!   messages of the session.
+//! - `host` functions: `host.tokens` (the child counts with the configured `host.tokenizer`),
+//!   `host.repairPairing`, `host.now` and `host.summarize` with the built-in summarizer run in
+//!   the child. `host.complete`, `host.search`, `host.fetch`, `host.delegateCompaction`,
+//!   `host.log.*` (so the per-engine log limit holds across sessions) and `host.summarize`
+//!   when the host's summarizer asks a model are sent back to the parent during the call and
+//!   answered from the parent's [`HostCall`](crate::host::HostCall) through the same
+//!   [`API`](crate::host::API) table. Their time is outside the deadline, as in process.
+//! - Results come back as JSON and are typed and validated in the parent, like any engine's:
+//!   the child is never trusted with the contract.
+//! - Deadline: the parent waits deadline + grace (plus the time it spent serving the child's
+//!   `host` requests), then SIGKILLs and reaps the child; the call fails with kind `Deadline`
+//!   (the engine is quarantined and `legacy` answers). A child that dies (crash, abort, OOM
+//!   kill) fails the call with kind `Runtime` naming the exit status and its last log line
+//!   (`Memory` when it died of a failed allocation). A dead child is never reused; the next
+//!   instance starts a fresh one. A child limits its own address space (`RLIMIT_AS`) to
+//!   [`child_address_space`] of the VM's memory cap, so a native allocation bomb cannot take
+//!   the machine.
+//!
+//! # The child program
+//!
+//! By default the child is this very program started with the argument
+//! [`CHILD_ARG`] (`__engine-child`): the `ctxhost` CLI answers it by calling [`child_main`].
+//! A program embedding the library that turns isolation on offers the child the same way, or
+//! names another program in [`crate::config::HostSettings::child_command`]:
+//!
+//! ```no_run
+//! // First thing in `main`:
+//! if std::env::args().nth(1).as_deref() == Some(ctxhost::isolation::CHILD_ARG) {
+//!     std::process::exit(ctxhost::isolation::child_main());
+//! }
+//! // ... the program itself, with `host.isolation: "process"` in its config ...
+//! ```
+
+mod child;
+mod factory;
+mod instance;
+mod process;
+pub mod wire;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use child::child_main;
+pub use factory::ProcessFactory;
+pub use instance::ProcessEngine;
+
+use crate::engine::rhai::RhaiLimits;
+use crate::engine::{EngineFactory, LoadOptions};
+use crate::error::EngineError;
+use crate::tokens::Tokenizer;
+
+/// The argument that makes the `ctxhost` program (or an embedder's) serve as an engine child.
+pub const CHILD_ARG: &str = "__engine-child";
+
+/// Where engine VMs run (`host.isolation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Isolation {
+    /// On a worker thread of the host's process (default).
+    #[default]
+    Thread,
+    /// In a child process per engine instance, killed at deadline + grace.
+    Process,
+}
+
+impl<'de> Deserialize<'de> for Isolation {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "thread" => Ok(Isolation::Thread),
+            "process" => Ok(Isolation::Process),
+            other => Err(serde::de::Error::custom(format!(
+                "host.isolation must be \"thread\" or \"process\", not \"{other}\""
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Isolation::Thread => "thread",
+            Isolation::Process => "process",
+        })
+    }
+}
+
+impl std::str::FromStr for Isolation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "thread" => Ok(Isolation::Thread),
+            "process" => Ok(Isolation::Process),
+            other => Err(format!(
+                "isolation must be \"thread\" or \"process\", not \"{other}\""
+            )),
+        }
+    }
+}
+
+/// The program started as an engine child, with its arguments and extra environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildCommand {
+    /// The executable.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Environment variables set for it (on top of this process's).
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl ChildCommand {
+    /// This program with [`CHILD_ARG`], which the `ctxhost` CLI answers.
+    pub fn current_exe() -> Result<Self, String> {
+        let program = std::env::current_exe()
+            .map_err(|e| format!("cannot find this program to start engine children: {e}"))?;
+        Ok(ChildCommand {
+            program,
+            args: vec![CHILD_ARG.into()],
+            env: Vec::new(),
+        })
+    }
+}
+
+/// What a process-isolated engine needs beside the ordinary load options.
+#[derive(Clone, Debug)]
+pub struct ProcessOptions {
+    /// The child program.
+    pub command: ChildCommand,
+    /// The tokenizer the child counts `host.tokens` with (the host's `host.tokenizer`).
+    pub tokenizer: Tokenizer,
+    /// Rhai's own limits.
+    pub rhai: RhaiLimits,
+}
+
+/// The address space a child may use: the VM's memory cap twice over, plus 2 GiB for the
+/// program itself, its threads' stacks and allocator arenas.
+pub fn child_address_space(memory_bytes: usize) -> u64 {
+    (memory_bytes as u64)
+        .saturating_mul(2)
+        .saturating_add(2 << 30)
+}
+
+/// Loads an engine file in a child process (which validates it and exits) and returns the
+/// factory whose instances each run in their own child.
+pub fn load(
+    path: &std::path::Path,
+    opts: &LoadOptions,
+    process: &ProcessOptions,
+) -> Result<Arc<dyn EngineFactory>, EngineError> {
+    Ok(Arc::new(ProcessFactory::load(path, opts, process)?))
+}
