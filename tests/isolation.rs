@@ -49,8 +49,9 @@ use crate::common::fake_model::{FakeModel, Reply};
 const CHILD_ENV: &str = "CTXHOST_TEST_ENGINE_CHILD";
 
 /// Not a test: the entry point through which this test binary serves as an engine child
-/// (started with [`CHILD_ENV`] set and this test as its only filter). Run normally, it returns.
+/// (started with [`CHILD_ENV`] set and this test as its only filter).
 #[test]
+#[ignore = "the engine child's entry point, started by the isolation tests"]
 fn child_process_entry() {
     if std::env::var_os(CHILD_ENV).is_some() {
         std::process::exit(ctxhost::isolation::child_main());
@@ -64,6 +65,7 @@ fn child_command() -> ChildCommand {
         args: [
             "isolation::child_process_entry",
             "--exact",
+            "--ignored",
             "--nocapture",
             "--test-threads=1",
             "-q",
