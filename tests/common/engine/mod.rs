@@ -30,7 +30,10 @@ use serde_json::{Value, json};
 
 mod calls;
 mod failures;
+// The cli test binary compiles this harness too and uses none of the cases.
+#[allow(unused_imports)]
 pub use calls::*;
+#[allow(unused_imports)]
 pub use failures::*;
 
 /// The script language under test: its fixture directory, file extension and loader.
