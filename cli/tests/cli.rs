@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+use crate::bin::{ctxhost, json_lines};
 use crate::common;
 
 use common::{fixture_arg as fixture, transcript_arg as transcript};
@@ -10,24 +11,6 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
-
-fn ctxhost(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ctxhost"))
-        .args(args)
-        .env("CTXHOST_LOG", "off")
-        .env_remove("CTXHOST_CONFIG")
-        .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
-        .env("OPENCLAW_CONFIG_PATH", "/nonexistent/openclaw.json")
-        .output()
-        .expect("run ctxhost")
-}
-
-fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
-}
 
 const TURN_KEYS: [&str; 12] = [
     "turn",

@@ -4,32 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+use crate::bin::{ctxhost, json_lines};
 use crate::common;
 
 use common::transcript_arg as transcript;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-use serde_json::Value;
-
-fn ctxhost(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ctxhost"))
-        .args(args)
-        .env("CTXHOST_LOG", "off")
-        .env_remove("CTXHOST_CONFIG")
-        .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
-        .env("OPENCLAW_CONFIG_PATH", "/nonexistent/openclaw.json")
-        .output()
-        .expect("run ctxhost")
-}
-
-fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
-}
 
 /// A Chat Completions conversation of `turns` turns: turn 2 records a `DECISION:`, every reply
 /// is long enough that an 4,000-token window drops, summarizes and compacts.

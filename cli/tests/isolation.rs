@@ -3,22 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+use crate::bin::ctxhost;
 use crate::common;
 
-use std::process::{Command, Output};
-
 use serde_json::Value;
-
-fn ctxhost(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ctxhost"))
-        .args(args)
-        .env("CTXHOST_LOG", "off")
-        .env_remove("CTXHOST_CONFIG")
-        .env("XDG_CONFIG_HOME", "/nonexistent/ctxhost-test-config")
-        .env("OPENCLAW_CONFIG_PATH", "/nonexistent/openclaw.json")
-        .output()
-        .expect("run ctxhost")
-}
 
 /// `replay --json` with `engine` in `mode`, without the fields that are times.
 fn replay(engine: &str, mode: &str) -> Vec<Value> {

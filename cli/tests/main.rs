@@ -4,6 +4,7 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
+mod bin;
 mod cli;
 mod contexts;
 mod crash;
