@@ -10,9 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 /// One running process's published status.
@@ -64,25 +65,15 @@ impl StatusFile {
                 abandoned_workers: crate::sandbox::abandoned_workers(),
             }),
         };
-        file.write(&file.current())?;
+        file.write(&file.status.lock().clone())?;
         Ok(file)
-    }
-
-    fn current(&self) -> LiveStatus {
-        match self.status.lock() {
-            Ok(s) => s.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
     }
 
     /// Rewrites the file when the abandoned-worker count changed since the last write.
     pub fn refresh(&self) -> std::io::Result<()> {
         let abandoned = crate::sandbox::abandoned_workers();
         let status = {
-            let mut s = match self.status.lock() {
-                Ok(s) => s,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            let mut s = self.status.lock();
             if abandoned == s.abandoned_workers {
                 return Ok(());
             }
