@@ -99,7 +99,7 @@ pub fn repair(messages: Vec<Arc<Message>>) -> Repaired {
             out.push(Arc::clone(m));
             continue;
         }
-        let orphans: Vec<&str> = calls
+        let orphans: HashSet<&str> = calls
             .iter()
             .copied()
             .filter(|id| !results_by_call.contains_key(id))
@@ -107,7 +107,8 @@ pub fn repair(messages: Vec<Arc<Message>>) -> Repaired {
         if orphans.is_empty() {
             out.push(Arc::clone(m));
         } else {
-            for id in &orphans {
+            // Reported in call order (a set has none).
+            for id in calls.iter().filter(|id| orphans.contains(*id)) {
                 repairs.push(Repair::DroppedOrphanCall {
                     tool_call_id: (*id).to_owned(),
                 });
@@ -118,7 +119,7 @@ pub fn repair(messages: Vec<Arc<Message>>) -> Repaired {
         }
         // The results of this message's calls, in call order, right behind it.
         let mut next = i + 1;
-        for id in calls.iter().filter(|id| !orphans.contains(id)) {
+        for id in calls.iter().filter(|id| !orphans.contains(*id)) {
             let Some(result) = results_by_call.get(id) else {
                 continue;
             };
@@ -147,30 +148,82 @@ pub fn is_well_paired(messages: &[Arc<Message>]) -> bool {
         if m.tool_call_id().is_some() {
             return false; // a result not directly behind its call
         }
-        let mut pending: Vec<&str> = m.tool_calls().map(|c| c.id.as_str()).collect();
+        let mut pending = Pending::of(m);
         i += 1;
         while !pending.is_empty() {
             let Some(id) = messages.get(i).and_then(|n| n.tool_call_id()) else {
                 return false;
             };
-            let Some(pos) = pending.iter().position(|p| *p == id) else {
+            if !pending.take(id) {
                 return false;
-            };
-            pending.swap_remove(pos);
+            }
             i += 1;
         }
     }
     true
 }
 
+/// The calls of one message still waiting for their results. A message with many calls (an
+/// engine can return tens of thousands) is looked up by hash, so the check stays linear.
+enum Pending<'a> {
+    Few(Vec<&'a str>),
+    Many(HashMap<&'a str, usize>, usize),
+}
+
+impl<'a> Pending<'a> {
+    /// Past this many calls a linear scan per result costs more than hashing.
+    const FEW: usize = 16;
+
+    fn of(m: &'a Message) -> Self {
+        let calls: Vec<&str> = m.tool_calls().map(|c| c.id.as_str()).collect();
+        if calls.len() <= Self::FEW {
+            return Pending::Few(calls);
+        }
+        let left = calls.len();
+        let mut counts = HashMap::with_capacity(left);
+        for id in calls {
+            *counts.entry(id).or_insert(0) += 1;
+        }
+        Pending::Many(counts, left)
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Pending::Few(calls) => calls.is_empty(),
+            Pending::Many(_, left) => *left == 0,
+        }
+    }
+
+    /// Marks one result for `id` as seen; false when no call is waiting for it.
+    fn take(&mut self, id: &str) -> bool {
+        match self {
+            Pending::Few(calls) => match calls.iter().position(|p| *p == id) {
+                Some(pos) => {
+                    calls.swap_remove(pos);
+                    true
+                }
+                None => false,
+            },
+            Pending::Many(counts, left) => match counts.get_mut(id) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    *left -= 1;
+                    true
+                }
+                _ => false,
+            },
+        }
+    }
+}
+
 /// A copy of an assistant message without the given calls; `None` when nothing would remain.
-fn without_calls(m: &Message, drop: &[&str]) -> Option<Message> {
+fn without_calls(m: &Message, drop: &HashSet<&str>) -> Option<Message> {
     let MessageBody::Assistant(a) = &m.body else {
         return Some(m.clone());
     };
     let mut a = a.clone();
     a.content
-        .retain(|b| !matches!(b, ContentBlock::ToolCall(c) if drop.contains(&c.id.as_str())));
+        .retain(|b| !matches!(b, ContentBlock::ToolCall(c) if drop.contains(c.id.as_str())));
     if a.content.is_empty() {
         return None;
     }

@@ -98,3 +98,54 @@ fn result_before_its_call_is_an_orphan() {
     assert!(r.messages.is_empty());
     assert!(is_well_paired(&r.messages));
 }
+
+#[test]
+fn a_message_with_many_calls_is_checked_by_id_whatever_the_order_of_its_results() {
+    let names: Vec<String> = (0..40).map(|n| format!("c{n}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut msgs = vec![user("u"), call("a", &refs)];
+    // Results in reverse call order: still well paired.
+    for id in refs.iter().rev() {
+        msgs.push(result(&format!("r-{id}"), id));
+    }
+    assert!(is_well_paired(&msgs));
+    // A result for a call that was already answered is not.
+    let mut twice = msgs.clone();
+    twice.insert(3, result("again", "c39"));
+    assert!(!is_well_paired(&twice));
+    let r = repair(twice);
+    assert_eq!(
+        r.repairs.first(),
+        Some(&Repair::DroppedDuplicateResult {
+            tool_call_id: "c39".into()
+        })
+    );
+    // The results now stand in call order behind their call.
+    let placed: Vec<&str> = r.messages[2..]
+        .iter()
+        .filter_map(|m| m.tool_call_id())
+        .collect();
+    assert_eq!(placed, refs);
+    assert!(is_well_paired(&r.messages));
+    assert_eq!(r.messages.len(), 2 + 40);
+}
+
+#[test]
+fn tens_of_thousands_of_orphan_calls_are_all_dropped_in_call_order() {
+    let names: Vec<String> = (0..28_000).map(|n| format!("call-{n}")).collect();
+    let mut refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    refs.push("kept");
+    let msgs = vec![user("u"), call("a", &refs), result("r", "kept")];
+    let r = repair(msgs);
+    assert_eq!(ids(&r), vec!["u", "a", "r"]);
+    assert_eq!(r.messages[1].tool_calls().count(), 1);
+    let dropped: Vec<&str> = r
+        .repairs
+        .iter()
+        .map(|rep| match rep {
+            Repair::DroppedOrphanCall { tool_call_id } => tool_call_id.as_str(),
+            other => panic!("unexpected repair {other:?}"),
+        })
+        .collect();
+    assert_eq!(dropped, refs[..28_000].to_vec());
+}

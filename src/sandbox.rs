@@ -300,20 +300,84 @@ pub fn outside_deadline<R>(f: impl FnOnce() -> R) -> R {
     if let Some(w) = &waits {
         w.waiting.store(true, Ordering::SeqCst);
     }
-    let started = Instant::now();
+    let outer = OUTSIDE.with(|o| {
+        o.borrow_mut().replace(Outside {
+            key,
+            since: Instant::now(),
+            pending,
+        })
+    });
     // Waiting uses no core: another script call may run meanwhile.
     let r = gate::cores().outside(f);
-    let waited = started.elapsed();
+    let Some(out) = OUTSIDE.with(|o| std::mem::replace(&mut *o.borrow_mut(), outer)) else {
+        return r;
+    };
+    let waited = out.since.elapsed();
     if let Some(w) = &waits {
         let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
         w.waited_ns.fetch_add(ns, Ordering::SeqCst);
         w.waiting.store(false, Ordering::SeqCst);
     }
-    if pending {
+    if out.pending {
         let mut armed = running.lock();
         let flag = Arc::clone(&armed.flag);
-        armed.key = dog.insert(key.0 + waited, flag);
+        armed.key = dog.insert(out.key.0 + waited, flag);
     }
+    r
+}
+
+/// The state of an [`outside_deadline`] wait on this thread.
+#[derive(Debug)]
+struct Outside {
+    /// The deadline as it stood when the current stretch outside began.
+    key: (Instant, u64),
+    /// When the current stretch outside began.
+    since: Instant,
+    /// Whether the deadline had not passed yet (its timer was still armed).
+    pending: bool,
+}
+
+thread_local! {
+    /// The [`outside_deadline`] wait this thread is in, if any.
+    static OUTSIDE: std::cell::RefCell<Option<Outside>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` back under the script call's deadline from inside an [`outside_deadline`] wait:
+/// host work done after the wait (a model summarizer that failed and falls back to the
+/// built-in one) is CPU work the script caused, so it counts against the call's deadline and
+/// the caller abandons the worker at deadline + grace as for any native step. The deadline
+/// keeps the credit of the wait before `f`. Anywhere else this is just `f()`.
+pub fn within_deadline<R>(f: impl FnOnce() -> R) -> R {
+    let running = RUNNING.with(|r| r.borrow().clone());
+    let waits = SERVING.with(|w| w.borrow().clone());
+    let Some(running) = running else {
+        return f();
+    };
+    let Some(mut out) = OUTSIDE.with(|o| o.borrow_mut().take()) else {
+        return f();
+    };
+    let dog = watchdog();
+    let waited = out.since.elapsed();
+    if let Some(w) = &waits {
+        let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        w.waited_ns.fetch_add(ns, Ordering::SeqCst);
+        w.waiting.store(false, Ordering::SeqCst);
+    }
+    if out.pending {
+        let mut armed = running.lock();
+        let flag = Arc::clone(&armed.flag);
+        armed.key = dog.insert(out.key.0 + waited, flag);
+        out.key = armed.key;
+    }
+    let r = f();
+    if out.pending {
+        out.pending = dog.shared.state.lock().timers.remove(&out.key).is_some();
+    }
+    if let Some(w) = &waits {
+        w.waiting.store(true, Ordering::SeqCst);
+    }
+    out.since = Instant::now();
+    OUTSIDE.with(|o| *o.borrow_mut() = Some(out));
     r
 }
 

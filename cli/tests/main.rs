@@ -5,6 +5,7 @@
 mod common;
 
 mod bin;
+mod bounded;
 mod cli;
 mod contexts;
 mod crash;

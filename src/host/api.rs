@@ -150,6 +150,7 @@ pub struct HostScope {
     limits: ResultLimits,
     call: Option<HostCall>,
     signals: Arc<StopSignals>,
+    logged: log::CallLog,
 }
 
 impl HostScope {
@@ -161,6 +162,7 @@ impl HostScope {
             limits,
             call: None,
             signals,
+            logged: log::CallLog::default(),
         }
     }
 
@@ -176,6 +178,9 @@ impl HostScope {
 
     /// A lifecycle call starts (`Some`) or ends (`None`).
     pub fn set_call(&mut self, call: Option<HostCall>) {
+        let dropped = self.logged.reset();
+        let session = self.call.as_ref().map(HostCall::session_id);
+        log::report_dropped(&self.engine, session, dropped);
         self.call = call;
     }
 
@@ -188,7 +193,8 @@ impl HostScope {
     /// the engine and, inside a call, the session; see [`log::log`].
     pub fn log(&self, level: LogLevel, text: String) {
         let session = self.call.as_ref().map(HostCall::session_id);
-        log::log(&self.engine, session, level, text);
+        let budget = self.call.as_ref().map(|_| &self.logged);
+        log::log_within(&self.engine, session, level, text, budget);
     }
 
     /// Runs `f` on converted `args`, as the script called it by `name` (`host.tokens`).

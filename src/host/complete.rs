@@ -313,12 +313,11 @@ pub(super) fn complete(cx: &Ctx<'_>, [request, _]: Args) -> Result<HostOut, Host
         Err(e) => {
             let (reason, message) = script_failure(&e);
             // The host's log names the endpoint (never a key); the script's answer does not.
-            tracing::warn!(
-                engine = %call.engine_id(),
-                session = %call.session_id(),
-                reason,
-                "{}: {e}",
-                cx.name()
+            // The line counts against the engine's own log limits: a script that calls an
+            // unreachable model in a loop cannot flood the log through the host either.
+            cx.scope().log(
+                super::LogLevel::Warn,
+                format!("{}: {e} (reason: {reason})", cx.name()),
             );
             Ok(HostOut::Data(json!({
                 "error": format!("{}: {message}", cx.name()),

@@ -1,10 +1,12 @@
 //! `host.log.debug/info/warn(msg)` (and the languages' `print`): script text in the host's log,
 //! tagged with the engine and session, cut to [`LOG_CAP`] and limited to
-//! [`LOG_LINES_PER_SECOND`] per engine, so a script cannot flood the log: the lines over the
-//! limit are dropped and counted, and the count is logged with the engine's next line.
+//! [`LOG_LINES_PER_SECOND`] per engine and [`LOG_BYTES_PER_CALL`] per lifecycle call, so a
+//! script cannot flood the log: the lines over a limit are dropped and counted, and the count is
+//! logged with the engine's next line (or when the call ends).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -24,10 +26,61 @@ pub enum LogLevel {
     Warn,
 }
 
-/// The most bytes of script text one log line keeps; the rest is cut (on a character boundary).
-pub const LOG_CAP: usize = 64 << 10;
+/// The most bytes of script text one log line keeps (4 KiB, as for error messages); the rest is
+/// cut on a character boundary, and the line says how many bytes were cut.
+pub const LOG_CAP: usize = 4 << 10;
 
-pub use crate::error::cut_text as cut_log_text;
+/// The most bytes of log text one lifecycle call may write (64 KiB, about 16 full lines); the
+/// call's later lines are dropped and counted, and the count is logged when the call ends.
+pub const LOG_BYTES_PER_CALL: usize = 64 << 10;
+
+pub use crate::error::{cut_text as cut_log_text, cut_text_beyond as cut_log_text_beyond};
+
+/// What one lifecycle call has logged so far, against [`LOG_BYTES_PER_CALL`].
+#[derive(Debug, Default)]
+pub struct CallLog {
+    bytes: AtomicUsize,
+    dropped: AtomicU64,
+}
+
+impl CallLog {
+    /// Whether a line of `len` bytes still fits this call's budget; a line that does not is
+    /// counted as dropped.
+    pub fn admit(&self, len: usize) -> bool {
+        let before = self.bytes.fetch_add(len, Ordering::Relaxed);
+        if before.saturating_add(len) <= LOG_BYTES_PER_CALL {
+            return true;
+        }
+        self.bytes.fetch_sub(len, Ordering::Relaxed);
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+
+    /// Starts a new call's budget; returns how many lines the previous call had dropped.
+    pub fn reset(&self) -> u64 {
+        self.bytes.store(0, Ordering::Relaxed);
+        self.dropped.swap(0, Ordering::Relaxed)
+    }
+}
+
+/// Logs, once a call has ended, how many of its lines were over its byte budget.
+pub fn report_dropped(engine: &str, session: Option<&str>, dropped: u64) {
+    if dropped == 0 {
+        return;
+    }
+    let noun = if dropped == 1 { "line" } else { "lines" };
+    match session {
+        Some(session) => tracing::warn!(
+            engine,
+            session,
+            "dropped {dropped} log {noun} of one call (over {LOG_BYTES_PER_CALL} bytes per call)"
+        ),
+        None => tracing::warn!(
+            engine,
+            "dropped {dropped} log {noun} of one call (over {LOG_BYTES_PER_CALL} bytes per call)"
+        ),
+    }
+}
 
 /// Lines one engine may log per second; the rest of that second's lines are suppressed.
 pub const LOG_LINES_PER_SECOND: u32 = 100;
@@ -89,6 +142,21 @@ fn gates() -> &'static Mutex<HashMap<String, LogGate>> {
 /// the text is cut to [`LOG_CAP`] by [`cut_log_text`], and past [`LOG_LINES_PER_SECOND`] lines
 /// the engine's lines are dropped and counted.
 pub fn log(engine: &str, session: Option<&str>, level: LogLevel, text: String) {
+    log_within(engine, session, level, text, None);
+}
+
+/// [`log`], with the line also counted against a call's byte budget when `call` is given.
+pub fn log_within(
+    engine: &str,
+    session: Option<&str>,
+    level: LogLevel,
+    text: String,
+    call: Option<&CallLog>,
+) {
+    let text = cut_log_text(text, LOG_CAP);
+    if call.is_some_and(|c| !c.admit(text.len())) {
+        return;
+    }
     let admission = {
         let mut gates = gates().lock();
         let now = Instant::now();
@@ -105,7 +173,6 @@ pub fn log(engine: &str, session: Option<&str>, level: LogLevel, text: String) {
             "suppressed {suppressed} log lines of this engine (over {LOG_LINES_PER_SECOND} per second)"
         ),
     }
-    let text = cut_log_text(text, LOG_CAP);
     match (level, session) {
         (LogLevel::Debug, Some(session)) => tracing::debug!(engine, session, "{text}"),
         (LogLevel::Info, Some(session)) => tracing::info!(engine, session, "{text}"),

@@ -46,7 +46,7 @@ pub use api::{API, Args, Ctx, HostFn, HostScope, MAX_PARAMS, Param};
 pub use compaction::{COMPACT_FIELDS, ClientCompaction, ClientCompactor};
 pub use complete::{Completions, SessionModel};
 pub use forward::HostForward;
-pub use log::{LOG_CAP, LogLevel, cut_log_text, log};
+pub use log::{LOG_CAP, LogLevel, cut_log_text, cut_log_text_beyond, log};
 pub use summarize::{SummarizeOptions, SummarizeOutput};
 pub use tokens::HeldMessage;
 pub use value::{HostError, HostOut, HostValue, Kept, message_from_json};

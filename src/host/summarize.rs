@@ -71,9 +71,35 @@ impl HostCall {
     }
 }
 
-/// The most message text one `host.summarize` reads: the summarizer runs as one native step (no
+/// The most input one `host.summarize` reads (message text, tool-call names and arguments, the
+/// previous summary and the instructions): the summarizer runs as one native step (no
 /// interrupt), so its input bounds how long it can outlive the call's deadline.
 pub const MAX_SUMMARIZE_BYTES: usize = 16 << 20;
+
+/// The bytes of `m` a summarizer reads: its text and its tool calls (names and arguments).
+fn summary_input_bytes(m: &Message) -> usize {
+    m.tool_calls().fold(m.text().len(), |n, c| {
+        n.saturating_add(c.name.len())
+            .saturating_add(json_bytes(&c.arguments))
+    })
+}
+
+/// About the bytes of `v` as JSON text (strings and keys by length, no escapes): linear in the
+/// value, with no string built.
+fn json_bytes(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items
+            .iter()
+            .fold(2, |n, i| n.saturating_add(json_bytes(i) + 1)),
+        Value::Object(map) => map.iter().fold(2, |n, (k, v)| {
+            n.saturating_add(k.len() + 4).saturating_add(json_bytes(v))
+        }),
+    }
+}
 
 /// `host.summarize(messages, opts)` → `{text, tokens}`. Bad arguments are the script's fault; a
 /// failing summarizer (an LLM endpoint down) is the host's.
@@ -82,21 +108,26 @@ pub(super) fn summarize(cx: &Ctx<'_>, [messages, opts]: Args) -> Result<HostOut,
     let messages = messages
         .into_messages(max)
         .map_err(|e| cx.script_error(format!("messages {e}")))?;
-    let bytes = messages
-        .iter()
-        .map(|m| m.text().len())
-        .fold(0usize, usize::saturating_add);
-    if bytes > MAX_SUMMARIZE_BYTES {
-        return Err(cx.script_error(format!(
-            "messages hold {bytes} bytes of text, over the {} MiB one summary may read (the summarizer's work grows with its input and cannot be interrupted); summarize fewer or smaller messages",
-            MAX_SUMMARIZE_BYTES >> 20
-        )));
-    }
     let opts: SummarizeOptions = match opts.into_json() {
         None => return Err(cx.script_error("opts must be a map")),
         Some(serde_json::Value::Null) => SummarizeOptions::default(),
         Some(v) => serde_json::from_value(v).map_err(|e| cx.script_error(format!("opts: {e}")))?,
     };
+    let extra = [&opts.previous_summary, &opts.instructions]
+        .into_iter()
+        .flatten()
+        .map(String::len)
+        .fold(0usize, usize::saturating_add);
+    let bytes = messages
+        .iter()
+        .map(|m| summary_input_bytes(m))
+        .fold(extra, usize::saturating_add);
+    if bytes > MAX_SUMMARIZE_BYTES {
+        return Err(cx.script_error(format!(
+            "the input holds {bytes} bytes (message text, tool calls, previous summary and instructions), over the {} MiB one summary may read (the summarizer's work grows with its input and cannot be interrupted); summarize fewer or smaller messages",
+            MAX_SUMMARIZE_BYTES >> 20
+        )));
+    }
     let call = cx.call()?;
     let cancel = &cx.scope().signals().cancel;
     let run = || call.summarize(&messages, &opts, cancel);

@@ -259,7 +259,11 @@ impl Summarizer for LlmSummarizer {
                         summarizer = %self.shared.name,
                         "the built-in summarizer answers instead of the model: {e}"
                     );
-                    self.shared.fallback.summarize_now(&request, counter)
+                    // The fallback is host CPU work on the script's input: under the call's
+                    // deadline, even when the model's wait was not.
+                    crate::sandbox::within_deadline(|| {
+                        self.shared.fallback.summarize_now(&request, counter)
+                    })
                 }
             }
         })

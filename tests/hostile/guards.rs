@@ -262,6 +262,43 @@ mod host_call_guards {
     host::summarize(ms, ());"#;
         refused("summarize.rhai", &rhai_engine(body), "one summary may read");
     }
+
+    #[test]
+    fn summarize_counts_the_previous_summary_lua() {
+        let body = r#"  host.summarize({ { role = "user", content = "hi" } },
+    { previousSummary = string.rep("p", 17000000) })"#;
+        refused("previous.lua", &lua_engine(body), "one summary may read");
+    }
+
+    #[test]
+    fn summarize_counts_the_previous_summary_rhai() {
+        let body = r#"    let p = "p"; p.pad(17000000, "p");
+    host::summarize([#{ role: "user", content: "hi" }], #{ previousSummary: p });"#;
+        refused("previous.rhai", &rhai_engine(body), "one summary may read");
+    }
+
+    #[test]
+    fn summarize_counts_tool_call_arguments_lua() {
+        let body = r#"  local ms = {}
+  for i = 1, 20 do
+    ms[i] = { role = "assistant", content = { { type = "toolCall", id = "c" .. i,
+      name = "write", arguments = { text = string.rep("a", 1000000) } } } }
+  end
+  host.summarize(ms, nil)"#;
+        refused("arguments.lua", &lua_engine(body), "one summary may read");
+    }
+
+    #[test]
+    fn summarize_counts_tool_call_arguments_rhai() {
+        let body = r#"    let ms = [];
+    for i in 0..20 {
+        let a = "a"; a.pad(1000000, "a");
+        ms.push(#{ role: "assistant", content: [#{ type: "toolCall", id: `c${i}`,
+            name: "write", arguments: #{ text: a } }] });
+    }
+    host::summarize(ms, ());"#;
+        refused("arguments.rhai", &rhai_engine(body), "one summary may read");
+    }
 }
 
 /// Rhai's sort with a comparer calls it O(n log n) times in one native step and ignores its

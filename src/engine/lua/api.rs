@@ -171,21 +171,39 @@ fn push_out(
 
 /// Lua values as `print` shows them, tab-separated.
 fn text_of<'a>(args: impl Iterator<Item = &'a Value>) -> String {
+    // Joined only up to the log cap: 24 arguments of 40 MB each must not become one 1 GB string
+    // just to be cut. What is left unread is counted for the cut note, which fits within the
+    // cap so the log does not cut the line a second time.
+    let cap = crate::host::LOG_CAP - 64;
     let mut out = String::new();
+    let mut beyond = 0usize;
     for (i, v) in args.enumerate() {
-        if i > 0 {
+        let part = match v {
+            Value::String(s) => {
+                let bytes = s.as_bytes();
+                let room = (cap + 4).saturating_sub(out.len());
+                if bytes.len() > room {
+                    beyond = beyond.saturating_add(bytes.len() - room);
+                }
+                String::from_utf8_lossy(&bytes[..bytes.len().min(room)]).into_owned()
+            }
+            Value::Integer(n) => n.to_string(),
+            Value::Number(n) => n.to_string(),
+            Value::Boolean(b) => b.to_string(),
+            Value::Nil => "nil".to_owned(),
+            other => format!("<{}>", other.type_name()),
+        };
+        let sep = usize::from(i > 0);
+        if out.len() > cap {
+            beyond = beyond.saturating_add(sep + part.len());
+            continue;
+        }
+        if sep == 1 {
             out.push('\t');
         }
-        match v {
-            Value::String(s) => out.push_str(&s.to_string_lossy()),
-            Value::Integer(n) => out.push_str(&n.to_string()),
-            Value::Number(n) => out.push_str(&n.to_string()),
-            Value::Boolean(b) => out.push_str(&b.to_string()),
-            Value::Nil => out.push_str("nil"),
-            other => out.push_str(&format!("<{}>", other.type_name())),
-        }
+        out.push_str(&part);
     }
-    out
+    crate::host::cut_log_text_beyond(out, cap, beyond)
 }
 
 /// `require(name)`: only the host's stdlib, loaded as text chunks named `@stdlib/<name>.lua`

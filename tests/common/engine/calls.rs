@@ -244,7 +244,7 @@ pub fn host_repair_pairing_and_summarize_work_from_scripts(lang: Lang) {
     assert!(state["summary"].as_str().is_some_and(|s| !s.is_empty()));
 }
 
-/// `log_long.<ext>` logs 90 KB of "€" (three bytes each, so the 64 KiB log cap falls inside a
+/// `log_long.<ext>` logs 90 KB of "€" (three bytes each, so the 4 KiB log cap falls inside a
 /// character) at load and from `assemble`: the host cuts each line on a character boundary, the
 /// calls succeed, and a session on the engine answers from it with nothing quarantined.
 pub fn a_long_multibyte_log_line_is_cut_not_a_panic(lang: Lang) {
