@@ -97,3 +97,42 @@ fn a_wait_outside_the_deadline_neither_expires_the_call_nor_abandons_the_worker(
     assert_eq!(r, Err(WorkerError::TimedOut));
     assert_eq!(signals.check(), Some(StopReason::Deadline));
 }
+
+#[test]
+fn work_back_within_the_deadline_after_a_wait_outside_it_expires_the_call() {
+    let w = Worker::spawn("test-within", 1 << 20, ()).unwrap();
+    let signals = Arc::new(StopSignals::new(None));
+    // A 50 ms deadline, a caller waiting 100 ms past it: a 300 ms wait outside the deadline is
+    // credited, the 300 ms of work after it (a summarizer's offline fallback) is not.
+    let s = Arc::clone(&signals);
+    let r = w.call(Duration::from_millis(100), move |_: &mut ()| {
+        let guard = s.start_call(Duration::from_millis(50));
+        outside_deadline(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            within_deadline(|| std::thread::sleep(Duration::from_millis(300)));
+        });
+        let after = s.check();
+        drop(guard);
+        after
+    });
+    assert_eq!(r, Err(WorkerError::TimedOut), "the caller gave up");
+    assert_eq!(signals.check(), Some(StopReason::Deadline));
+
+    // Short work back inside keeps the rest of the wait's credit: the call stays in time.
+    let w = Worker::spawn("test-within-short", 1 << 20, ()).unwrap();
+    let signals = Arc::new(StopSignals::new(None));
+    let s = Arc::clone(&signals);
+    let r = w.call(Duration::from_millis(100), move |_: &mut ()| {
+        let guard = s.start_call(Duration::from_millis(50));
+        outside_deadline(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            within_deadline(|| ());
+            std::thread::sleep(Duration::from_millis(200));
+        });
+        let after = s.check();
+        drop(guard);
+        after
+    });
+    assert_eq!(r, Ok(None), "both waits were credited");
+    assert!(!w.is_abandoned());
+}
