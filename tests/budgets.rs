@@ -179,3 +179,115 @@ return M
         failure.message.chars().take(200).collect::<String>()
     );
 }
+
+/// A config of one engine file under the given `host` section (JSON5), parsed as a user's is.
+fn config_for(path: &Path, host: &str) -> Config {
+    let text = format!(
+        "{{ plugins: {{ slots: {{ contextEngine: \"big\" }}, entries: {{ big: {{ path: {:?} }} }} }}, host: {host} }}",
+        path.display().to_string()
+    );
+    Config::parse(&text, "test config").unwrap()
+}
+
+/// The state cap counts the state as written: control characters are escaped to six bytes
+/// each, so 300 KB of them is 1.8 MB on disk, over a 1 MiB cap, and never reaches the disk.
+fn state_counts_as_written(file: &str, source: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(file);
+    std::fs::write(&path, source).unwrap();
+    let h = Host::new(config_for(
+        &path,
+        "{ limits: { results: { maxResultBytes: 1048576 } } }",
+    ))
+    .unwrap();
+    let spec = SessionSpec::new("s", dir.path().join("s.jsonl"));
+    let mut s = Session::create(h.session_setup(&spec), &spec.file, "").unwrap();
+    turn(&mut s);
+    let failure = h.engine_failure().expect("quarantined");
+    assert_eq!(failure.kind, EngineErrorKind::Limit, "{failure}");
+    assert!(failure.to_string().contains("as written"), "{failure}");
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let entry = entry.unwrap();
+        let len = entry.metadata().unwrap().len();
+        assert!(len < 1 << 20, "{} is {len} bytes", entry.path().display());
+    }
+}
+
+#[test]
+fn engine_state_is_capped_as_written_lua() {
+    state_counts_as_written(
+        "big.lua",
+        r#"local M = { info = { id = "big", name = "Big" } }
+function M.ingest(p) p.state.s = ("\1"):rep(300000); return { ingested = true } end
+function M.assemble(p) return { messages = p.messages, estimatedTokens = 0 } end
+function M.compact(p) return host.delegateCompaction(p) end
+return M
+"#,
+    );
+}
+
+#[test]
+fn engine_state_is_capped_as_written_rhai() {
+    state_counts_as_written(
+        "big.rhai",
+        r#"fn info() { #{ id: "big", name: "Big" } }
+fn ingest(p) { let s = ""; s.pad(300000, "\x01"); this.s = s; #{ ingested: true } }
+fn assemble(p) { #{ messages: p.messages, estimatedTokens: 0 } }
+fn compact(p) { host::delegateCompaction(p) }
+"#,
+    );
+}
+
+/// A summary bigger than the whole token budget could never be sent: it is an invalid result
+/// (the engine quarantined, `legacy` compacts), not one more megabyte on disk per compaction.
+fn oversized_summary_is_refused(file: &str, source: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(file);
+    std::fs::write(&path, source).unwrap();
+    let h = Host::new(config_for(&path, "{ window: 8000 }")).unwrap();
+    let spec = SessionSpec::new("s", dir.path().join("s.jsonl"));
+    let mut s = Session::create(h.session_setup(&spec), &spec.file, "").unwrap();
+    turn(&mut s);
+    s.compact_now(None).unwrap();
+    let failure = h.engine_failure().expect("quarantined");
+    assert_eq!(failure.kind, EngineErrorKind::InvalidResult, "{failure}");
+    assert!(
+        failure.to_string().contains("over the whole token budget"),
+        "{failure}"
+    );
+    let size = std::fs::metadata(&spec.file).unwrap().len();
+    assert!(size < 100_000, "session file is {size} bytes");
+}
+
+#[test]
+fn a_summary_over_the_whole_budget_is_refused_lua() {
+    oversized_summary_is_refused(
+        "big.lua",
+        r#"local M = { info = { id = "big", name = "Big", ownsCompaction = true } }
+function M.ingest(p) return { ingested = true } end
+function M.assemble(p) return { messages = p.messages, estimatedTokens = 0 } end
+function M.compact(p)
+  local first = p.messages[#p.messages]
+  return { ok = true, compacted = true, result = { summary = ("word "):rep(200000),
+    tokensBefore = 1, firstKeptEntryId = first.id } }
+end
+return M
+"#,
+    );
+}
+
+#[test]
+fn a_summary_over_the_whole_budget_is_refused_rhai() {
+    oversized_summary_is_refused(
+        "big.rhai",
+        r#"fn info() { #{ id: "big", name: "Big", ownsCompaction: true } }
+fn ingest(p) { #{ ingested: true } }
+fn assemble(p) { #{ messages: p.messages, estimatedTokens: 0 } }
+fn compact(p) {
+    let first = p.messages[p.messages.len() - 1];
+    let s = ""; for i in 0..200000 { s += "word "; }
+    #{ ok: true, compacted: true, result: #{ summary: s, tokensBefore: 1, firstKeptEntryId: first.id } }
+}
+"#,
+    );
+}

@@ -29,7 +29,7 @@ impl Session {
             &s.cancel,
         );
         // The built-in compaction is the host's own: a result it cannot apply is a host fault.
-        self.apply_compaction(&result)
+        self.apply_compaction(&result, budget)
             .map_err(|e| e.into_host_error(LEGACY_ID, "built-in compaction"))
     }
 
@@ -83,7 +83,7 @@ impl Session {
                 // its summary (see `session::bridge`).
                 return Ok(result);
             }
-            match self.apply_compaction(&result) {
+            match self.apply_compaction(&result, budget) {
                 Ok(()) => {
                     if !result.compacted
                         && before > budget
@@ -115,10 +115,12 @@ impl Session {
     }
 
     /// Appends a compaction's summary and re-derives the context. Returns what is wrong with
-    /// the result when it cannot be applied.
+    /// the result when it cannot be applied: a summary bigger than the whole token `budget`
+    /// could never be sent, and storing it anyway on every compaction fills the disk.
     pub(super) fn apply_compaction(
         &mut self,
         result: &CompactResult,
+        budget: u64,
     ) -> std::result::Result<(), ApplyError> {
         if !result.compacted {
             self.stats.failed_compactions += 1;
@@ -151,8 +153,13 @@ impl Session {
         };
         let first_kept = outcome.first_kept_entry_id.clone().unwrap_or_default();
         let draft = compaction::summary_message(summary, before, None, &first_kept);
-        let after = self.services.tokens.counter().count_message(&draft)
-            + self.services.tokens.messages(&kept);
+        let summary_tokens = self.services.tokens.counter().count_message(&draft);
+        if summary_tokens > budget {
+            return Err(ApplyError::Invalid(format!(
+                "the summary is {summary_tokens} tokens, over the whole token budget of {budget}: it could never be sent to the model"
+            )));
+        }
+        let after = summary_tokens + self.services.tokens.messages(&kept);
         let mut message = compaction::summary_message(summary, before, Some(after), &first_kept);
         if first_kept.is_empty()
             && let crate::message::MessageBody::CompactionSummary(s) = &mut message.body

@@ -84,20 +84,66 @@ impl Session {
             client: self.client_record.clone(),
             stored: self.client_record.as_ref().and(self.client_stored),
         };
-        let text = serde_json::to_vec_pretty(&saved).map_err(|e| {
-            Error::Host(EngineError::new(
+        // The cap counts the state as written (escaped JSON: a control character is six
+        // bytes), and writing stops at it rather than build a huge file only to refuse it.
+        let cap = self.setup.limits.max_result_bytes;
+        let mut text = CappedWriter::new(cap);
+        if let Err(e) = serde_json::to_writer_pretty(&mut text, &saved) {
+            if text.over {
+                let e = EngineError::new(
+                    Op::SaveState,
+                    self.engine_id.clone(),
+                    EngineErrorKind::Limit,
+                    format!("the engine state is over {cap} bytes as written (escaped JSON)"),
+                );
+                return self.on_failure(e);
+            }
+            return Err(Error::Host(EngineError::new(
                 Op::SaveState,
                 self.engine_id.clone(),
                 EngineErrorKind::Host,
                 format!("serialize engine state: {e}"),
-            ))
-        })?;
+            )));
+        }
+        let text = text.bytes;
         // The state is saved after every call of a served session: an unchanged state costs a
         // read, not a write and two syncs.
         if std::fs::read(&path).is_ok_and(|old| old == text) {
             return Ok(());
         }
         write_atomic(&path, &text, self.setup.durability != Durability::None)
+    }
+}
+
+/// A buffer that refuses to grow past `cap` bytes (the write fails and `over` is set).
+struct CappedWriter {
+    bytes: Vec<u8>,
+    cap: usize,
+    over: bool,
+}
+
+impl CappedWriter {
+    fn new(cap: usize) -> Self {
+        CappedWriter {
+            bytes: Vec::new(),
+            cap,
+            over: false,
+        }
+    }
+}
+
+impl std::io::Write for CappedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len().saturating_add(buf.len()) > self.cap {
+            self.over = true;
+            return Err(std::io::Error::other("over the state cap"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
