@@ -78,29 +78,9 @@ async fn twins_agree(engine: &str, window: u64) {
     }
 }
 
-macro_rules! conformance {
-    ($($engine:ident),* $(,)?) => {$(
-        mod $engine {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn twins_agree_at_8000() {
-                super::twins_agree(stringify!($engine), 8_000).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn twins_agree_at_32000() {
-                super::twins_agree(stringify!($engine), 32_000).await;
-            }
-        }
-    )*};
-}
-
-conformance! {
-    recent_turns,
-    delegating,
-    tool_pruner,
-    pinned_facts,
-    hierarchical,
-    recall,
+each_example_engine! {
+    twins_agree_at_8000 => twins_agree, 8_000;
+    twins_agree_at_32000 => twins_agree, 32_000;
 }
 
 #[test]

@@ -21,7 +21,7 @@ fn script(name: &str) -> PathBuf {
 }
 
 async fn engine_over_all_transcripts(name: &str) {
-    let engine = script(name);
+    let engine = script(&format!("{name}.lua"));
     for path in common::shared_transcripts() {
         let dir = tempfile::tempdir().expect("tempdir");
         // τ-bench holds 200 short conversations: a slice is enough for the engine's behaviour.
@@ -32,7 +32,7 @@ async fn engine_over_all_transcripts(name: &str) {
 
 /// The same replay with and without a host restart after `at` turns gives the same contexts.
 async fn restart_changes_nothing(name: &str, transcript: &str, at: usize) {
-    let engine = script(name);
+    let engine = script(&format!("{name}.lua"));
     let path = common::shared_dir()
         .join("data/transcripts")
         .join(transcript);
@@ -53,29 +53,9 @@ async fn restart_changes_nothing(name: &str, transcript: &str, at: usize) {
     );
 }
 
-macro_rules! engine_tests {
-    ($($module:ident => $file:literal),* $(,)?) => {$(
-        mod $module {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn replays_every_shared_transcript_within_budget() {
-                super::engine_over_all_transcripts($file).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn state_survives_a_host_restart() {
-                super::restart_changes_nothing($file, "pimono-large-session.jsonl", 40).await;
-            }
-        }
-    )*};
-}
-
-engine_tests! {
-    recent_turns => "recent_turns.lua",
-    delegating => "delegating.lua",
-    tool_pruner => "tool_pruner.lua",
-    pinned_facts => "pinned_facts.lua",
-    hierarchical => "hierarchical.lua",
-    recall => "recall.lua",
+each_example_engine! {
+    replays_every_shared_transcript_within_budget => engine_over_all_transcripts;
+    state_survives_a_host_restart => restart_changes_nothing, "pimono-large-session.jsonl", 40;
 }
 
 #[test]

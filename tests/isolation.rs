@@ -202,24 +202,8 @@ async fn same_contexts(engine: &str) {
     }
 }
 
-macro_rules! same_contexts {
-    ($($engine:ident),* $(,)?) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $engine() {
-            super::same_contexts(stringify!($engine)).await;
-        }
-    )*};
-}
-
-mod same_contexts_as_in_process {
-    same_contexts! {
-        recent_turns,
-        delegating,
-        tool_pruner,
-        pinned_facts,
-        hierarchical,
-        recall,
-    }
+each_example_engine! {
+    same_contexts_as_in_process => same_contexts;
 }
 
 /// Every lifecycle method, the state, dispose and a rollback handle cross the boundary: the

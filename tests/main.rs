@@ -7,6 +7,7 @@
 #[global_allocator]
 static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
 
+#[macro_use]
 mod common;
 mod sessions;
 

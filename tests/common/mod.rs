@@ -5,6 +5,76 @@ pub mod engine;
 pub mod fake_model;
 pub mod replay;
 
+/// Runs each case in both languages, one test per language (tokio's `rt_test!` habit), so a case
+/// cannot be added for one language and forgotten for the other: `name => f(args);` makes the
+/// tests `name::lua` and `name::rhai`, calling `f(Lang::Lua, args)` and `f(Lang::Rhai, args)`.
+/// `async:` first makes each a multi-threaded tokio test awaiting `f`; a bare `name, ...` list
+/// calls the function of that name. The one macro for "the same body in Lua and in Rhai".
+#[allow(unused_macros)]
+macro_rules! both_languages {
+    (async: $($name:ident),+ $(,)?) => { both_languages!(async: $($name => $name;)+); };
+    (async: $($name:ident => $f:path $(, $arg:expr)*;)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn lua() {
+                $f($crate::common::engine::Lang::Lua $(, $arg)*).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn rhai() {
+                $f($crate::common::engine::Lang::Rhai $(, $arg)*).await;
+            }
+        }
+    )*};
+    ($($name:ident),+ $(,)?) => { both_languages!($($name => $name;)+); };
+    ($($name:ident => $f:path $(, $arg:expr)*;)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[test]
+            fn lua() {
+                $f($crate::common::engine::Lang::Lua $(, $arg)*);
+            }
+
+            #[test]
+            fn rhai() {
+                $f($crate::common::engine::Lang::Rhai $(, $arg)*);
+            }
+        }
+    )*};
+}
+
+/// Runs each case on every example engine of `scripts/` (the one list of them): `test =>
+/// f(args);` makes `<engine>::test` for each, awaiting `f("<engine>", args)` on a
+/// multi-threaded tokio runtime.
+#[allow(unused_macros)]
+macro_rules! each_example_engine {
+    (@engines [$($engine:ident)*] $tests:tt) => {
+        $( each_example_engine!(@one $engine $tests); )*
+    };
+    (@one $engine:ident { $($test:ident => $f:path $(, $arg:expr)*;)* }) => {
+        mod $engine {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    $f(stringify!($engine) $(, $arg)*).await;
+                }
+            )*
+        }
+    };
+    ($($tests:tt)*) => {
+        each_example_engine!(@engines
+            [recent_turns delegating tool_pruner pinned_facts hierarchical recall]
+            { $($tests)* });
+    };
+}
+
 use std::future::Future;
 use std::path::PathBuf;
 
@@ -63,5 +133,11 @@ pub fn shared_transcripts() -> Vec<PathBuf> {
         .filter(|p| p.file_name().and_then(|n| n.to_str()) != Some("SOURCES.md"))
         .collect();
     files.sort();
+    // A suite over no transcripts would pass having tested nothing.
+    assert!(
+        !files.is_empty(),
+        "no shared transcripts in {} (set CTXHOST_SHARED to the shared folder)",
+        dir.display()
+    );
     files
 }

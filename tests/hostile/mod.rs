@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
 use crate::common;
+use crate::common::engine::Lang;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -102,7 +103,7 @@ mod attacks;
 mod guards;
 
 /// A runtime error thrown in `method` on the first turn it runs.
-async fn throw_in(lang: &str, method: &str) {
+async fn throw_in(lang: Lang, method: &str) {
     let h = host(
         &format!("factory_engine.{lang}"),
         "thrower",
@@ -121,31 +122,18 @@ async fn throw_in(lang: &str, method: &str) {
 
 /// A throw in each lifecycle method a replay calls, in both languages:
 /// `lifecycle::$name::{lua,rhai}`.
-macro_rules! throw_in_each {
-    ($($name:ident => $method:literal),* $(,)?) => {
-        mod lifecycle {$(
-            mod $name {
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn lua() {
-                    super::super::throw_in("lua", $method).await;
-                }
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn rhai() {
-                    super::super::throw_in("rhai", $method).await;
-                }
-            }
-        )*}
-    };
-}
+mod lifecycle {
+    use super::*;
 
-throw_in_each!(
-    bootstrap => "bootstrap",
-    ingest_batch => "ingestBatch",
-    assemble => "assemble",
-    after_turn => "afterTurn",
-    commit_turn => "commitTurn",
-    maintain => "maintain",
-);
+    both_languages! { async:
+        bootstrap => throw_in, "bootstrap";
+        ingest_batch => throw_in, "ingestBatch";
+        assemble => throw_in, "assemble";
+        after_turn => throw_in, "afterTurn";
+        commit_turn => throw_in, "commitTurn";
+        maintain => throw_in, "maintain";
+    }
+}
 
 /// Drives one session by hand for the calls a replay does not make.
 async fn session_with(
@@ -183,30 +171,14 @@ async fn session_with(
     (h, s, dir)
 }
 
-/// The cases below in both languages: `$name::lua` and `$name::rhai`.
-macro_rules! in_both_languages {
-    ($($name:ident),* $(,)?) => {
-        $(mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn lua() {
-                super::$name("lua").await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn rhai() {
-                super::$name("rhai").await;
-            }
-        })*
-    };
-}
-
-in_both_languages!(
+both_languages! { async:
     a_throwing_compact_falls_back_to_builtin_compaction,
     subagent_hooks_failures_quarantine_and_rollback_runs,
     strict_policy_returns_the_error_and_does_not_quarantine,
     unmet_host_requirements_fail_closed_without_quarantine,
-);
+}
 
-async fn a_throwing_compact_falls_back_to_builtin_compaction(lang: &str) {
+async fn a_throwing_compact_falls_back_to_builtin_compaction(lang: Lang) {
     let script = format!("factory_engine.{lang}");
     let (h, s, _dir) = session_with(&script, "compact", FailurePolicy::Fallback).await;
     let r = s.compact(None).await.expect("compact answered by legacy");
@@ -221,7 +193,7 @@ async fn a_throwing_compact_falls_back_to_builtin_compaction(lang: &str) {
     );
 }
 
-async fn subagent_hooks_failures_quarantine_and_rollback_runs(lang: &str) {
+async fn subagent_hooks_failures_quarantine_and_rollback_runs(lang: Lang) {
     let script = format!("factory_engine.{lang}");
     let (h, s, _dir) = session_with(&script, "rollback", FailurePolicy::Fallback).await;
     let handle = s
@@ -241,7 +213,7 @@ async fn subagent_hooks_failures_quarantine_and_rollback_runs(lang: &str) {
     assert!(e.message.contains("boom in rollback"), "{e}");
 }
 
-async fn strict_policy_returns_the_error_and_does_not_quarantine(lang: &str) {
+async fn strict_policy_returns_the_error_and_does_not_quarantine(lang: Lang) {
     let script = format!("factory_engine.{lang}");
     let mut config = host(
         &script,
@@ -277,10 +249,10 @@ async fn strict_policy_returns_the_error_and_does_not_quarantine(lang: &str) {
     assert!(h.quarantine().all().is_empty());
 }
 
-async fn unmet_host_requirements_fail_closed_without_quarantine(lang: &str) {
+async fn unmet_host_requirements_fail_closed_without_quarantine(lang: Lang) {
     let dir = tempfile::tempdir().expect("tempdir");
     let script = dir.path().join(format!("needs_llm.{lang}"));
-    let source = if lang == "lua" {
+    let source = if lang == Lang::Lua {
         r#"return { info = { id = "needs-llm", name = "Needs an LLM",
              hostRequirements = { ["agent-run"] = { requiredCapabilities = { "runtime-llm-complete" },
                                                     unsupportedMessage = "Run it on OpenClaw." } } },
@@ -367,13 +339,15 @@ fn tool_step(n: usize, lines: usize) -> Vec<Message> {
     .collect()
 }
 
-in_both_languages!(a_compaction_that_drops_the_conversation_is_refused);
+both_languages! { async:
+    a_compaction_that_drops_the_conversation_is_refused,
+}
 
 /// Issue 10 item 6: a summary that drops the pending request and the open tool calls (no
 /// `firstKeptEntryId`, or one on the newest tool result) is an invalid result: the engine is
 /// quarantined, `legacy` compacts instead, and the next model call still has the request and
 /// the tool call the model must answer.
-async fn a_compaction_that_drops_the_conversation_is_refused(lang: &str) {
+async fn a_compaction_that_drops_the_conversation_is_refused(lang: Lang) {
     for attack in ["no_first_kept", "keep_last"] {
         let h = host(
             &format!("drops_conversation.{lang}"),

@@ -43,6 +43,13 @@ pub enum Lang {
     Rhai,
 }
 
+/// The language's file extension, as fixture names and messages spell it (`lua`, `rhai`).
+impl std::fmt::Display for Lang {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.ext())
+    }
+}
+
 impl Lang {
     /// The extension of an engine file, without the dot.
     pub fn ext(self) -> &'static str {
