@@ -12,7 +12,7 @@
 
 use crate::common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use proptest::prelude::*;
@@ -27,13 +27,40 @@ use ctxhost::message::Message;
 use ctxhost::pairing;
 use ctxhost::transcript::import::{Format, import_bytes};
 
+/// The fuzz corpus kept in the repository: small inputs at the edges of each format (a lone
+/// surrogate escape, deep nesting, a BOM and CRLF, numbers past f64, wrong types, truncated
+/// lines, an empty file), imported as they are and used as mutation seeds.
+fn corpus() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus/import");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "the import corpus is missing");
+    files
+}
+
+#[test]
+fn every_corpus_input_imports_or_fails_naming_the_file_in_every_format() {
+    for file in corpus() {
+        let bytes = std::fs::read(&file).unwrap();
+        for format in Format::ALL {
+            if let Err(e) = import_bytes(&file, &bytes, format) {
+                let name = file.file_name().unwrap().to_string_lossy().into_owned();
+                assert!(e.to_string().contains(&name), "{format}: {e}");
+            }
+        }
+    }
+}
+
 /// Lines of real transcripts, one per format (the first lines, where headers and first
-/// messages are), to mutate.
+/// messages are), and of the corpus, to mutate.
 fn real_lines() -> &'static [String] {
     static LINES: OnceLock<Vec<String>> = OnceLock::new();
     LINES.get_or_init(|| {
         let mut lines = Vec::new();
-        for file in common::shared_transcripts() {
+        for file in common::shared_transcripts().into_iter().chain(corpus()) {
             let text = std::fs::read_to_string(&file).unwrap_or_default();
             lines.extend(text.lines().take(40).map(|l| {
                 // Keep lines short enough that a case stays cheap.
