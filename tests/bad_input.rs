@@ -131,3 +131,32 @@ fn invalid_utf8_is_replaced_and_the_message_kept() {
     assert_eq!(w.line, 2);
     assert!(w.message.contains("invalid UTF-8 at byte"), "{w}");
 }
+
+/// A kill (or a full disk) between creating a session's transcript and writing its header
+/// leaves a zero-byte file: the next open repairs it and the session goes on, rather than every
+/// later call failing with "no session header".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_transcript_a_crash_left_empty_opens_repaired() {
+    use ctxhost::message::Message;
+    use ctxhost::runtime::{Host, SessionSpec};
+    use ctxhost::session::TurnInput;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("transcript.jsonl");
+    std::fs::write(&file, b"").unwrap();
+    let host = Host::new(Config::default()).unwrap();
+    let s = host
+        .open_session(SessionSpec::new("s-empty", &file))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let a = s
+        .begin_turn(TurnInput {
+            user: Message::user("still here"),
+            is_heartbeat: false,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.messages.len(), 1);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.starts_with("{\"type\":\"session\""), "{text}");
+    assert!(text.contains("still here"), "{text}");
+}

@@ -209,9 +209,11 @@ impl Session {
         Session::with_store(setup, Box::new(store), Vec::new())
     }
 
-    /// Reopens a session from its transcript file, restoring the engine's saved state.
+    /// Reopens a session from its transcript file, restoring the engine's saved state; a file
+    /// a crash left empty or torn at its creation opens repaired
+    /// ([`TranscriptStore::open_repairing`]).
     pub fn open(setup: SessionSetup, file: &Path) -> Result<Session> {
-        let (mut store, messages, problems) = TranscriptStore::open(file)?;
+        let (mut store, messages, problems) = TranscriptStore::open_repairing(file, &setup.id, "")?;
         store.set_durability(setup.durability);
         for p in &problems {
             tracing::warn!(file = %file.display(), line = p.line, "skipped transcript line: {}", p.message);

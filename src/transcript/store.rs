@@ -103,6 +103,36 @@ impl TranscriptStore {
         })
     }
 
+    /// [`open`](Self::open), first repairing a file a crash left torn at its creation: one with
+    /// no readable line and no line break (zero bytes, or part of the header: [`create`]
+    /// syncs the header line before any message can follow it, so such a file never held a
+    /// message) is replaced by a fresh header for `session_id`. Any other file opens as it is.
+    ///
+    /// [`create`]: Self::create
+    pub fn open_repairing(
+        path: impl AsRef<Path>,
+        session_id: &str,
+        cwd: &str,
+    ) -> Result<(Self, Vec<Arc<Message>>, Vec<LineProblem>)> {
+        let path = path.as_ref();
+        let bytes = super::read_capped(path)?;
+        if !bytes.contains(&b'\n') && read_json_lines(&bytes).lines.is_empty() {
+            tracing::warn!(
+                file = %path.display(),
+                bytes = bytes.len(),
+                "the transcript holds no complete line (a crash while it was created): its header is written anew"
+            );
+            let mut tmp = path.as_os_str().to_owned();
+            tmp.push(".repair");
+            let tmp = PathBuf::from(tmp);
+            let _ = std::fs::remove_file(&tmp);
+            drop(TranscriptStore::create(&tmp, session_id, cwd)?);
+            std::fs::rename(&tmp, path).map_err(|e| Error::io("repair transcript", path, e))?;
+            sync_parent_dir(path);
+        }
+        Self::open(path)
+    }
+
     /// Opens a session file and reads every message entry in file order, with ids, plus the
     /// lines that could not be read. v3 files open for appending; older files read-only.
     pub fn open(path: impl AsRef<Path>) -> Result<(Self, Vec<Arc<Message>>, Vec<LineProblem>)> {

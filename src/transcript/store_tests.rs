@@ -336,3 +336,38 @@ fn pi_v1_files_open_read_only_with_line_index_ids() {
     ));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), content);
 }
+
+#[test]
+fn a_file_torn_at_its_creation_opens_repaired_and_takes_appends() {
+    for torn in [&b""[..], &br#"{"type":"session","vers"#[..]] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("torn.jsonl");
+        std::fs::write(&path, torn).unwrap();
+        assert!(
+            TranscriptStore::open(&path).is_err(),
+            "plain open refuses it"
+        );
+        let (mut store, read, problems) =
+            TranscriptStore::open_repairing(&path, "s-torn", "/w").unwrap();
+        assert!(read.is_empty() && problems.is_empty());
+        assert_eq!(store.session_id(), "s-torn");
+        store
+            .append(vec![Message::user("after the crash")])
+            .unwrap();
+        drop(store);
+        let (_, read, problems) = TranscriptStore::open(&path).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].text(), "after the crash");
+    }
+}
+
+#[test]
+fn a_file_with_a_complete_line_is_never_rewritten_by_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.jsonl");
+    let text = "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n";
+    std::fs::write(&path, text).unwrap();
+    assert!(TranscriptStore::open_repairing(&path, "s", "/").is_err());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+}
