@@ -132,3 +132,23 @@ test("a summary ctxhost asks of the client's model goes to OpenClaw's runtimeCon
 });
 
 test.after(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+test("ctxhost's state directory is the plugin's stateDir, else CTXHOST_STATE_DIR, else ctxhost/ under OpenClaw's state directory", async () => {
+  const saved = { ctxhost: process.env.CTXHOST_STATE_DIR, openclaw: process.env.OPENCLAW_STATE_DIR, home: process.env.OPENCLAW_HOME };
+  try {
+    assert.equal(await internals.stateDirFor({ stateDir: "/srv/ctx" }), "/srv/ctx");
+    process.env.CTXHOST_STATE_DIR = "/var/ctx";
+    assert.equal(await internals.stateDirFor({}), "/var/ctx");
+    delete process.env.CTXHOST_STATE_DIR;
+    process.env.OPENCLAW_STATE_DIR = "/home/a/profile-b";
+    assert.equal(await internals.stateDirFor({}), "/home/a/profile-b/ctxhost");
+    delete process.env.OPENCLAW_STATE_DIR;
+    process.env.OPENCLAW_HOME = "/home/b";
+    assert.equal(await internals.stateDirFor({}), "/home/b/.openclaw/ctxhost");
+  } finally {
+    for (const [k, v] of [["CTXHOST_STATE_DIR", saved.ctxhost], ["OPENCLAW_STATE_DIR", saved.openclaw], ["OPENCLAW_HOME", saved.home]]) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+});

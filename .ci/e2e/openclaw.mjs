@@ -283,13 +283,19 @@ async function stopLeftovers(scratch) {
 // ---------------------------------------------------------------------------------------------
 // One twin.
 
+// The markers of the OpenClaw homes already run (each run is a fresh home).
+const earlierHomes = [];
+
 async function runTwin(lang, provider, port) {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), `ctxhost-e2e-${lang}-`));
   scratches.push(scratch);
   console.log(`== ${lang} (logs in ${scratch}/logs, removed on success)`);
   provider.requests.length = 0;
-  const dirs = Object.fromEntries(["state", "home", "work", "logs", "ctxhost"].map((d) => [d, path.join(scratch, d)]));
+  const dirs = Object.fromEntries(["state", "home", "work", "logs"].map((d) => [d, path.join(scratch, d)]));
   for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true });
+  // Where the bridge keeps ctxhost's sessions by default: under this OpenClaw installation's
+  // own state directory, so two homes (the Lua run, then the Rhai run) never share one.
+  dirs.ctxhost = path.join(dirs.state, "ctxhost");
   const engine = path.join(scratch, `e2e_window.${lang}`);
   const source = fs.readFileSync(path.join(HERE, `e2e_window.${lang}`), "utf8");
   fs.writeFileSync(engine, source.replaceAll("__VERSION__", "v1"));
@@ -311,11 +317,11 @@ async function runTwin(lang, provider, port) {
     OPENCLAW_EXEC_SHELL_SNAPSHOT: "0",
     NODE_COMPILE_CACHE: path.join(CACHE, "compile-cache"),
     FAKE_API_KEY: "sk-fake",
-    CTXHOST_STATE_DIR: dirs.ctxhost,
     CTXHOST_LOG: "info",
     E2E_LOGS: dirs.logs,
   };
   delete env.CTXHOST_CONFIG;
+  delete env.CTXHOST_STATE_DIR;
   fs.writeFileSync(
     env.OPENCLAW_CONFIG_PATH,
     JSON.stringify(
@@ -363,7 +369,9 @@ async function runTwin(lang, provider, port) {
   await oc(["plugins", "enable", "ctxhost"], "enable", 120_000);
 
   // 1. --local turns: a new OpenClaw process (and ctxhost child) each.
-  const messages = ["turn-1 hello", "turn-2 how are you", "turn-3 tell me more"];
+  // Each run's turns carry its own marker: a later OpenClaw home must never show the model one.
+  const marker = `(${lang} home)`;
+  const messages = [`turn-1 hello ${marker}`, `turn-2 how are you ${marker}`, `turn-3 tell me more ${marker}`];
   for (const [i, message] of messages.entries()) {
     await oc(["agent", "--local", "--agent", "main", "--message", message, "--json"], `local-turn-${i + 1}`);
   }
@@ -430,6 +438,17 @@ async function runTwin(lang, provider, port) {
       t6.length >= 1 && systemOf(t6[t6.length - 1].body).includes(`CTXHOST-E2E v2 lang=${lang}`),
       "the edited engine served the next Gateway turn without a restart (and the reload lifted the quarantine)",
     );
+    check(
+      findFiles(dirs.ctxhost, "transcript.jsonl").length >= 1,
+      `ctxhost kept this installation's sessions under its own state directory (${dirs.ctxhost})`,
+    );
+    for (const earlier of earlierHomes) {
+      check(
+        !provider.requests.some((r) => JSON.stringify(r.body ?? {}).includes(earlier)),
+        `no model call of this OpenClaw home holds a turn of the earlier home ${earlier}`,
+      );
+    }
+    earlierHomes.push(marker);
   } finally {
     stopGroup(gateway, "SIGTERM");
     const stopped = await Promise.race([gateway.done, sleep(15_000).then(() => null)]);

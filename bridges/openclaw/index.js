@@ -13,6 +13,8 @@
 // Plain ESM, no build step, no dependencies beyond Node and the OpenClaw SDK the host provides.
 
 import { spawn } from "node:child_process";
+import os from "node:os";
+import path from "node:path";
 
 const METHODS = [
   "bootstrap",
@@ -35,6 +37,7 @@ const NO_CLIENT_MODEL = -32010;
 
 // One child per OpenClaw process (module state survives the repeated register() calls).
 const state = {
+  starting: null, // the spawn in progress (a Promise of the child), while the state dir is found
   child: null, // { proc, pending: Map, nextId, ready: Promise<info>, buffer }
   config: null,
   runtime: null, // api.runtime: its llm.complete serves model calls outside an operation's own
@@ -76,9 +79,30 @@ function sessionOf(params) {
   return (params && (params.sessionKey || params.sessionId || params.parentSessionKey)) || "";
 }
 
-function spawnChild(config) {
+// Where ctxhost keeps this OpenClaw installation's sessions: the plugin's `stateDir`, else
+// `CTXHOST_STATE_DIR` (an operator's explicit choice), else `ctxhost/` under OpenClaw's own state
+// directory (the SDK's resolveStateDir: OPENCLAW_STATE_DIR, else under OPENCLAW_HOME or the
+// home directory), so two OpenClaw profiles or homes never share a conversation.
+async function stateDirFor(config) {
+  if (config.stateDir) return config.stateDir;
+  if (process.env.CTXHOST_STATE_DIR) return process.env.CTXHOST_STATE_DIR;
+  let openclaw = null;
+  try {
+    const paths = await import("openclaw/plugin-sdk/state-paths");
+    openclaw = paths.resolveStateDir(process.env);
+  } catch {
+    const home = process.env.OPENCLAW_HOME || os.homedir();
+    openclaw = process.env.OPENCLAW_STATE_DIR || path.join(home, ".openclaw");
+  }
+  return path.join(openclaw, "ctxhost");
+}
+
+// For the plugin's own tests.
+internals.stateDirFor = stateDirFor;
+
+function spawnChild(config, stateDir) {
   const command = config.command || "ctxhost";
-  const args = ["serve", "--stdio", "--engine", config.engine];
+  const args = ["serve", "--stdio", "--engine", config.engine, "--state-dir", stateDir];
   if (config.config) args.push("--config", config.config);
   const proc = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
   const child = { proc, pending: new Map(), incoming: new Map(), nextId: 1, buffer: "", alive: true };
@@ -268,14 +292,21 @@ function modelAnswer(r) {
 // The running, initialized child (spawned and initialized on first use, and after a crash).
 async function ensure(config) {
   if (state.child && state.child.alive) return state.child;
-  const child = spawnChild(config);
-  state.child = child;
-  child.ready = request(child, "initialize", {
-    engine: config.engine,
-    config: config.config,
-    clientInfo: CLIENT,
-    capabilities: { delegateCompaction: true, llmComplete: true },
-  }).then((r) => r.info);
+  // One spawn however many operations ask at once while the state directory is looked up.
+  state.starting ??= (async () => {
+    const child = spawnChild(config, await stateDirFor(config));
+    state.child = child;
+    child.ready = request(child, "initialize", {
+      engine: config.engine,
+      config: config.config,
+      clientInfo: CLIENT,
+      capabilities: { delegateCompaction: true, llmComplete: true },
+    }).then((r) => r.info);
+    return child;
+  })().finally(() => {
+    state.starting = null;
+  });
+  const child = await state.starting;
   await child.ready;
   return child;
 }

@@ -6,6 +6,7 @@ mod common;
 
 mod bin;
 mod bounded;
+mod bridge_state;
 mod cli;
 mod contexts;
 mod crash;

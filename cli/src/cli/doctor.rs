@@ -59,8 +59,35 @@ struct Bridge {
     engine: Option<String>,
     /// `check`'s verdict on it: "sound", or the first failure.
     check: Option<String>,
+    /// Where the plugin keeps ctxhost's sessions (as `bridges/openclaw` decides it).
+    state_dir: Option<String>,
+    /// The `ctxhost serve` processes running there.
+    running: Vec<ctxhost::status::LiveStatus>,
     /// A problem reading the config.
     error: Option<String>,
+}
+
+/// The state directory `bridges/openclaw` gives `ctxhost serve`: the plugin's `stateDir`, else
+/// `$CTXHOST_STATE_DIR`, else `ctxhost/` under OpenClaw's state directory
+/// (`$OPENCLAW_STATE_DIR`, else `~/.openclaw`, `~` being `$OPENCLAW_HOME` when set).
+fn bridge_state_dir(entry: &serde_json::Value) -> Option<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(dir) = entry["config"]["stateDir"].as_str() {
+        return Some(PathBuf::from(dir));
+    }
+    env("CTXHOST_STATE_DIR").or_else(|| {
+        env("OPENCLAW_STATE_DIR")
+            .or_else(|| {
+                env("OPENCLAW_HOME")
+                    .or_else(|| env("HOME"))
+                    .map(|h| h.join(".openclaw"))
+            })
+            .map(|d| d.join("ctxhost"))
+    })
 }
 
 /// The OpenClaw config OpenClaw itself would read: `$OPENCLAW_CONFIG_PATH`, else
@@ -107,6 +134,12 @@ fn openclaw_bridge(config: &ctxhost::config::Config) -> Bridge {
     b.installed = entry.is_object();
     b.enabled = b.installed && entry["enabled"].as_bool().unwrap_or(true);
     b.selected = plugins["slots"]["contextEngine"].as_str() == Some("ctxhost");
+    if b.installed
+        && let Some(dir) = bridge_state_dir(entry)
+    {
+        b.running = ctxhost::status::running(&dir);
+        b.state_dir = Some(dir.display().to_string());
+    }
     if let Some(engine) = entry["config"]["engine"].as_str() {
         b.engine = Some(engine.to_owned());
         let report = check_engine(Path::new(engine), config);
@@ -284,6 +317,18 @@ fn render_bridge(out: &mut dyn Write, b: &Bridge) -> std::io::Result<()> {
             ", not in plugins.slots.contextEngine"
         }
     )?;
+    if let Some(dir) = &b.state_dir {
+        let serving: Vec<String> = b.running.iter().map(|r| format!("pid {}", r.pid)).collect();
+        writeln!(
+            out,
+            "  state:    {dir}{}",
+            if serving.is_empty() {
+                " (no ctxhost serve running there)".to_owned()
+            } else {
+                format!(" (ctxhost serve running: {})", serving.join(", "))
+            }
+        )?;
+    }
     match (&b.engine, &b.check) {
         (Some(e), Some(c)) => {
             writeln!(out, "  engine:   {e}")?;
