@@ -241,6 +241,8 @@ attacks! { rhai, "hostile.rhai":
     string_doubling => Memory,
     string_plus_doubling => Memory,
     interpolation_doubling => Memory,
+    interpolate_shared_array => Memory,
+    print_shared_map => Memory,
     array_growth => Memory,
     array_doubling => Memory,
     array_push_strings => Memory,

@@ -39,6 +39,81 @@ pub(super) fn register(e: &mut RhaiEngine, meter: &Arc<Meter>) {
     arrays(e, meter);
     blobs(e, meter);
     maps(e, meter);
+    printing(e, meter);
+}
+
+/// `print`, `to_string`, `debug` and `to_debug` of an array or a map (what `${a}` and `print(a)`
+/// run) as Rhai's own (`packages/string_basic.rs`), except that the text is checked against the
+/// cap as it grows: Rhai's builds the whole text in one native step, 1.2 GB for an array of
+/// 600,000 shared 2 KB strings, before anything can stop it. Past the cap the text stops there
+/// and the growth is counted, so the script fails as `Memory` at its next operation (an error
+/// returned here would not stop it: Rhai prints the value natively instead).
+fn printing(e: &mut RhaiEngine, meter: &Arc<Meter>) {
+    for name in ["print", "to_string", "debug", "to_debug"] {
+        let m = meter.clone();
+        e.register_fn(
+            name,
+            move |ctx: NativeCallContext, a: &mut Array| -> ImmutableString {
+                let len = a.len();
+                let mut out = String::from("[");
+                for (i, x) in a.iter_mut().enumerate() {
+                    let item = debug_text(&ctx, x);
+                    if over_cap(&m, out.len() + item.len() + 3) {
+                        return out.into();
+                    }
+                    out.push_str(&item);
+                    if i + 1 < len {
+                        out.push_str(", ");
+                    }
+                }
+                out.push(']');
+                out.into()
+            },
+        );
+        let m = meter.clone();
+        e.register_fn(
+            name,
+            move |ctx: NativeCallContext, map: &mut Map| -> ImmutableString {
+                let len = map.len();
+                let mut out = String::from("#{");
+                for (i, (k, v)) in map.iter_mut().enumerate() {
+                    let value = debug_text(&ctx, v);
+                    let key = format!("{k:?}: ");
+                    if over_cap(&m, out.len() + key.len() + value.len() + 3) {
+                        return out.into();
+                    }
+                    out.push_str(&key);
+                    out.push_str(&value);
+                    if i + 1 < len {
+                        out.push_str(", ");
+                    }
+                }
+                out.push('}');
+                out.into()
+            },
+        );
+    }
+}
+
+/// Whether a printed text of `bytes` would pass the cap; if so the growth is counted, so the
+/// script stops as `Memory` at its next operation.
+fn over_cap(m: &Meter, bytes: usize) -> bool {
+    if m.check(bytes, "a printed value").is_ok() {
+        return false;
+    }
+    m.add(bytes);
+    true
+}
+
+/// One item of a printed array or map, as Rhai prints it: its `to_debug` (the script's own
+/// when it defines one for the type, a guarded one for arrays and maps), else its type name.
+fn debug_text(ctx: &NativeCallContext, v: &mut Dynamic) -> ImmutableString {
+    let engine = ctx.engine();
+    match ctx.call_native_fn_raw(rhai::FUNC_TO_DEBUG, true, &mut [v]) {
+        Ok(r) if r.is_string() => r.into_immutable_string().unwrap_or_default(),
+        Ok(r) => engine.map_type_name(r.type_name()).into(),
+        Err(_) => engine.map_type_name(&format!("{v:?}")).into(),
+    }
 }
 
 /// `array.sort(comparer)` as Rhai's, except that the first error of the comparer (the deadline
