@@ -14,4 +14,5 @@ mod progress;
 mod report;
 mod serve;
 mod snapshots;
+mod terminal;
 mod watch;
