@@ -8,6 +8,7 @@ mod bin;
 mod cli;
 mod contexts;
 mod crash;
+mod did_you_mean;
 mod isolation;
 mod new_engine;
 mod progress;

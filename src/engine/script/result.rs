@@ -94,7 +94,7 @@ fn in_script_terms(key: &str, value: &Json, serde_message: &str) -> String {
     let got = match value {
         Json::String(s) => {
             let shown: String = s.chars().take(40).collect();
-            format!("the string {:?}", shown)
+            format!("the string {shown:?}")
         }
         other => json_type(other).to_owned(),
     };
