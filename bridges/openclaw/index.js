@@ -101,13 +101,17 @@ async function stateDirFor(config) {
 internals.stateDirFor = stateDirFor;
 
 function spawnChild(config, stateDir) {
+  // Without `command`, `ctxhost` is looked up on PATH (where `cargo install --path cli` puts it).
   const command = config.command || "ctxhost";
   const args = ["serve", "--stdio", "--engine", config.engine, "--state-dir", stateDir];
   if (config.config) args.push("--config", config.config);
   const proc = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
   const child = { proc, pending: new Map(), incoming: new Map(), nextId: 1, buffer: "", alive: true };
   proc.on("error", (e) => {
-    log("error", `cannot run ${command}: ${e.message}`);
+    const hint = e.code === "ENOENT" && !config.command
+      ? " (not on PATH: install it with `cargo install --locked --path cli` in the ctxhost clone, or set plugins.entries.ctxhost.config.command)"
+      : "";
+    log("error", `cannot run ${command}: ${e.message}${hint}`);
     retire(child, e);
   });
   proc.on("exit", (code, signal) => {

@@ -1,7 +1,7 @@
 //! The `ctxhost` command-line tool: parse, run, map the outcome to an exit code
 //! (0 ok, 1 problems found, 2 error).
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -12,6 +12,7 @@ use clap::Parser;
 static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
 
 mod cli;
+mod inert;
 mod install;
 mod report;
 
@@ -33,6 +34,8 @@ fn main() -> ExitCode {
     // `check` reports the engine's load warnings itself: the log would print them a second time.
     let default_filter = match args.command {
         cli::args::Command::Check(_) => "warn,ctxhost::engine::script=error",
+        // `watch` prints the engine error of each run itself, once.
+        cli::args::Command::Watch(_) => "warn,ctxhost::session::dispatch=error",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -40,13 +43,24 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("CTXHOST_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
+        // Log lines carry what engines wrote: escaped (`inert`), so no colours of our own either.
+        .with_ansi(false)
+        .with_writer(|| inert::Inert::new(std::io::stderr()))
         .init();
     let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let result = crate::cli::run(args, &mut out);
-    let _ = out.flush();
+    // `serve` speaks JSON-RPC on stdout, byte for byte; everything else a person may read on
+    // a terminal goes through `inert`.
+    let result = if matches!(args.command, cli::args::Command::Serve(_)) {
+        let mut out = stdout.lock();
+        let r = crate::cli::run(args, &mut out);
+        let _ = out.flush();
+        r
+    } else {
+        let mut out = inert::Inert::new(stdout.lock());
+        let r = crate::cli::run(args, &mut out);
+        let _ = out.flush();
+        r
+    };
     match result {
         Ok(crate::cli::Outcome::Ok) => ExitCode::SUCCESS,
         Ok(crate::cli::Outcome::Problems) => ExitCode::from(1),
@@ -57,7 +71,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("ctxhost: {e:#}");
+            eprintln!("ctxhost: {}", inert::escape(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }

@@ -80,7 +80,18 @@ pub fn check_engine_shape(
         let found = members.iter().find(|(n, _)| n == method.as_str());
         match found {
             None if method.required() => {
-                out.push(error(format!("required function `{method}` is missing")))
+                // A misspelled required method is an unknown member close to its name.
+                let typo = members
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .filter(|n| Method::from_name(n).is_none() && !KNOWN_MEMBERS.contains(n))
+                    .find(|n| closest_member(n) == Some(method.as_str()));
+                let hint = typo
+                    .map(|t| format!("; did you mean `{t}`? (it is defined, misspelled)"))
+                    .unwrap_or_default();
+                out.push(error(format!(
+                    "required function `{method}` is missing{hint}"
+                )))
             }
             Some((_, false)) => out.push(error(format!("`{method}` must be a function"))),
             _ => {}

@@ -31,6 +31,31 @@ fn a_typo_gets_the_closest_member() {
 }
 
 #[test]
+fn a_misspelled_required_method_is_named_with_the_error() {
+    let i = info(json!({"id":"x","name":"X"}));
+    let f = check_engine_shape(
+        &i,
+        &members(&["info", "ingest", "assembel", "compact"]),
+        None,
+        false,
+    );
+    let msgs: Vec<_> = f.iter().map(|x| (x.severity, x.message.as_str())).collect();
+    assert_eq!(
+        msgs,
+        vec![
+            (
+                Severity::Error,
+                "required function `assemble` is missing; did you mean `assembel`? (it is defined, misspelled)"
+            ),
+            (
+                Severity::Warning,
+                "unknown member `assembel` (did you mean `assemble`?)"
+            ),
+        ]
+    );
+}
+
+#[test]
 fn missing_required_and_non_function_members_are_errors() {
     let i = info(json!({"id":"","name":"X","ownsCompation":true}));
     let mut m = members(&["info", "ingest", "assemble"]);

@@ -81,6 +81,10 @@ pub struct ContextMessage {
     pub first_line: String,
     /// Whether the previous model call's context did not have it.
     pub new: bool,
+    /// The whole text of a message the engine wrote or changed (`replay --show` prints it;
+    /// stored messages are in the transcript), `None` for every other origin.
+    #[serde(skip)]
+    pub engine_text: Option<String>,
 }
 
 /// A message the previous model call had and this one has not.
@@ -194,6 +198,7 @@ impl ContextTracker {
                 tokens,
                 first_line: first_line(m),
                 new: !before.contains(key.as_str()),
+                engine_text: (origin == Origin::EngineMade).then(|| m.text()),
             });
             keys.push((key, gone(m, tokens)));
         }

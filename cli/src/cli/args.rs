@@ -126,12 +126,19 @@ pub struct ReplayArgs {
     /// Also write a self-contained HTML report (token chart, per-turn details) to this file.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
-    /// Print the assembled context of these turns (`5`, `3..7`, `12..`), every model call of
-    /// each: each message's index, role, origin, tokens and first line, the
-    /// systemPromptAddition, and what changed against the previous call. With `--json`, those
-    /// turns' calls carry their `context`.
+    /// Print only these turns (`5`, `3..7`, `12..`) and the assembled context of every model
+    /// call of each: the whole systemPromptAddition and engine-made messages, each message's
+    /// index, role, origin, tokens and first line, and what changed against the previous call.
+    /// With `--json`, those turns' calls carry their `context`.
     #[arg(long, value_name = "TURN[..TURN]", value_parser = parse_turns)]
     pub show: Option<TurnRange>,
+    /// With `--show`: print the whole turn table too, not only the turns shown.
+    #[arg(long, requires = "show")]
+    pub table: bool,
+    /// With `--show`: print the systemPromptAddition and engine-made messages whole (default:
+    /// cut after 40 lines of 300 characters).
+    #[arg(long, requires = "show")]
+    pub full: bool,
     /// With `--json`: every model call carries its `context` (as `--show` for all turns).
     #[arg(long, requires = "json")]
     pub contexts: bool,

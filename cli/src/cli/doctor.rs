@@ -57,6 +57,9 @@ struct Bridge {
     selected: bool,
     /// The engine file the plugin points at.
     engine: Option<String>,
+    /// The session whose state a served call wrote last (`serve` writes it after every call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_call: Option<LastCall>,
     /// `check`'s verdict on it: "sound", or the first failure.
     check: Option<String>,
     /// Where the plugin keeps ctxhost's sessions (as `bridges/openclaw` decides it).
@@ -179,7 +182,10 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         running: ctxhost::serve::state::default_state_dir()
             .map(|dir| ctxhost::status::running(&dir))
             .unwrap_or_default(),
-        openclaw: openclaw_bridge(&config),
+        openclaw: Bridge {
+            last_call: ctxhost::serve::state::default_state_dir().and_then(|d| last_call(&d)),
+            ..openclaw_bridge(&config)
+        },
     };
     let bridge_healthy =
         d.openclaw.error.is_none() && d.openclaw.check.as_deref().is_none_or(|c| c == "sound");
@@ -293,7 +299,63 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
     })
 }
 
+/// The newest session state under a state directory: which session, whose state, how old.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LastCall {
+    /// The session's folder under `sessions/`.
+    session: String,
+    /// The engine whose state the file holds (the one serving that session).
+    engine: String,
+    /// Seconds since the file was written.
+    seconds_ago: u64,
+}
+
+/// The newest `sessions/*/transcript.jsonl.state.json` under `state_dir`, if any.
+fn last_call(state_dir: &Path) -> Option<LastCall> {
+    let newest = std::fs::read_dir(state_dir.join("sessions"))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let file = e.path().join("transcript.jsonl.state.json");
+            let modified = std::fs::metadata(&file).ok()?.modified().ok()?;
+            Some((modified, e.file_name().to_string_lossy().into_owned(), file))
+        })
+        .max_by_key(|(m, _, _)| *m)?;
+    let (modified, session, file) = newest;
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).ok()?).ok()?;
+    Some(LastCall {
+        session,
+        engine: saved["engine"].as_str().unwrap_or("?").to_owned(),
+        seconds_ago: modified.elapsed().map_or(0, |d| d.as_secs()),
+    })
+}
+
+/// `125` → `2 min ago`.
+fn ago(seconds: u64) -> String {
+    match seconds {
+        0..=59 => format!("{seconds} s ago"),
+        60..=3599 => format!("{} min ago", seconds / 60),
+        3600..=86_399 => format!("{} h ago", seconds / 3600),
+        _ => format!("{} days ago", seconds / 86_400),
+    }
+}
+
 fn render_bridge(out: &mut dyn Write, b: &Bridge) -> std::io::Result<()> {
+    render_bridge_config(out, b)?;
+    match &b.last_call {
+        Some(l) => writeln!(
+            out,
+            "  last call: session {} (engine `{}`), state written {}",
+            l.session,
+            l.engine,
+            ago(l.seconds_ago)
+        ),
+        None => Ok(()),
+    }
+}
+
+fn render_bridge_config(out: &mut dyn Write, b: &Bridge) -> std::io::Result<()> {
     if !b.found {
         return writeln!(out, "openclaw:   no config at {}", b.config);
     }

@@ -54,7 +54,7 @@ pub(crate) fn run(args: EnginesArgs, out: &mut dyn Write) -> anyhow::Result<Outc
                 writeln!(out, "uninstalled {id}")?;
                 Ok(Outcome::Ok)
             } else {
-                anyhow::bail!("no engine \"{id}\" is installed")
+                anyhow::bail!("{}", not_installed(&config, &id))
             }
         }
         EnginesCommand::Enable { id } => toggle(&config, &id, true, out),
@@ -69,7 +69,7 @@ fn toggle(
     out: &mut dyn Write,
 ) -> anyhow::Result<Outcome> {
     if !install::set_enabled(config, id, enabled)? {
-        anyhow::bail!("no engine \"{id}\" is installed");
+        anyhow::bail!("{}", not_installed(config, id));
     }
     if enabled {
         writeln!(out, "enabled {id}; it is now the context engine")?;
@@ -77,6 +77,33 @@ fn toggle(
         writeln!(out, "disabled {id}")?;
     }
     Ok(Outcome::Ok)
+}
+
+/// "no engine … is installed", with the installed id the user most likely meant: entries are
+/// named by id (`my-policy`), so a file name (`my_policy.rhai`, `my_policy_rhai`) or a typo
+/// gets a did-you-mean.
+fn not_installed(config: &ctxhost::config::Config, id: &str) -> String {
+    let ids: Vec<String> = install::list(config).into_iter().map(|e| e.id).collect();
+    let as_id = {
+        let stem = ["_lua", "_luau", "_rhai", ".lua", ".luau", ".rhai"]
+            .iter()
+            .find_map(|ext| id.strip_suffix(ext))
+            .unwrap_or(id);
+        stem.replace('_', "-")
+    };
+    let dashed = id.replace('_', "-");
+    let hint = ids
+        .iter()
+        .find(|i| **i == dashed || **i == as_id)
+        .map(String::as_str)
+        .or_else(|| ctxhost::contract::closest(id, ids.iter().map(String::as_str)))
+        .map(|c| {
+            format!(
+                "; did you mean \"{c}\"? (entries are named by id: the file name with `_` as `-`)"
+            )
+        })
+        .unwrap_or_default();
+    format!("no engine \"{id}\" is installed{hint}")
 }
 
 /// The config the `engines` commands edit: like every command's, except that a named file

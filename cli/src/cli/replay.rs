@@ -81,7 +81,11 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         contexts: args.contexts || args.show.is_some() || args.report.is_some(),
     };
     let mut table = Table::new(args.json, imported.sessions.len() > 1, keep_files);
+    table.full = args.full;
     let (show, all_contexts) = (args.show, args.contexts);
+    // `--show` alone prints only its turns; `--table` (or `--json`) keeps every row.
+    let only_shown = show.is_some() && !args.table && !args.json;
+    let mut notes = Notes::default();
     let mut write_error = None;
     let mut progress = Progress::new(&imported, args.json);
     let mut reported: Vec<TurnReport> = Vec::new();
@@ -97,8 +101,10 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         &opts,
         |turn| {
             let shown = all_contexts || show.is_some_and(|r| r.contains(turn.turn));
+            notes.add(turn);
             // Rows and the bar share the terminal: lift the bar while a row is written.
             if write_error.is_none()
+                && (shown || !only_shown)
                 && let Err(e) = progress.suspend(|| table.turn(out, turn, shown))
             {
                 write_error = Some(e);
@@ -120,6 +126,13 @@ pub(crate) fn run(args: ReplayArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             .with_context(|| format!("write the report {}", path.display()))?;
     }
     table.summary(out, &summary)?;
+    if !args.json {
+        let owns = match host.engine() {
+            Some(Ok(f)) => Some(f.info().owns_compaction()),
+            _ => None,
+        };
+        notes.write(out, owns)?;
+    }
     if let Some(path) = &args.report
         && !args.json
     {
@@ -202,8 +215,35 @@ fn build_config(args: &ReplayArgs) -> anyhow::Result<Config> {
     let mut config = host_config(&args.host, args.engine.as_deref())?;
     if args.strict {
         config.host.failure_policy = FailurePolicy::Strict;
+        if let Some(engine) = &args.engine {
+            adopt_engine_id(&mut config, engine);
+        }
     }
     Ok(config)
+}
+
+/// With `--engine FILE` there is no configured id to hold the engine's `info.id` to: the entry
+/// (named after the file) takes the engine's own id, so `--strict` checks the engine, not its
+/// file name. An engine that does not load keeps the file's id; the load error is reported
+/// when the host loads it.
+fn adopt_engine_id(config: &mut Config, engine: &Path) {
+    let from_file = ctxhost::serve::engine_id_from_path(engine);
+    let opts = ctxhost::engine::LoadOptions {
+        configured_id: None,
+        limits: config.host.limits.script.clone(),
+        ..Default::default()
+    };
+    let Ok(factory) = ctxhost::engine::load(engine, &opts, &config.host.limits.rhai) else {
+        return;
+    };
+    let own = factory.info().id.clone();
+    if own.is_empty() || own == from_file || own == ctxhost::engine::legacy::LEGACY_ID {
+        return;
+    }
+    if let Some(entry) = config.plugins.entries.remove(&from_file) {
+        config.plugins.entries.insert(own.clone(), entry);
+        config.plugins.slots.context_engine = Some(own);
+    }
 }
 
 /// The config `replay` and `watch` run with: the discovered (or `--config`) file, with `engine`
@@ -224,6 +264,8 @@ pub(crate) fn host_config(args: &HostArgs, engine: Option<&Path>) -> anyhow::Res
 
 struct Table {
     json: bool,
+    /// `--full`: engine text in `--show` is never cut.
+    full: bool,
     multi: bool,
     header_done: bool,
     /// Whether the sessions' transcripts outlive the command (so their folder is worth naming).
@@ -234,6 +276,7 @@ impl Table {
     fn new(json: bool, multi: bool, kept_files: bool) -> Self {
         Table {
             json,
+            full: false,
             multi,
             header_done: false,
             kept_files,
@@ -305,7 +348,7 @@ impl Table {
             }
         }
         if shown {
-            super::show::write_turn(out, t)?;
+            super::show::write_turn(out, t, self.full)?;
         }
         Ok(())
     }
@@ -379,6 +422,114 @@ pub(crate) fn write_times(
         }
     }
     Ok(())
+}
+
+/// What the text summary adds for an author, counted over every turn's model calls: what the
+/// host put back into the engine's assemblies, the engine's token estimates that were off by
+/// more than a quarter, and whose the compactions were.
+#[derive(Default)]
+struct Notes {
+    /// Calls whose assembly lacked each guarantee the host restored, by reason.
+    put_back: std::collections::BTreeMap<&'static str, u64>,
+    /// Calls with an `estimatedTokens` beyond ±25% of the host's count.
+    estimates_off: u64,
+    /// The call furthest off: (turn, call, estimated, measured).
+    worst: Option<(u64, u32, f64, u64)>,
+    /// Compactions in turns the configured engine answered, and in turns `legacy` did.
+    compactions_engine: u64,
+    compactions_fallback: u64,
+}
+
+impl Notes {
+    fn add(&mut self, t: &TurnReport) {
+        for g in &t.guarantees {
+            for v in &g.put_back {
+                let what = match v {
+                    ctxhost::guarantee::Violation::MissingRequest => "the current user request",
+                    ctxhost::guarantee::Violation::MissingSummary => "the newest summary",
+                    ctxhost::guarantee::Violation::NoHistory => "earlier history",
+                };
+                *self.put_back.entry(what).or_default() += 1;
+            }
+        }
+        for c in &t.calls {
+            if c.estimated_tokens <= 0.0 || c.assembled_tokens == 0 {
+                continue;
+            }
+            let measured = c.assembled_tokens as f64;
+            let off = (c.estimated_tokens - measured).abs() / measured;
+            if off > 0.25 {
+                self.estimates_off += 1;
+                let worse = self
+                    .worst
+                    .is_none_or(|(_, _, e, m)| off > (e - m as f64).abs() / m as f64);
+                if worse {
+                    self.worst = Some((t.turn, c.call, c.estimated_tokens, c.assembled_tokens));
+                }
+            }
+        }
+        if t.fallback {
+            self.compactions_fallback += u64::from(t.compactions);
+        } else {
+            self.compactions_engine += u64::from(t.compactions);
+        }
+    }
+
+    /// `owns`: whether the configured engine owns compaction (`None`: it did not load).
+    fn write(&self, out: &mut dyn Write, owns: Option<bool>) -> anyhow::Result<()> {
+        if !self.put_back.is_empty() {
+            let reasons: Vec<String> = self
+                .put_back
+                .iter()
+                .map(|(what, n)| format!("{what} in {}", calls(*n)))
+                .collect();
+            writeln!(
+                out,
+                "the host put back what the engine's assemblies left out: {}",
+                reasons.join("; ")
+            )?;
+        }
+        if let Some((turn, call, est, measured)) = self.worst {
+            writeln!(
+                out,
+                "{} with an estimatedTokens off by more than 25% of the host's count (worst: turn {turn} call {call}, {} estimated, {} measured)",
+                calls(self.estimates_off),
+                group(est.round() as u64),
+                group(measured)
+            )?;
+        }
+        if self.compactions_engine > 0 {
+            let whose = match owns {
+                Some(true) => "the engine's own (it owns compaction)",
+                Some(false) => {
+                    "the host's (the engine does not own compaction, so the host compacts for it)"
+                }
+                None => "the host's built-in compaction",
+            };
+            writeln!(
+                out,
+                "{}: {whose}",
+                plural(self.compactions_engine, "compaction", "compactions")
+            )?;
+        }
+        if self.compactions_fallback > 0 {
+            writeln!(
+                out,
+                "{} in fallback turns: legacy's",
+                plural(self.compactions_fallback, "compaction", "compactions")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `n` with the noun in the right number: "1 turn", "2 turns".
+pub(crate) fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn calls(n: u64) -> String {
+    plural(n, "model call", "model calls")
 }
 
 fn clip(s: &str, n: usize) -> String {

@@ -7,12 +7,43 @@ use ctxhost::replay::{CallReport, ContextView, GoneMessage, TurnReport};
 
 use crate::report::group;
 
-/// Every model call of `t` whose context was recorded.
-pub(crate) fn write_turn(out: &mut dyn Write, t: &TurnReport) -> anyhow::Result<()> {
+/// Lines of an engine's text printed before the rest is cut (without `--full`).
+const BODY_LINES: usize = 40;
+/// Characters of one such line printed before the rest is cut (without `--full`).
+const LINE_CHARS: usize = 300;
+
+/// Every model call of `t` whose context was recorded; `full`: engine text is never cut.
+pub(crate) fn write_turn(out: &mut dyn Write, t: &TurnReport, full: bool) -> anyhow::Result<()> {
     for c in &t.calls {
         if let Some(view) = &c.context {
-            write_call(out, t, c, view)?;
+            write_call(out, t, c, view, full)?;
         }
+    }
+    Ok(())
+}
+
+/// `text` indented under its heading, cut after [`BODY_LINES`] lines unless `full`.
+fn write_body(out: &mut dyn Write, text: &str, full: bool) -> anyhow::Result<()> {
+    let lines: Vec<&str> = text.lines().collect();
+    let shown = if full {
+        lines.len()
+    } else {
+        lines.len().min(BODY_LINES)
+    };
+    for line in &lines[..shown] {
+        if full || line.chars().count() <= LINE_CHARS {
+            writeln!(out, "    | {line}")?;
+        } else {
+            let cut: String = line.chars().take(LINE_CHARS).collect();
+            writeln!(out, "    | {cut}…")?;
+        }
+    }
+    if shown < lines.len() {
+        writeln!(
+            out,
+            "    | … {} more lines (--full prints them)",
+            lines.len() - shown
+        )?;
     }
     Ok(())
 }
@@ -22,6 +53,7 @@ fn write_call(
     t: &TurnReport,
     c: &CallReport,
     v: &ContextView,
+    full: bool,
 ) -> anyhow::Result<()> {
     let origins: Vec<String> = v
         .origin_counts()
@@ -48,12 +80,14 @@ fn write_call(
     )?;
     match &v.system_prompt_addition {
         None => writeln!(out, "  systemPromptAddition: none")?,
-        Some(a) => writeln!(
-            out,
-            "  systemPromptAddition ({} tokens): {}",
-            group(v.system_prompt_tokens),
-            first_line_of(a)
-        )?,
+        Some(a) => {
+            writeln!(
+                out,
+                "  systemPromptAddition ({} tokens):",
+                group(v.system_prompt_tokens)
+            )?;
+            write_body(out, a, full)?;
+        }
     }
     writeln!(
         out,
@@ -71,6 +105,9 @@ fn write_call(
             group(m.tokens),
             m.first_line
         )?;
+        if let Some(text) = &m.engine_text {
+            write_body(out, text, full)?;
+        }
     }
     writeln!(
         out,
@@ -97,20 +134,4 @@ fn write_gone(out: &mut dyn Write, what: &str, gone: &[GoneMessage]) -> anyhow::
         )?;
     }
     Ok(())
-}
-
-/// The first non-empty line of `text`, clipped like the messages' first lines.
-fn first_line_of(text: &str) -> String {
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    if line.chars().count() <= 100 {
-        line.to_owned()
-    } else {
-        let mut cut: String = line.chars().take(99).collect();
-        cut.push('…');
-        cut
-    }
 }

@@ -137,10 +137,10 @@ async fn run_once(
     };
     writeln!(
         out,
-        "run {run} (generation {generation}): {} turns, {} compactions, {} fallbacks, max {} assembled tokens, {} over budget, {} ms",
-        summary.turns,
-        summary.compactions,
-        summary.fallbacks,
+        "run {run} (generation {generation}): {}, {}, {}, max {} assembled tokens, {} over budget, {} ms",
+        turns(summary.turns),
+        super::replay::plural(summary.compactions, "compaction", "compactions"),
+        super::replay::plural(summary.fallbacks, "fallback", "fallbacks"),
         group(summary.max_assembled_tokens),
         summary.over_budget_turns,
         summary.wall_ms
@@ -189,6 +189,9 @@ fn write_diff(
     let key = |t: &TurnReport| (t.session.clone(), t.turn);
     let old: BTreeMap<_, &TurnReport> = before.iter().map(|t| (key(t), t)).collect();
     let mut unchanged: Vec<&TurnReport> = Vec::new();
+    // Turns the engine no longer answers: legacy's numbers say nothing about the edit, so one
+    // line for all of them.
+    let mut falling_back: Vec<&TurnReport> = Vec::new();
     for t in after {
         let label = if multi {
             format!("{} turn {}", t.session, t.turn)
@@ -200,7 +203,9 @@ fn write_diff(
             continue;
         };
         let changes = turn_changes(o, t);
-        if changes.is_empty() {
+        if t.fallback && !o.fallback {
+            falling_back.push(t);
+        } else if changes.is_empty() {
             unchanged.push(t);
         } else {
             writeln!(out, "  {label}: {}", changes.join("; "))?;
@@ -212,25 +217,56 @@ fn write_diff(
         .filter(|t| !new_keys.contains(&key(t)))
         .count();
     if missing > 0 {
-        writeln!(out, "  {missing} turns of the previous run are missing")?;
+        writeln!(
+            out,
+            "  {} of the previous run {} missing",
+            turns(missing as u64),
+            if missing == 1 { "is" } else { "are" }
+        )?;
     }
-    if unchanged.len() == after.len() {
+    if !falling_back.is_empty() {
+        let verb = if falling_back.len() == 1 {
+            "now falls"
+        } else {
+            "now fall"
+        };
+        if multi {
+            writeln!(
+                out,
+                "  {} {verb} back to legacy",
+                turns(falling_back.len() as u64)
+            )?;
+        } else {
+            let numbers: Vec<u64> = falling_back.iter().map(|t| t.turn).collect();
+            writeln!(
+                out,
+                "  {} {verb} back to legacy ({})",
+                turns(falling_back.len() as u64),
+                ranges(&numbers)
+            )?;
+        }
+    }
+    if unchanged.len() == after.len() && after.len() != 1 {
         writeln!(out, "  all {} turns unchanged", after.len())?;
     } else if !unchanged.is_empty() {
         if multi {
-            writeln!(out, "  {} turns unchanged", unchanged.len())?;
+            writeln!(out, "  {} unchanged", turns(unchanged.len() as u64))?;
         } else {
-            let turns: Vec<u64> = unchanged.iter().map(|t| t.turn).collect();
+            let numbers: Vec<u64> = unchanged.iter().map(|t| t.turn).collect();
             writeln!(
                 out,
-                "  {} turns unchanged ({})",
-                unchanged.len(),
-                ranges(&turns)
+                "  {} unchanged ({})",
+                turns(unchanged.len() as u64),
+                ranges(&numbers)
             )?;
         }
     }
     out.flush()?;
     Ok(())
+}
+
+fn turns(n: u64) -> String {
+    super::replay::plural(n, "turn", "turns")
 }
 
 /// What differs in one turn: assembled tokens, messages, compactions, fallback.

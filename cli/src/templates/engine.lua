@@ -5,7 +5,7 @@
 --   ctxhost check __FILE__                  load, validate and exercise every method
 --   ctxhost watch __FILE__                  replay a conversation again on every save
 --   ctxhost replay --engine __FILE__        replay once and show every turn
--- The contract is in docs/writing-engines.md (and ENGINE_CONTRACT.md).
+-- The guide is docs/writing-engines.md, the contract docs/contract.md (in the ctxhost repository).
 --
 -- Every method receives one table `p` (camelCase fields, as in OpenClaw's TypeScript
 -- interface) and returns a table. Always present in `p`: `sessionId`, `sessionKey` and

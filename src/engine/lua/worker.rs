@@ -436,6 +436,12 @@ impl Vm {
                     .to_str()
                     .map_err(|_| "a key is not valid UTF-8".to_string())?
                     .to_string(),
+                Value::Integer(_) | Value::Number(_) => {
+                    return Err(
+                        "assemble must return a table with named fields (`messages`, `estimatedTokens`), got a list: return { messages = ..., estimatedTokens = ... }"
+                            .to_string(),
+                    );
+                }
                 other => {
                     return Err(format!(
                         "assemble result has a non-string key ({})",
@@ -451,7 +457,9 @@ impl Vm {
             map.insert(key, j);
         }
         if raw.is_nil() {
-            return Err("missing field `messages`".into());
+            return Err(crate::engine::script::result::missing_messages(
+                map.keys().map(String::as_str),
+            ));
         }
         let resident = self
             .lua

@@ -275,7 +275,9 @@ impl Vm {
         let raw = map
             .get("messages")
             .filter(|m| !m.is_unit())
-            .ok_or_else(|| "missing field `messages`".to_string())?;
+            .ok_or_else(|| {
+                crate::engine::script::result::missing_messages(fields.keys().map(String::as_str))
+            })?;
         let messages = values::messages_from(
             raw,
             &mut budget,

@@ -20,12 +20,85 @@ pub fn typed<T: DeserializeOwned>(obj: &Map<String, Json>, template: &Json) -> R
                     m.insert(k.clone(), v.clone());
                 }
                 if let Err(e2) = serde_json::from_value::<T>(probe) {
-                    return Err(format!("`{k}`: {e2}"));
+                    return Err(in_script_terms(k, v, &e2.to_string()));
                 }
             }
-            Err(e.to_string())
+            let message = e.to_string();
+            // A required field is missing: name the keys the result has that are no field,
+            // with the field each one most likely meant.
+            if message.starts_with("missing field")
+                && let Json::Object(known) = template
+            {
+                let unknown: Vec<String> = obj
+                    .keys()
+                    .filter(|k| !known.contains_key(*k))
+                    .map(
+                        |k| match crate::contract::closest(k, known.keys().map(String::as_str)) {
+                            Some(c) => format!("`{k}` (did you mean `{c}`?)"),
+                            None => format!("`{k}`"),
+                        },
+                    )
+                    .collect();
+                if !unknown.is_empty() {
+                    return Err(format!(
+                        "{message}; the result has unknown keys: {}",
+                        unknown.join(", ")
+                    ));
+                }
+            }
+            Err(message)
         }
     }
+}
+
+/// "missing field `messages`" of an assemble result, naming the keys it has instead (`msgs`:
+/// did you mean `messages`?).
+pub(crate) fn missing_messages<'a>(keys: impl Iterator<Item = &'a str>) -> String {
+    const FIELDS: [&str; 3] = ["messages", "estimatedTokens", "systemPromptAddition"];
+    let unknown: Vec<String> = keys
+        .filter(|k| !FIELDS.contains(k))
+        .map(
+            |k| match crate::contract::closest(k, FIELDS.iter().copied()) {
+                Some(c) => format!("`{k}` (did you mean `{c}`?)"),
+                None => format!("`{k}`"),
+            },
+        )
+        .collect();
+    if unknown.is_empty() {
+        "missing field `messages`".to_owned()
+    } else {
+        format!(
+            "missing field `messages`; the result has unknown keys: {}",
+            unknown.join(", ")
+        )
+    }
+}
+
+/// serde's "invalid type: string \"lots\", expected f64" for field `key` as a script author
+/// reads it: "`estimatedTokens` must be a number, got the string \"lots\"".
+fn in_script_terms(key: &str, value: &Json, serde_message: &str) -> String {
+    let Some(rest) = serde_message.strip_prefix("invalid type: ") else {
+        return format!("`{key}`: {serde_message}");
+    };
+    let expected = rest.rsplit_once(", expected ").map_or("", |(_, e)| e);
+    let wanted = match expected {
+        "f64" | "f32" | "u64" | "u32" | "u16" | "u8" | "usize" | "i64" | "i32" | "isize" => {
+            "a number"
+        }
+        "a boolean" => "true or false",
+        "a string" => "a string",
+        "a sequence" => "a list",
+        e if e.starts_with("struct") || e.starts_with("a map") => "a map",
+        _ => return format!("`{key}`: {serde_message}"),
+    };
+    let got = match value {
+        Json::String(s) => {
+            let shown: String = s.chars().take(40).collect();
+            format!("the string {shown:?}")
+        }
+        other => json_type(other).to_owned(),
+    };
+    format!("`{key}` must be {wanted}, got {got}")
 }
 
 fn json_type(v: &Json) -> &'static str {
