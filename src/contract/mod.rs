@@ -25,6 +25,7 @@ pub use info::{
     TurnMaintenanceMode,
 };
 pub use method::{KNOWN_MEMBERS, Method};
+pub use params::client;
 pub use params::{
     AfterTurnParams, AssembleParams, BootstrapParams, CommitTurnParams, CompactParams,
     CompactionTarget, ContextMode, IngestBatchParams, IngestParams, MaintainParams, MaintainReason,

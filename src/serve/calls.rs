@@ -7,8 +7,9 @@ use std::sync::atomic::AtomicBool;
 
 use serde_json::{Value, json};
 
+use crate::contract::client::{self, ClientCall as Call};
 use crate::contract::{
-    CommitStatus, CompactionTarget, ContextMode, MaintainReason, Method, SubagentEndReason,
+    CommitStatus, CompactionTarget, ContextMode, MaintainReason, SubagentEndReason,
 };
 use crate::error::{Error, Result};
 use crate::host::ClientCompaction;
@@ -19,6 +20,7 @@ use super::Hosted;
 use super::delegate::PeerCompactor;
 use super::params::*;
 use super::protocol::{RpcError, code, method};
+
 use super::server::{Job, Served, Server};
 use super::state::{self, BridgeRecord};
 
@@ -28,7 +30,7 @@ impl Server {
         &self,
         key: &str,
         served: &mut Option<Served>,
-        job: &mut Job,
+        job: Job,
         cancel: &Arc<AtomicBool>,
     ) -> std::result::Result<Value, RpcError> {
         let Some(hosted) = self.hosted.read().await.clone() else {
@@ -45,50 +47,42 @@ impl Server {
         let Some(s) = served.as_mut() else {
             return Err(internal("the session did not open"));
         };
-        let p = &mut job.params;
-        let lifecycle = match job.method.as_str() {
-            method::ROLLBACK_SUBAGENT_SPAWN => Some(Method::PrepareSubagentSpawn),
-            m => Method::from_name(m),
-        };
-        let Some(lifecycle) = lifecycle else {
-            return Err(RpcError::new(
-                code::METHOD_NOT_FOUND,
-                format!("no method {}", job.method),
-            ));
-        };
-        let cc = client_call(lifecycle, p);
-        let result = match job.method.as_str() {
-            "bootstrap" => to_value(
+        let cc = client_call(&job.call);
+        let ends_turn = matches!(job.call, Call::CommitTurn(_) | Call::AfterTurn(_));
+        s.assembled |= matches!(job.call, Call::Assemble(_));
+        let result = match job.call {
+            Call::Bootstrap(_) => to_value(
                 s.handle
                     .with(move |s| s.serve_client(cc, |s| s.client_bootstrap()))
                     .await,
             ),
-            "ingest" | "ingestBatch" => {
-                let batch = job.method == "ingestBatch";
-                let messages = if batch {
-                    messages(p, "messages")
-                } else {
-                    vec![one_message(p)?]
-                };
-                let heartbeat = flag(p, "isHeartbeat");
+            Call::Ingest(p) => {
+                let message = one_message(p.message.unwrap_or_default())?;
+                let heartbeat = p.is_heartbeat.unwrap_or(false);
+                s.with_mirror(move |s, m| {
+                    s.serve_client(cc, |s| s.client_ingest(m, vec![message], heartbeat))
+                })
+                .await
+                .map(|n| json!({ "ingested": n > 0 }))
+            }
+            Call::IngestBatch(p) => {
+                let messages = messages(p.messages, "messages");
+                let heartbeat = p.is_heartbeat.unwrap_or(false);
                 s.with_mirror(move |s, m| {
                     s.serve_client(cc, |s| s.client_ingest(m, messages, heartbeat))
                 })
                 .await
-                .map(|n| match batch {
-                    true => json!({ "ingestedCount": n }),
-                    false => json!({ "ingested": n > 0 }),
-                })
+                .map(|n| json!({ "ingestedCount": n }))
             }
-            "assemble" => {
-                let messages = messages(p, "messages");
+            Call::Assemble(p) => {
+                let messages = messages(p.messages, "messages");
                 let request = ClientAssemble {
-                    token_budget: number(p, "tokenBudget"),
-                    prompt: text(p, "prompt"),
-                    model: text(p, "model"),
+                    token_budget: p.token_budget,
+                    prompt: p.prompt,
+                    model: p.model,
                 };
                 let cc = ClientCall {
-                    available_tools: tools(p),
+                    available_tools: p.available_tools,
                     ..cc
                 };
                 s.with_mirror(move |s, m| {
@@ -106,12 +100,13 @@ impl Server {
                     out
                 })
             }
-            "compact" => self.compact(&hosted, s, p, cc, cancel).await,
-            "afterTurn" => {
-                let messages = messages(p, "messages");
-                let pre = number(p, "prePromptMessageCount").unwrap_or(0) as usize;
-                let budget = number(p, "tokenBudget");
-                let heartbeat = flag(p, "isHeartbeat");
+            Call::Compact(p) => self.compact(&hosted, s, p, job.raw, cc, cancel).await,
+            Call::AfterTurn(p) => {
+                let messages = messages(p.messages, "messages");
+                let pre =
+                    usize::try_from(p.pre_prompt_message_count.unwrap_or(0)).unwrap_or(usize::MAX);
+                let budget = p.token_budget;
+                let heartbeat = p.is_heartbeat.unwrap_or(false);
                 s.with_mirror(move |s, m| {
                     s.serve_client(cc, |s| {
                         s.client_after_turn(m, messages, pre, budget, heartbeat)
@@ -120,17 +115,12 @@ impl Server {
                 .await
                 .map(|()| Value::Null)
             }
-            "commitTurn" => {
-                let Some(advancement) = text(p, "advancementKey") else {
-                    return Err(RpcError::new(
-                        code::INVALID_PARAMS,
-                        "commitTurn needs an advancementKey",
-                    ));
-                };
+            Call::CommitTurn(p) => {
+                let advancement = p.advancement_key.unwrap_or_default();
                 if s.record.is_committed(&advancement) {
                     return Ok(json!({ "status": CommitStatus::Duplicate }));
                 }
-                let messages = messages(p, "messages");
+                let messages = messages(p.messages, "messages");
                 let key = advancement.clone();
                 let r = s
                     .handle
@@ -141,25 +131,18 @@ impl Server {
                     json!({ "status": CommitStatus::Committed })
                 })
             }
-            "maintain" => {
-                let reason = match text(p, "reason").as_deref() {
-                    Some("bootstrap") => MaintainReason::Bootstrap,
-                    Some("compaction") => MaintainReason::Compaction,
-                    _ => MaintainReason::Turn,
-                };
+            Call::Maintain(p) => {
+                let reason = p.reason.unwrap_or(MaintainReason::Turn);
                 to_value(
                     s.handle
                         .with(move |s| s.serve_client(cc, |s| s.client_maintain(reason)))
                         .await,
                 )
             }
-            "prepareSubagentSpawn" => {
-                let child = text(p, "childSessionKey").unwrap_or_default();
-                let mode = match text(p, "contextMode").as_deref() {
-                    Some("fork") => ContextMode::Fork,
-                    _ => ContextMode::Isolated,
-                };
-                let ttl = number(p, "ttlMs");
+            Call::PrepareSubagentSpawn(p) => {
+                let child = p.child_session_key.unwrap_or_default();
+                let mode = p.context_mode.unwrap_or(ContextMode::Isolated);
+                let ttl = p.ttl_ms;
                 if let Err(e) = state::note_subagent(&self.options.state_dir, &child, key) {
                     tracing::warn!(session = key, "cannot note the subagent {child}: {e}");
                 }
@@ -173,28 +156,17 @@ impl Server {
                     None => Value::Null,
                 })
             }
-            method::ROLLBACK_SUBAGENT_SPAWN => {
-                let Some(id) = number(p, "rollbackId") else {
-                    return Err(RpcError::new(
-                        code::INVALID_PARAMS,
-                        "rollbackSubagentSpawn needs the rollbackId prepareSubagentSpawn answered",
-                    ));
-                };
-                let handle = crate::engine::SpawnRollback(id);
+            Call::RollbackSubagentSpawn(p) => {
+                let handle = crate::engine::SpawnRollback(p.rollback_id.unwrap_or_default());
                 let r = s
                     .handle
                     .with(move |s| s.subagent_spawn_failed(handle))
                     .await;
                 flatten(r).map(|()| Value::Null)
             }
-            "onSubagentEnded" => {
-                let child = text(p, "childSessionKey").unwrap_or_default();
-                let reason = match text(p, "reason").as_deref() {
-                    Some("deleted") => SubagentEndReason::Deleted,
-                    Some("swept") => SubagentEndReason::Swept,
-                    Some("released") => SubagentEndReason::Released,
-                    _ => SubagentEndReason::Completed,
-                };
+            Call::OnSubagentEnded(p) => {
+                let child = p.child_session_key.unwrap_or_default();
+                let reason = p.reason.unwrap_or(SubagentEndReason::Completed);
                 state::forget_subagent(&self.options.state_dir, &child);
                 let r = s
                     .handle
@@ -204,12 +176,14 @@ impl Server {
             }
             // OpenClaw disposes its engine object after every operation; the session and its
             // engine instance live on in ctxhost, so this only makes the state durable.
-            "dispose" => Ok(Value::Null),
-            other => Err(RpcError::new(
-                code::METHOD_NOT_FOUND,
-                format!("no method {other}"),
-            )),
+            Call::Dispose(_) => Ok(Value::Null),
         };
+        if ends_turn && std::mem::take(&mut s.assembled) {
+            let judged = s.handle.with(|s| s.end_client_turn()).await;
+            if let Err(e) = flatten(judged) {
+                tracing::warn!(session = key, "ending the turn failed: {}", e.message);
+            }
+        }
         // The engine's state and the record (mirror, turns committed) in one atomic write.
         let record = serde_json::to_value(&s.record).map_err(internal)?;
         let persisted = s.handle.with(move |s| s.persist_state(record)).await;
@@ -227,10 +201,15 @@ impl Server {
         &self,
         hosted: &Hosted,
         s: &mut Served,
-        p: &Value,
+        p: client::Compact,
+        raw: Option<Value>,
         cc: ClientCall,
         cancel: &Arc<AtomicBool>,
     ) -> std::result::Result<Value, RpcError> {
+        let raw = match raw {
+            Some(v) => v,
+            None => serde_json::to_value(&p).map_err(internal)?,
+        };
         let owns = s
             .handle
             .with(|s| s.active_info().owns_compaction())
@@ -242,24 +221,21 @@ impl Server {
                 .peer
                 .request_until_cancelled(
                     method::DELEGATE_COMPACTION,
-                    p.clone(),
+                    raw,
                     self.options.client_timeout,
                     cancel,
                 )
                 .await;
         }
-        let budget = number(p, "tokenBudget");
-        let target = match text(p, "compactionTarget").as_deref() {
-            Some("threshold") => CompactionTarget::Threshold,
-            _ => CompactionTarget::Budget,
-        };
-        let instructions = text(p, "customInstructions");
+        let budget = p.token_budget;
+        let target = p.compaction_target.unwrap_or(CompactionTarget::Budget);
+        let instructions = p.custom_instructions;
         // A script's host.delegateCompaction(p) runs the client's compaction, when offered.
         let cc = ClientCall {
             compaction: hosted.capabilities.delegate_compaction.then(|| {
                 ClientCompaction::new(Arc::new(PeerCompactor {
                     peer: self.peer.clone(),
-                    params: p.clone(),
+                    params: raw,
                     timeout: self.options.client_timeout,
                     cancel: Arc::clone(cancel),
                     runtime: tokio::runtime::Handle::current(),
@@ -302,7 +278,11 @@ impl Server {
             // Kept by an earlier ctxhost beside the state; the next save moves it in.
             None => BridgeRecord::load(&dir),
         };
-        Ok(Served { handle, record })
+        Ok(Served {
+            handle,
+            record,
+            assembled: false,
+        })
     }
 }
 

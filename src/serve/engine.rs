@@ -128,6 +128,28 @@ pub fn config_for(config: Option<&Path>, engine: Option<&Path>) -> Result<Config
     Ok(config)
 }
 
+/// Applies what differs under `serve`: a gateway runs other people's engines for other people,
+/// so an engine over its turn budget `strikes` turns in a row is quarantined
+/// (`host.turnBudget.onExceed: "quarantine"`) unless the config file says otherwise; `replay`
+/// and `watch` keep `report`, where the author wants the figures.
+pub(super) fn apply_serve_defaults(config: &mut Config) {
+    if !sets_on_exceed(config) {
+        config.host.turn_budget.on_exceed = crate::config::SlowEnginePolicy::Quarantine;
+    }
+}
+
+/// Whether the config file the config came from names `host.turnBudget.onExceed` (the parsed
+/// config cannot tell a default from a value written out).
+fn sets_on_exceed(config: &Config) -> bool {
+    let Some(path) = config.source.path() else {
+        return false;
+    };
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| json5::from_str::<serde_json::Value>(&text).ok())
+        .is_some_and(|v| !v["host"]["turnBudget"]["onExceed"].is_null())
+}
+
 /// The entry id for an engine file named on the command line: the file stem with `_` as `-`
 /// (`recent_turns.lua` → `recent-turns`), which is what the example engines declare as
 /// `info.id`.

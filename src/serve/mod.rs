@@ -25,9 +25,10 @@
 //! # }
 //! ```
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -42,6 +43,7 @@ pub mod state;
 mod calls;
 mod delegate;
 mod engine;
+mod frame;
 mod model;
 mod params;
 mod server;
@@ -105,8 +107,13 @@ where
         peer: peer.clone(),
         hosted: tokio::sync::RwLock::new(None),
         sessions: Mutex::new(HashMap::new()),
-        cancelled: Mutex::new(HashSet::new()),
+        queued: Mutex::new(HashMap::new()),
         running: Mutex::new(HashMap::new()),
+        stopping: AtomicBool::new(false),
+        stopped: tokio::sync::Notify::new(),
+        shutdown: Mutex::new(None),
+        surrogates: AtomicU64::new(0),
+        cut: AtomicU64::new(0),
     });
     // A large buffer: tokio's stdin reads on the blocking pool, one round trip per fill, and a
     // 10,000-message `assemble` is a few MiB.
@@ -115,7 +122,12 @@ where
         server.max_line,
     );
     loop {
-        let line = match reader.next_line().await {
+        let next = tokio::select! {
+            next = reader.next_line() => next,
+            // `shutdown` answered: every request received before it was.
+            () = server.stopped.notified() => break,
+        };
+        let line = match next {
             Ok(Some(line)) => line,
             Ok(None) => break,
             Err(e) => {
@@ -138,22 +150,19 @@ where
                 if bytes.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                if Arc::clone(&server).on_frame(&bytes).await == Flow::Stop {
-                    break;
-                }
+                Arc::clone(&server).on_frame(&bytes).await;
             }
         }
     }
-    server.close_sessions().await;
+    // The input ended while `shutdown` was being served: its answer still goes out.
+    let shutdown = server.shutdown.lock().take();
+    if let Some(task) = shutdown {
+        let _ = task.await;
+    }
+    server.close_sessions(Some(CLOSE_GRACE)).await;
     peer.fail_pending();
     drop(server);
     drop(peer);
     let _ = tokio::time::timeout(CLOSE_GRACE, writer).await;
     Ok(())
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Flow {
-    Go,
-    Stop,
 }

@@ -3,82 +3,43 @@
 
 use serde_json::{Value, json};
 
-use crate::contract;
+use crate::contract::client;
 use crate::error::{Error, Result};
 use crate::message::Message;
 use crate::session::ClientCall;
 
 use super::protocol::{RpcError, code};
 
-pub(super) fn session_key(p: &Value) -> Option<String> {
-    ["sessionKey", "sessionId", "parentSessionKey"]
-        .iter()
-        .find_map(|k| text(p, k).filter(|s| !s.is_empty()))
-}
-
-/// The host params OpenClaw passes that an engine receives as they are (contract §3,
-/// `acceptedHostParams`).
-const CLIENT_HOST_PARAMS: [&str; 2] = ["runtimeContext", "sessionTarget"];
-
-/// What the client passed with `method` for the engine: its host params as they are.
-pub(super) fn client_call(method: contract::Method, p: &Value) -> ClientCall {
-    let host_params = CLIENT_HOST_PARAMS
-        .iter()
-        .filter_map(|k| p.get(*k).map(|v| ((*k).to_owned(), v.clone())))
-        .collect();
+/// What the client passed with `call` for the engine: its host params as they are.
+pub(super) fn client_call(call: &client::ClientCall) -> ClientCall {
+    let (_, _, host) = call.session();
     ClientCall {
-        method,
-        host_params,
+        method: call.method(),
+        host_params: host.to_map(),
         available_tools: None,
         compaction: None,
     }
 }
 
-/// `assemble`'s `availableTools` (a JavaScript `Set` travels as an array of names).
-pub(super) fn tools(p: &Value) -> Option<Vec<String>> {
-    p.get("availableTools").and_then(Value::as_array).map(|a| {
-        a.iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect()
-    })
-}
-
-pub(super) fn text(p: &Value, key: &str) -> Option<String> {
-    p.get(key).and_then(Value::as_str).map(str::to_owned)
-}
-
-pub(super) fn number(p: &Value, key: &str) -> Option<u64> {
-    p.get(key)
-        .and_then(Value::as_f64)
-        .and_then(|n| contract::to_count(n.floor()).ok())
-}
-
-pub(super) fn flag(p: &Value, key: &str) -> bool {
-    p.get(key).and_then(Value::as_bool).unwrap_or(false)
-}
-
-/// The messages under `key` (taken out of the params, not copied); a message ctxhost cannot
+/// The messages of a list (moved out of the params, not copied); a message ctxhost cannot
 /// read is left out and reported.
-pub(super) fn messages(p: &mut Value, key: &str) -> Vec<Message> {
-    let Some(Value::Array(list)) = p.get_mut(key).map(Value::take) else {
-        return Vec::new();
-    };
+pub(super) fn messages(list: Vec<client::WireMessage>, key: &str) -> Vec<Message> {
     list.into_iter()
         .enumerate()
-        .filter_map(|(i, v)| match serde_json::from_value::<Message>(v) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                tracing::warn!("{key}[{i}] is not a message ctxhost can read, left out: {e}");
-                None
-            }
-        })
+        .filter_map(
+            |(i, v)| match serde_json::from_value::<Message>(Value::Object(v)) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    tracing::warn!("{key}[{i}] is not a message ctxhost can read, left out: {e}");
+                    None
+                }
+            },
+        )
         .collect()
 }
 
-pub(super) fn one_message(p: &mut Value) -> std::result::Result<Message, RpcError> {
-    let v = p.get_mut("message").map(Value::take).unwrap_or(Value::Null);
-    serde_json::from_value(v)
+pub(super) fn one_message(m: client::WireMessage) -> std::result::Result<Message, RpcError> {
+    serde_json::from_value(Value::Object(m))
         .map_err(|e| RpcError::new(code::INVALID_PARAMS, format!("message: {e}")))
 }
 

@@ -55,12 +55,12 @@ pub mod code {
     pub const REQUEST_CANCELLED: i64 = -32800;
 }
 
-/// A request or notification id: a number or a string.
+/// A request id: a number (kept exactly as sent, fractions and all) or a string.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Id {
     /// A numeric id.
-    Number(i64),
+    Number(serde_json::Number),
     /// A string id.
     Text(String),
 }
@@ -87,23 +87,6 @@ impl RpcError {
             data: None,
         }
     }
-}
-
-/// Any incoming frame, before it is told apart.
-#[derive(Debug, Deserialize)]
-pub(crate) struct Frame {
-    #[serde(default)]
-    pub jsonrpc: Option<String>,
-    #[serde(default)]
-    pub id: Option<Id>,
-    #[serde(default)]
-    pub method: Option<String>,
-    #[serde(default)]
-    pub params: Option<Value>,
-    #[serde(default)]
-    pub result: Option<Value>,
-    #[serde(default)]
-    pub error: Option<RpcError>,
 }
 
 /// `initialize` params.

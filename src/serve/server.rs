@@ -1,24 +1,26 @@
 //! The server: frames in, answers out; one worker task per session serving its requests in
 //! order, sessions concurrently; `initialize`; closing every session when the input ends.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::contract::Method;
+use crate::contract::client::ClientCall;
 use crate::runtime::{Host, SessionHandle};
 
 use super::engine::{EngineFile, config_for, engine_info};
+use super::frame::{self, Incoming};
 use super::params::*;
 use super::protocol::{self, Id, InitializeParams, InitializeResult, RpcError, code, method};
 use super::rpc::Peer;
 use super::state::{self, BridgeRecord};
-use super::{CLOSE_GRACE, Flow, Hosted, ServeOptions};
+use super::{CLOSE_GRACE, Hosted, ServeOptions};
 
 pub(super) struct Server {
     pub(super) options: ServeOptions,
@@ -26,9 +28,23 @@ pub(super) struct Server {
     pub(super) peer: Peer,
     pub(super) hosted: tokio::sync::RwLock<Option<Arc<Hosted>>>,
     pub(super) sessions: Mutex<HashMap<String, Worker>>,
-    pub(super) cancelled: Mutex<HashSet<Id>>,
+    /// The requests queued in a session and not yet started, with each one's cancel flag: a
+    /// `$/cancelRequest` for an id found neither here nor in `running` is dropped, so what is
+    /// remembered of cancels is bounded by what is queued.
+    pub(super) queued: Mutex<HashMap<Id, Arc<AtomicBool>>>,
     /// The requests running now, with the cancel flag of the session running each.
     pub(super) running: Mutex<HashMap<Id, Arc<AtomicBool>>>,
+    /// `shutdown` was received: later requests are refused, and the reading loop stops once
+    /// every request received before it is answered.
+    pub(super) stopping: AtomicBool,
+    /// Set when the answer to `shutdown` is sent.
+    pub(super) stopped: tokio::sync::Notify,
+    /// The task answering `shutdown` (it waits for the sessions to finish their queues).
+    pub(super) shutdown: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Lone surrogate escapes read as U+FFFD, over the connection.
+    pub(super) surrogates: AtomicU64,
+    /// Values cut at the nesting cap, over the connection.
+    pub(super) cut: AtomicU64,
 }
 
 /// One session's queue and the task that serves it.
@@ -38,9 +54,13 @@ pub(super) struct Worker {
 }
 
 pub(super) struct Job {
-    pub(super) id: Option<Id>,
-    pub(super) method: String,
-    pub(super) params: Value,
+    pub(super) id: Id,
+    pub(super) call: ClientCall,
+    /// `compact`'s params as sent (a non-owning engine hands them to the client's own
+    /// compaction, unknown fields and all).
+    pub(super) raw: Option<Value>,
+    /// Set by a `$/cancelRequest` that came while the job was queued.
+    pub(super) cancelled: Arc<AtomicBool>,
 }
 
 /// A session open in this server.
@@ -48,49 +68,111 @@ pub(super) struct Served {
     pub(super) handle: SessionHandle,
     /// Saved with the engine's state after every call.
     pub(super) record: BridgeRecord,
+    /// An `assemble` ran since the last turn ended: the next `commitTurn` or `afterTurn` ends
+    /// the turn (a client may call both; the turn ends once).
+    pub(super) assembled: bool,
+}
+
+/// The methods a client may call, for "did you mean".
+fn known_methods() -> impl Iterator<Item = &'static str> {
+    [
+        method::INITIALIZE,
+        method::INFO,
+        method::SHUTDOWN,
+        method::ROLLBACK_SUBAGENT_SPAWN,
+    ]
+    .into_iter()
+    .chain(Method::ALL.iter().map(|m| m.as_str()))
+}
+
+fn no_method(name: &str) -> RpcError {
+    let hint = match crate::contract::closest(name, known_methods()) {
+        Some(m) => format!("; did you mean `{m}`?"),
+        None => String::new(),
+    };
+    RpcError::new(code::METHOD_NOT_FOUND, format!("no method `{name}`{hint}"))
 }
 
 impl Server {
-    pub(super) async fn on_frame(self: Arc<Self>, bytes: &[u8]) -> Flow {
-        let frame: protocol::Frame = match serde_json::from_slice(bytes) {
-            Ok(f) => f,
-            Err(e) => {
-                let code = if serde_json::from_slice::<Value>(bytes).is_ok() {
-                    code::INVALID_REQUEST
-                } else {
-                    code::PARSE_ERROR
-                };
-                self.peer
-                    .respond_error(None, RpcError::new(code, format!("bad frame: {e}")));
-                return Flow::Go;
-            }
-        };
-        if frame.jsonrpc.as_deref() != Some("2.0") {
-            self.peer.respond_error(
-                frame.id,
-                RpcError::new(code::INVALID_REQUEST, "jsonrpc must be \"2.0\""),
+    pub(super) async fn on_frame(self: Arc<Self>, bytes: &[u8]) {
+        let (frame, repairs) = frame::decode(bytes);
+        if repairs.surrogates > 0 {
+            let total = self
+                .surrogates
+                .fetch_add(repairs.surrogates as u64, Ordering::Relaxed)
+                + repairs.surrogates as u64;
+            tracing::warn!(
+                "read {} lone surrogate escape(s) of a frame as U+FFFD ({total} on this connection)",
+                repairs.surrogates
             );
-            return Flow::Go;
         }
-        let Some(name) = frame.method else {
-            // An answer to one of our requests.
-            if let Some(id) = frame.id {
-                let answer = match frame.error {
-                    Some(e) => Err(e),
-                    None => Ok(frame.result.unwrap_or(Value::Null)),
-                };
+        if repairs.cut > 0 {
+            let total =
+                self.cut.fetch_add(repairs.cut as u64, Ordering::Relaxed) + repairs.cut as u64;
+            tracing::warn!(
+                "a frame nested deeper than the parser allows: {} value(s) below level {} replaced by a note ({total} on this connection)",
+                repairs.cut,
+                frame::CUT_DEPTH
+            );
+        }
+        match frame {
+            Incoming::Invalid { id, error } => {
+                self.peer.respond_error(id, error);
+            }
+            Incoming::Dropped(why) => {
+                tracing::warn!("dropped {why}");
+            }
+            Incoming::Response { id, answer } => {
                 if !self.peer.resolve(&id, answer) {
                     tracing::debug!(?id, "an answer nobody waits for");
                 }
             }
-            return Flow::Go;
+            Incoming::Notification { method, params } => {
+                self.on_notification(&method, params);
+            }
+            Incoming::Request { id, method, params } => {
+                if self.stopping.load(Ordering::Relaxed) {
+                    self.peer.respond_error(
+                        Some(id),
+                        RpcError::new(code::INVALID_REQUEST, "the server is shutting down"),
+                    );
+                    return;
+                }
+                self.on_request(id, method, params).await;
+            }
+        }
+    }
+
+    /// A notification: never answered; one that cannot be acted on is logged.
+    fn on_notification(&self, name: &str, params: Value) {
+        if name != method::CANCEL {
+            tracing::warn!("ignored the notification `{name}`: only $/cancelRequest is one");
+            return;
+        }
+        let id = match params.get("id").cloned().map(serde_json::from_value::<Id>) {
+            Some(Ok(id)) => id,
+            _ => {
+                tracing::warn!("ignored a $/cancelRequest without a readable id");
+                return;
+            }
         };
-        let params = frame.params.unwrap_or(Value::Null);
+        // Running: stop it (the engine fails as cancelled at its next step). Queued: answered
+        // as cancelled when its turn comes. Anything else (answered, never sent): dropped.
+        if let Some(flag) = self.running.lock().get(&id) {
+            flag.store(true, Ordering::Relaxed);
+            return;
+        }
+        match self.queued.lock().get(&id) {
+            Some(flag) => flag.store(true, Ordering::Relaxed),
+            None => tracing::debug!(?id, "a cancel for no request in progress, dropped"),
+        }
+    }
+
+    async fn on_request(self: Arc<Self>, id: Id, name: String, params: Value) {
         match name.as_str() {
             method::INITIALIZE => {
                 let r = self.initialize(params).await;
-                self.answer(frame.id, r);
-                Flow::Go
+                self.answer(id, r);
             }
             method::INFO => {
                 let hosted = self.hosted.read().await.clone();
@@ -101,92 +183,113 @@ impl Server {
                         serde_json::to_value(engine_info(&h.host)).map_err(internal)
                     }
                 };
-                self.answer(frame.id, r);
-                Flow::Go
+                self.answer(id, r);
             }
             method::SHUTDOWN => {
-                self.close_sessions().await;
-                self.answer(frame.id, Ok(Value::Null));
-                Flow::Stop
+                self.stopping.store(true, Ordering::Relaxed);
+                let server = Arc::clone(&self);
+                // Off the reading loop, which goes on reading the client's answers to
+                // ctxhost's own requests while the queued calls finish.
+                let task = tokio::spawn(async move {
+                    server.close_sessions(None).await;
+                    server.answer(id, Ok(Value::Null));
+                    server.stopped.notify_one();
+                });
+                *self.shutdown.lock() = Some(task);
             }
             method::CANCEL => {
-                if let Some(id) = params.get("id").cloned()
-                    && let Ok(id) = serde_json::from_value::<Id>(id)
-                {
-                    // Running: stop it (the engine fails as cancelled at its next step). Queued:
-                    // answered as cancelled when its turn comes.
-                    match self.running.lock().get(&id) {
-                        Some(flag) => flag.store(true, Ordering::Relaxed),
-                        None => {
-                            self.cancelled.lock().insert(id);
-                        }
-                    }
-                }
-                Flow::Go
+                // A notification whatever it carries: a cancel sent with an id is not answered.
+                self.on_notification(&name, params);
             }
-            m if Method::from_name(m).is_some() || m == method::ROLLBACK_SUBAGENT_SPAWN => {
-                if self.hosted.read().await.is_none() {
-                    self.answer(
-                        frame.id,
-                        Err(RpcError::new(
-                            code::NOT_INITIALIZED,
-                            "call initialize before any lifecycle method",
-                        )),
-                    );
-                    return Flow::Go;
-                }
-                let key = session_key(&params).or_else(|| {
-                    // OpenClaw's onSubagentEnded names only the child: its parent is the
-                    // session that prepared the spawn.
-                    let child = text(&params, "childSessionKey")?;
-                    state::subagent_parent(&self.options.state_dir, &child)
-                });
-                let Some(key) = key else {
-                    if m == "onSubagentEnded" {
-                        tracing::warn!(
-                            child = text(&params, "childSessionKey").unwrap_or_default(),
-                            "onSubagentEnded for a child no session here spawned; nothing to tell an engine"
-                        );
-                        self.answer(frame.id, Ok(Value::Null));
-                        return Flow::Go;
-                    }
-                    self.answer(
-                        frame.id,
-                        Err(RpcError::new(
-                            code::INVALID_PARAMS,
-                            format!("{m} needs a sessionKey or a sessionId"),
-                        )),
-                    );
-                    return Flow::Go;
-                };
-                let job = Job {
-                    id: frame.id,
-                    method: name,
-                    params,
-                };
-                self.enqueue(key, job);
-                Flow::Go
-            }
-            other => {
-                if frame.id.is_some() {
-                    self.answer(
-                        frame.id,
-                        Err(RpcError::new(
-                            code::METHOD_NOT_FOUND,
-                            format!("no method {other}"),
-                        )),
-                    );
-                }
-                Flow::Go
+            _ => {
+                let raw = (name == Method::Compact.as_str()).then(|| params.clone());
+                self.lifecycle_request(id, name, params, raw).await;
             }
         }
     }
 
-    pub(super) fn answer(&self, id: Option<Id>, r: std::result::Result<Value, RpcError>) {
-        match (id, r) {
-            (Some(id), Ok(v)) => self.peer.respond(id, v),
-            (id, Err(e)) => self.peer.respond_error(id, e),
-            (None, Ok(_)) => {}
+    async fn lifecycle_request(
+        self: &Arc<Self>,
+        id: Id,
+        name: String,
+        params: Value,
+        raw: Option<Value>,
+    ) {
+        match ClientCall::decode(&name, params) {
+            None => self.answer(id, Err(no_method(&name))),
+            Some(Err(e)) => self.answer(
+                id,
+                Err(RpcError {
+                    code: code::INVALID_PARAMS,
+                    message: e.to_string(),
+                    data: Some(json!({ "param": e.param })),
+                }),
+            ),
+            Some(Ok(call)) => self.lifecycle(id, name, call, raw).await,
+        }
+    }
+
+    async fn lifecycle(
+        self: &Arc<Self>,
+        id: Id,
+        name: String,
+        call: ClientCall,
+        raw: Option<Value>,
+    ) {
+        if self.hosted.read().await.is_none() {
+            self.answer(
+                id,
+                Err(RpcError::new(
+                    code::NOT_INITIALIZED,
+                    "call initialize before any lifecycle method",
+                )),
+            );
+            return;
+        }
+        let child = match &call {
+            ClientCall::OnSubagentEnded(p) => p.child_session_key.clone(),
+            _ => None,
+        };
+        let key = call.routing_key().or_else(|| {
+            // OpenClaw's onSubagentEnded names only the child: its parent is the session
+            // that prepared the spawn.
+            state::subagent_parent(&self.options.state_dir, child.as_deref()?)
+        });
+        let Some(key) = key else {
+            if let Some(child) = child {
+                tracing::warn!(
+                    child,
+                    "onSubagentEnded for a child no session here spawned; nothing to tell an engine"
+                );
+                self.answer(id, Ok(Value::Null));
+                return;
+            }
+            self.answer(
+                id,
+                Err(RpcError::new(
+                    code::INVALID_PARAMS,
+                    format!("{name} needs a sessionKey or a sessionId"),
+                )),
+            );
+            return;
+        };
+        let cancelled = Arc::new(AtomicBool::new(false));
+        self.queued
+            .lock()
+            .insert(id.clone(), Arc::clone(&cancelled));
+        let job = Job {
+            id,
+            call,
+            raw,
+            cancelled,
+        };
+        self.enqueue(key, job);
+    }
+
+    pub(super) fn answer(&self, id: Id, r: std::result::Result<Value, RpcError>) {
+        match r {
+            Ok(v) => self.peer.respond(id, v),
+            Err(e) => self.peer.respond_error(Some(id), e),
         }
     }
 
@@ -200,6 +303,7 @@ impl Server {
             Worker { jobs: tx, task }
         });
         if let Err(mpsc::error::SendError(job)) = worker.jobs.send(job) {
+            self.unqueue(&job);
             self.answer(
                 job.id,
                 Err(RpcError::new(
@@ -210,6 +314,17 @@ impl Server {
         }
     }
 
+    /// Forgets a job as queued (only its own entry: a later request may reuse the id).
+    fn unqueue(&self, job: &Job) {
+        let mut queued = self.queued.lock();
+        if queued
+            .get(&job.id)
+            .is_some_and(|f| Arc::ptr_eq(f, &job.cancelled))
+        {
+            queued.remove(&job.id);
+        }
+    }
+
     pub(super) async fn run_session(
         self: Arc<Self>,
         key: String,
@@ -217,41 +332,40 @@ impl Server {
         cancel: Arc<AtomicBool>,
     ) {
         let mut served: Option<Served> = None;
-        while let Some(mut job) = jobs.recv().await {
-            // Running from here on, so a cancel arriving now sets the flag; one that came
-            // while the job was queued is in `cancelled`.
-            if let Some(id) = &job.id {
-                self.running.lock().insert(id.clone(), Arc::clone(&cancel));
-                if self.cancelled.lock().remove(id) {
-                    self.running.lock().remove(id);
-                    self.answer(
-                        job.id,
-                        Err(RpcError::new(
-                            code::REQUEST_CANCELLED,
-                            "cancelled before it ran",
-                        )),
-                    );
-                    continue;
-                }
+        while let Some(job) = jobs.recv().await {
+            // Running from here on, so a cancel arriving now sets the session's flag; one
+            // that came while the job was queued set the job's own.
+            self.running
+                .lock()
+                .insert(job.id.clone(), Arc::clone(&cancel));
+            self.unqueue(&job);
+            if job.cancelled.load(Ordering::Relaxed) {
+                self.running.lock().remove(&job.id);
+                self.answer(
+                    job.id,
+                    Err(RpcError::new(
+                        code::REQUEST_CANCELLED,
+                        "cancelled before it ran",
+                    )),
+                );
+                continue;
             }
-            let r = self.call(&key, &mut served, &mut job, &cancel).await;
+            let id = job.id.clone();
+            let r = self.call(&key, &mut served, job, &cancel).await;
             // Cancelled while it ran: the answer says so, even when the call got to its end
             // (what it did is kept; a wait on the client ended at the cancel).
             let r = match r {
-                Ok(_) if job.id.is_some() && cancel.load(Ordering::Relaxed) => Err(RpcError::new(
+                Ok(_) if cancel.load(Ordering::Relaxed) => Err(RpcError::new(
                     code::REQUEST_CANCELLED,
                     "cancelled while it ran",
                 )),
                 r => r,
             };
-            if let Some(id) = &job.id {
-                self.cancelled.lock().remove(id);
-                // Removed before the flag is cleared: a cancel that comes later finds nothing
-                // running and cannot stop the next call.
-                self.running.lock().remove(id);
-            }
+            // Removed before the flag is cleared: a cancel that comes later finds nothing
+            // running and cannot stop the next call.
+            self.running.lock().remove(&id);
             cancel.store(false, Ordering::Relaxed);
-            self.answer(job.id, r);
+            self.answer(id, r);
         }
         if let Some(s) = served
             && let Err(e) = s.handle.close().await
@@ -260,7 +374,9 @@ impl Server {
         }
     }
 
-    pub(super) async fn close_sessions(&self) {
+    /// Closes every session once its queue is served: within `grace` (the input ended: no one
+    /// may be reading), or however long the queued calls take (`shutdown`).
+    pub(super) async fn close_sessions(&self, grace: Option<std::time::Duration>) {
         let workers: Vec<Worker> = self.sessions.lock().drain().map(|(_, w)| w).collect();
         let tasks: Vec<_> = workers
             .into_iter()
@@ -274,8 +390,13 @@ impl Server {
                 let _ = t.await;
             }
         };
-        if tokio::time::timeout(CLOSE_GRACE, all).await.is_err() {
-            tracing::warn!("sessions did not close within {CLOSE_GRACE:?}");
+        match grace {
+            None => all.await,
+            Some(grace) => {
+                if tokio::time::timeout(grace, all).await.is_err() {
+                    tracing::warn!("sessions did not close within {grace:?}");
+                }
+            }
         }
     }
 
@@ -290,6 +411,7 @@ impl Server {
             .map(PathBuf::from)
             .or_else(|| self.options.config.clone());
         let mut config = config_for(config_path.as_deref(), engine.as_deref()).map_err(internal)?;
+        super::engine::apply_serve_defaults(&mut config);
         if let Some(isolation) = self.options.isolation {
             config.host.isolation = isolation;
         }
@@ -320,7 +442,7 @@ impl Server {
         let old = self.hosted.write().await.replace(hosted);
         if old.is_some() {
             // A second initialize: sessions of the old host close, new ones start on the new.
-            self.close_sessions().await;
+            self.close_sessions(Some(CLOSE_GRACE)).await;
         }
         let result = InitializeResult {
             protocol_version: protocol::PROTOCOL_VERSION.into(),

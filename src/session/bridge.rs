@@ -233,6 +233,16 @@ impl Session {
         self.run_commit_turn(advancement_key.to_owned(), messages)
     }
 
+    /// Ends a client's turn (the serving side decides when: `commitTurn` or `afterTurn` after
+    /// an `assemble`): the engine time of the turn's calls is held against `host.turnBudget`
+    /// as a driven turn's is, so a slow engine is reported (or quarantined) under `serve` too.
+    pub fn end_client_turn(&mut self) -> Result<()> {
+        let r = self.judge_turn_time();
+        self.turn_engine_time = std::time::Duration::ZERO;
+        self.stats = super::TurnStats::default();
+        r
+    }
+
     /// `maintain` from a client: the engine's result, or a no-change answer when it defines none.
     pub fn client_maintain(&mut self, reason: MaintainReason) -> Result<MaintainResult> {
         self.sync_engine()?;

@@ -95,7 +95,7 @@ impl Session {
 
     /// Holds the turn's engine time against `host.turnBudget`: a slow turn is reported, and
     /// under `onExceed: "quarantine"` enough slow turns in a row quarantine the engine.
-    fn judge_turn_time(&mut self) -> Result<()> {
+    pub(super) fn judge_turn_time(&mut self) -> Result<()> {
         let budget = &self.setup.turn_budget;
         let spent = self.turn_engine_time;
         self.stats.engine_ms = spent.as_secs_f64() * 1000.0;

@@ -4,10 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+mod budget;
 mod cancel;
 mod compaction;
 mod durability;
+mod fuzz;
 mod lifecycle;
+mod wire;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
