@@ -7,6 +7,7 @@ mod common;
 mod bin;
 mod bounded;
 mod cli;
+mod compare;
 mod contexts;
 mod crash;
 mod isolation;
