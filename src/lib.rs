@@ -10,6 +10,7 @@
 
 pub mod check;
 pub mod compaction;
+pub mod compare;
 pub mod config;
 pub mod contract;
 pub mod engine;

@@ -8,6 +8,7 @@ mod bin;
 mod bounded;
 mod bridge_state;
 mod cli;
+mod compare;
 mod contexts;
 mod crash;
 mod did_you_mean;

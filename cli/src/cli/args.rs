@@ -32,6 +32,9 @@ pub enum Command {
     Engines(EnginesArgs),
     /// Serve an engine to OpenClaw: JSON-RPC 2.0 over stdin/stdout, one JSON value per line.
     Serve(ServeArgs),
+    /// Replay transcripts through several engines and windows; compare cost, cache reuse,
+    /// re-references and time side by side, with baselines and gates for CI.
+    Compare(crate::cli::compare::CompareArgs),
 }
 
 /// `ctxhost serve`.
@@ -292,7 +295,7 @@ pub enum Lang {
 
 /// `--window`: a whole number of tokens, at least the smallest window that holds the output
 /// reserve and a message (clap's own message for `-5` would suggest `-- -5`, which is wrong).
-fn window_tokens(text: &str) -> Result<u64, String> {
+pub(crate) fn window_tokens(text: &str) -> Result<u64, String> {
     let n: i128 = text
         .trim()
         .parse()

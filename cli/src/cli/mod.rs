@@ -3,6 +3,7 @@
 
 pub mod args;
 mod check;
+pub mod compare;
 mod doctor;
 mod engines;
 mod new;
@@ -34,5 +35,6 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<Outcome> {
         args::Command::Doctor(a) => doctor::run(a, out),
         args::Command::Engines(a) => engines::run(a, out),
         args::Command::Serve(a) => serve::run(a, out),
+        args::Command::Compare(a) => compare::run(a, out),
     }
 }
