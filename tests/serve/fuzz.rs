@@ -167,7 +167,7 @@ impl Frame {
                 cut -= 1;
             }
             text.truncate(cut);
-            text.push_str("\u{1}");
+            text.push('\u{1}');
         }
         text
     }
