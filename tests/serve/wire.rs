@@ -231,12 +231,15 @@ async fn lone_surrogates_and_deep_tool_details_are_read_not_refused() {
             calls.clone(),
             deep_tool_result(levels),
         ];
-        let frame = json!({"jsonrpc": "2.0", "id": id, "method": "assemble",
-                           "params": assemble_params(&view, 10_000)});
+        // A session each: a view that only differs in its details is the view already held.
+        let mut params = assemble_params(&view, 10_000);
+        params["sessionKey"] = json!(format!("deep-{levels}"));
+        let frame = json!({"jsonrpc": "2.0", "id": id, "method": "assemble", "params": params});
         let r = answer_to(&mut c, &frame.to_string(), json!(id)).await;
         assert!(r.get("error").is_none(), "details {levels} deep: {r}");
         let out = r["result"]["messages"].as_array().unwrap();
         assert_eq!(out[0]["content"], "cut \u{fffd} here", "{r}");
+        assert_eq!(out.len(), 3, "the deep tool result is in the window: {r}");
         let text = r.to_string();
         let cut = text.contains("nested deeper than 100 levels");
         assert_eq!(
