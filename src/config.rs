@@ -208,6 +208,9 @@ pub struct HostSettings {
     /// program sets its own. Not read from the config file.
     #[serde(skip)]
     pub child_command: Option<crate::isolation::ChildCommand>,
+    /// The `pipeline` engine's hooks and their budget (`plugins.slots.contextEngine:
+    /// "pipeline"`).
+    pub pipeline: crate::pipeline::PipelineSettings,
 }
 
 /// `host.limits`: the budgets every script engine has and Rhai's own, written as one flat map
@@ -348,6 +351,7 @@ impl Default for HostSettings {
             engines_dir: None,
             isolation: crate::isolation::Isolation::Thread,
             child_command: None,
+            pipeline: Default::default(),
         }
     }
 }
@@ -422,10 +426,18 @@ impl Config {
         if id == LEGACY_ID {
             return None;
         }
-        self.plugins
+        let found = self
+            .plugins
             .entries
             .get_key_value(id)
-            .map(|(k, v)| (k.as_str(), v))
+            .map(|(k, v)| (k.as_str(), v));
+        // The pipeline needs no entry of its own (its hooks have theirs).
+        static PIPELINE_ENTRY: std::sync::LazyLock<Entry> =
+            std::sync::LazyLock::new(Entry::default);
+        found.or_else(|| {
+            (id == crate::pipeline::PIPELINE_ID)
+                .then(|| (crate::pipeline::PIPELINE_ID, &*PIPELINE_ENTRY))
+        })
     }
 
     /// Resolves an entry's path against the config file's directory.

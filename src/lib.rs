@@ -22,6 +22,7 @@ pub mod isolation;
 pub mod llm;
 pub mod message;
 pub mod pairing;
+pub mod pipeline;
 mod quarantine;
 pub mod recall;
 pub mod reload;

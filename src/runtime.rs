@@ -129,6 +129,7 @@ impl Host {
         };
         if let Some(id) = config.plugins.slots.context_engine.as_deref()
             && id != LEGACY_ID
+            && id != crate::pipeline::PIPELINE_ID
             && !config.plugins.entries.contains_key(id)
         {
             tracing::warn!(engine = id, "the slot names a missing entry; using legacy");
@@ -356,6 +357,9 @@ fn load_entry(
     id: &str,
     entry: &Entry,
 ) -> std::result::Result<Arc<dyn EngineFactory>, EngineError> {
+    if id == crate::pipeline::PIPELINE_ID && entry.path.is_none() {
+        return crate::pipeline::load(config);
+    }
     let Some(path) = &entry.path else {
         return Err(EngineError::new(
             Op::Load,

@@ -27,6 +27,7 @@ mod llm_summarizer;
 mod lua_engine;
 mod memory;
 mod model_calls;
+mod pipeline;
 mod properties;
 mod quality;
 mod recall;

@@ -12,6 +12,7 @@ use super::results::{AssembleResult, CompactResult};
 pub fn closest_member(name: &str) -> Option<&'static str> {
     let candidates = Method::ALL
         .iter()
+        .chain(Method::HOOKS.iter())
         .map(|m| m.as_str())
         .chain(KNOWN_MEMBERS.iter().copied());
     closest(name, candidates)

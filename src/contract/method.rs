@@ -31,6 +31,20 @@ pub enum Method {
     OnSubagentEnded,
     /// When the engine instance retires.
     Dispose,
+    /// A pipeline hook: contribute prompt blocks for the model call.
+    Collect,
+    /// A pipeline hook: reshape the outgoing messages or amend the contributions.
+    Project,
+    /// A pipeline hook: trim the context in memory under token pressure.
+    Prune,
+    /// A pipeline hook: plan the summary the host persists.
+    CompactionPlan,
+    /// A pipeline observer: before a compaction.
+    BeforeCompaction,
+    /// A pipeline observer: after a compaction.
+    AfterCompaction,
+    /// A pipeline observer: after messages were stored.
+    AfterAppend,
 }
 
 impl Method {
@@ -63,12 +77,44 @@ impl Method {
             Method::PrepareSubagentSpawn => "prepareSubagentSpawn",
             Method::OnSubagentEnded => "onSubagentEnded",
             Method::Dispose => "dispose",
+            Method::Collect => "collect",
+            Method::Project => "project",
+            Method::Prune => "prune",
+            Method::CompactionPlan => "compactionPlan",
+            Method::BeforeCompaction => "beforeCompaction",
+            Method::AfterCompaction => "afterCompaction",
+            Method::AfterAppend => "afterAppend",
         }
     }
+
+    /// The functions a pipeline hook file may define (none is required), kept apart from
+    /// [`Method::ALL`] so engines are validated as before.
+    pub const HOOKS: [Method; 7] = [
+        Method::Collect,
+        Method::Project,
+        Method::Prune,
+        Method::CompactionPlan,
+        Method::BeforeCompaction,
+        Method::AfterCompaction,
+        Method::AfterAppend,
+    ];
 
     /// The method with this script name.
     pub fn from_name(name: &str) -> Option<Method> {
         Method::ALL.into_iter().find(|m| m.as_str() == name)
+    }
+
+    /// The engine method or pipeline hook with this script name (what a VM looks up).
+    pub fn any_from_name(name: &str) -> Option<Method> {
+        Method::ALL
+            .into_iter()
+            .chain(Method::HOOKS)
+            .find(|m| m.as_str() == name)
+    }
+
+    /// Whether this is a pipeline hook rather than an engine method.
+    pub fn is_hook(self) -> bool {
+        Method::HOOKS.contains(&self)
     }
 
     /// Whether every engine must define it.

@@ -138,6 +138,7 @@ impl Child {
                     agent_dir,
                     workspace_dir,
                     cancel: Some(Arc::clone(&self.cancel)),
+                    hook: false,
                 };
                 crate::engine::load(&path, &opts, &limits.rhai).map(|f| {
                     let reply = FromChild::Loaded {
@@ -323,6 +324,12 @@ impl Child {
                 done(engine.on_subagent_ended(&call, &typed(params).map_err(bad)?))
             }
             Method::Dispose => done(engine.dispose(&call)),
+            hook => Err(EngineError::new(
+                method,
+                &label,
+                EngineErrorKind::Contract,
+                format!("{hook} is a pipeline hook, not an engine method"),
+            )),
         }
     }
 }

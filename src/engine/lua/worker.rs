@@ -253,7 +253,7 @@ impl Vm {
                 if let Some(l) = line {
                     lines.insert(name.clone(), l);
                 }
-                if let Some(m) = Method::from_name(&name) {
+                if let Some(m) = Method::any_from_name(&name) {
                     functions.insert(m, (f.clone(), line));
                 }
             }

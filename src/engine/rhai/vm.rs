@@ -57,7 +57,7 @@ impl Vm {
             let wanted = match name.as_str() {
                 "create" => continue,
                 "info" => 0,
-                n if Method::from_name(n).is_some() => 1,
+                n if Method::any_from_name(n).is_some() => 1,
                 // Helpers are ordinary functions; only near-misses of member names are reported.
                 n if crate::contract::closest_member(n).is_some() => *arity,
                 _ => continue,

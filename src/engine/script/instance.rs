@@ -79,6 +79,7 @@ impl<V: ScriptVm> ScriptInstance<V> {
     ) -> Self {
         let defined = Method::ALL
             .into_iter()
+            .chain(Method::HOOKS)
             .filter(|m| loaded.members.iter().any(|(n, f)| *f && n == m.as_str()))
             .collect();
         ScriptInstance {
@@ -176,6 +177,29 @@ impl<V: ScriptVm> ScriptInstance<V> {
                         .at(located(&file, reply.line))
                 })
         })
+    }
+}
+
+impl<V: ScriptVm> ScriptInstance<V> {
+    /// Calls a pipeline hook (`collect`, `prune`, ...) with `p` = `fields` + the session context
+    /// as `p.messages`; its result as JSON, `None` when the file does not define it.
+    pub fn hook(
+        &self,
+        call: &HostCall,
+        method: Method,
+        fields: &Map<String, Json>,
+    ) -> Result<Option<Json>, EngineError> {
+        self.lifecycle(
+            call,
+            method,
+            fields,
+            Feed::Context,
+            Expect::Json,
+            |r, _| match r {
+                Returned::Json(v) => Ok(v),
+                _ => Ok(Json::Null),
+            },
+        )
     }
 }
 

@@ -35,6 +35,8 @@ pub struct LoadOptions {
     /// `Cancelled` (never a quarantine). The host clears it. Each instance also has its own
     /// flag, see [`ScriptInstance::cancel_flag`].
     pub cancel: Option<Arc<AtomicBool>>,
+    /// The file is a pipeline hook (validated as one: `info` and any hook functions).
+    pub hook: bool,
 }
 
 fn label_for(path: &Path, opts: &LoadOptions) -> String {
@@ -52,12 +54,16 @@ fn validate(
     label: &str,
     opts: &LoadOptions,
 ) -> Result<Vec<String>, EngineError> {
-    let findings = contract::check_engine_shape(
-        &loaded.info,
-        &loaded.members,
-        opts.configured_id.as_deref(),
-        opts.strict,
-    );
+    let findings = if opts.hook {
+        crate::pipeline::check_hook_shape(&loaded.info, &loaded.members)
+    } else {
+        contract::check_engine_shape(
+            &loaded.info,
+            &loaded.members,
+            opts.configured_id.as_deref(),
+            opts.strict,
+        )
+    };
     let locate = |message: &str| -> Option<u32> {
         loaded
             .lines
