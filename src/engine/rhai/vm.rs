@@ -57,6 +57,10 @@ impl Vm {
             let wanted = match name.as_str() {
                 "create" => continue,
                 "info" => 0,
+                n if Method::from_name(n).is_some() => 1,
+                // A pipeline hook's name (`collect`, `prune`, ...) with one parameter is the hook;
+                // with any other count it is an engine's own helper, as it was before hooks.
+                n if Method::any_from_name(n).is_some() && *arity != 1 => continue,
                 n if Method::any_from_name(n).is_some() => 1,
                 // Helpers are ordinary functions; only near-misses of member names are reported.
                 n if crate::contract::closest_member(n).is_some() => *arity,
