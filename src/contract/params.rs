@@ -511,6 +511,16 @@ pub mod client {
                     Ok(ClientCall::OnSubagentEnded(p))
                 }),
                 Some(Method::Dispose) => decode(n, params).map(ClientCall::Dispose),
+                // Pipeline hooks are no client's calls (`Method::from_name` never names them).
+                Some(
+                    Method::Collect
+                    | Method::Project
+                    | Method::Prune
+                    | Method::CompactionPlan
+                    | Method::BeforeCompaction
+                    | Method::AfterCompaction
+                    | Method::AfterAppend,
+                ) => return None,
             })
         }
 
