@@ -1,12 +1,14 @@
-//! Token-counting throughput (MB/s) over the raw text of all shared transcripts: the estimate,
-//! bpe-openai's o200k and cl100k (what `ctxhost::tokens::counter` uses), and tiktoken-rs's o200k
-//! for comparison.
+//! Token-counting throughput (MB/s) over the raw text of all shared transcripts, the three exact
+//! BPEs on the same text in the same run, in both encodings: toktok (what
+//! `ctxhost::tokens::counter` uses), bpe-openai (the counter before it) and tiktoken-rs (the
+//! reference), plus the estimate. Before timing it checks that all three agree, and prints how
+//! long each took to build its tables.
 //!
 //! `cargo bench --bench tokens`; set `CTXHOST_SHARED` when `../shared` is elsewhere.
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use ctxhost::tokens::{Estimate, TokenCounter, Tokenizer, counter};
@@ -34,28 +36,75 @@ fn count_all(texts: &[String], count: impl Fn(&str) -> u64) -> u64 {
     texts.iter().map(|t| count(black_box(t))).sum()
 }
 
+/// Runs `build` once and prints how long it took.
+fn timed<T>(what: &str, build: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let t = build();
+    eprintln!("build {what}: {:.3} s", start.elapsed().as_secs_f64());
+    t
+}
+
 fn bench_tokens(c: &mut Criterion) {
     let texts = shared_transcripts();
     let bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();
-    let o200k = counter(Tokenizer::O200k).unwrap_or_else(|e| panic!("{e}"));
-    let cl100k = counter(Tokenizer::Cl100k).unwrap_or_else(|e| panic!("{e}"));
-    let tiktoken = tiktoken_rs::o200k_base_singleton();
-    // Build everything, and check the counters agree, before anything is timed.
-    let ours = count_all(&texts, |t| o200k.count_text(t));
-    let theirs = count_all(&texts, |t| tiktoken.encode_ordinary(t).len() as u64);
-    assert_eq!(ours, theirs, "bpe-openai and tiktoken-rs disagree on o200k");
+    // ctxhost's counter builds lazily: count once to time the build.
+    let toktok_o200k = counter(Tokenizer::O200k).unwrap_or_else(|e| panic!("{e}"));
+    let toktok_cl100k = counter(Tokenizer::Cl100k).unwrap_or_else(|e| panic!("{e}"));
+    timed("toktok o200k (ctxhost's counter)", || {
+        toktok_o200k.count_text("x")
+    });
+    timed("toktok cl100k (ctxhost's counter)", || {
+        toktok_cl100k.count_text("x")
+    });
+    let bpe_o200k = timed("bpe-openai o200k", bpe_openai::o200k_base);
+    let bpe_cl100k = timed("bpe-openai cl100k", bpe_openai::cl100k_base);
+    let tik_o200k = timed("tiktoken-rs o200k", tiktoken_rs::o200k_base_singleton);
+    let tik_cl100k = timed("tiktoken-rs cl100k", tiktoken_rs::cl100k_base_singleton);
+
+    type Count<'a> = Box<dyn Fn(&str) -> u64 + 'a>;
+    let contenders: [(&str, [(&str, Count); 3]); 2] = [
+        (
+            "o200k",
+            [
+                ("toktok", Box::new(|t| toktok_o200k.count_text(t))),
+                ("bpe-openai", Box::new(|t| bpe_o200k.count(t) as u64)),
+                (
+                    "tiktoken-rs",
+                    Box::new(|t| tik_o200k.encode_ordinary(t).len() as u64),
+                ),
+            ],
+        ),
+        (
+            "cl100k",
+            [
+                ("toktok", Box::new(|t| toktok_cl100k.count_text(t))),
+                ("bpe-openai", Box::new(|t| bpe_cl100k.count(t) as u64)),
+                (
+                    "tiktoken-rs",
+                    Box::new(|t| tik_cl100k.encode_ordinary(t).len() as u64),
+                ),
+            ],
+        ),
+    ];
+    // Check the counters agree before anything is timed.
+    for (encoding, counters) in &contenders {
+        let totals: Vec<u64> = counters.iter().map(|(_, f)| count_all(&texts, f)).collect();
+        assert!(
+            totals.iter().all(|&n| n == totals[0]),
+            "{encoding}: the counters disagree: {totals:?}"
+        );
+        eprintln!("{encoding}: {} tokens, all three agree", totals[0]);
+    }
     eprintln!(
-        "shared transcripts: {} files, {bytes} bytes, o200k {ours} tokens, cl100k {} tokens, \
-         estimate {} tokens",
+        "shared transcripts: {} files, {bytes} bytes, estimate {} tokens",
         texts.len(),
-        count_all(&texts, |t| cl100k.count_text(t)),
         count_all(&texts, |t| Estimate.count_text(t)),
     );
 
     let mut group = c.benchmark_group("tokens");
     group
         .throughput(Throughput::Bytes(bytes))
-        // One pass over ~9 MB takes a few hundred ms for the BPEs: time equal-sized samples.
+        // One pass over ~9 MB takes up to a second for the slowest: time equal-sized samples.
         .sampling_mode(SamplingMode::Flat)
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
@@ -63,15 +112,15 @@ fn bench_tokens(c: &mut Criterion) {
     group.bench_function("count [estimate, shared transcripts]", |b| {
         b.iter(|| count_all(&texts, |t| Estimate.count_text(t)))
     });
-    group.bench_function("count [bpe-openai o200k, shared transcripts]", |b| {
-        b.iter(|| count_all(&texts, |t| o200k.count_text(t)))
-    });
-    group.bench_function("count [bpe-openai cl100k, shared transcripts]", |b| {
-        b.iter(|| count_all(&texts, |t| cl100k.count_text(t)))
-    });
-    group.bench_function("count [tiktoken-rs o200k, shared transcripts]", |b| {
-        b.iter(|| count_all(&texts, |t| tiktoken.encode_ordinary(t).len() as u64))
-    });
+    // The three BPEs interleaved per encoding, so that they meet the same machine load.
+    for (encoding, counters) in &contenders {
+        for (name, f) in counters {
+            group.bench_function(
+                format!("count [{name} {encoding}, shared transcripts]"),
+                |b| b.iter(|| count_all(&texts, f)),
+            );
+        }
+    }
     group.finish();
 }
 

@@ -156,47 +156,94 @@ impl FromStr for Tokenizer {
     }
 }
 
-/// A counter for the given tokenizer. BPE tables are built once per process, on first use, and
-/// shared by every counter handed out afterwards.
+/// A counter for the given tokenizer. BPE tables are built once per process, lazily, and shared
+/// by every counter handed out: the first request starts the build on a background thread and
+/// returns at once, so building a host never waits for it; the first count waits only for
+/// what is left of the build.
 pub fn counter(t: Tokenizer) -> Result<Arc<dyn TokenCounter>> {
     static O200K: OnceLock<Arc<Bpe>> = OnceLock::new();
     static CL100K: OnceLock<Arc<Bpe>> = OnceLock::new();
-    let (cell, build): (_, fn() -> &'static bpe_openai::Tokenizer) = match t {
+    let (cell, name) = match t {
         Tokenizer::Estimate => return Ok(Arc::new(Estimate)),
-        Tokenizer::O200k => (&O200K, bpe_openai::o200k_base),
-        Tokenizer::Cl100k => (&CL100K, bpe_openai::cl100k_base),
+        Tokenizer::O200k => (&O200K, "o200k_base"),
+        Tokenizer::Cl100k => (&CL100K, "cl100k_base"),
     };
-    if let Some(bpe) = cell.get() {
-        return Ok(bpe.clone());
-    }
-    // bpe-openai decodes its embedded table lazily and panics if that fails; that would be a
-    // broken build of the crate, but it must not take the host down with it.
-    let tokenizer = std::panic::catch_unwind(build).map_err(|panic| Error::Tokenizer {
-        name: t.name().to_owned(),
-        message: match panic.downcast_ref::<&str>() {
-            Some(m) => format!("building the BPE table panicked: {m}"),
-            None => match panic.downcast_ref::<String>() {
-                Some(m) => format!("building the BPE table panicked: {m}"),
-                None => "building the BPE table panicked".to_owned(),
-            },
-        },
-    })?;
+    let mut started = false;
     let bpe = cell.get_or_init(|| {
+        started = true;
         Arc::new(Bpe {
             name: t.name(),
-            tokenizer,
+            encoding: name,
+            table: OnceLock::new(),
         })
     });
+    if started {
+        bpe.warm();
+    }
     Ok(bpe.clone())
 }
 
-/// An exact OpenAI BPE counter (bpe-openai), which matches tiktoken's `encode_ordinary` counts
-/// and is faster. Special-token text such as `<|endoftext|>` counts as ordinary text, as it would
-/// in a transcript sent to a model.
-#[derive(Clone, Copy)]
+/// An exact OpenAI BPE counter (toktok), whose counts equal tiktoken's `encode_ordinary` and
+/// which is several times faster. Special-token text such as `<|endoftext|>` counts as ordinary
+/// text, as it would in a transcript sent to a model.
+///
+/// The table is built on first use (or by [`counter`]'s background warm-up, whichever comes
+/// first). The tables are embedded in the binary, so building can fail only in a broken build
+/// of the crate; the counter then logs the error once and counts with the [`Estimate`] rather
+/// than take the host down.
 pub struct Bpe {
     name: &'static str,
-    tokenizer: &'static bpe_openai::Tokenizer,
+    encoding: &'static str,
+    table: OnceLock<std::result::Result<toktok::Tokenizer, String>>,
+}
+
+impl Bpe {
+    /// The table, built now if nobody has built it yet (a concurrent build is waited for).
+    fn table(&self) -> Option<&toktok::Tokenizer> {
+        build_table(self.encoding, &self.table).as_ref().ok()
+    }
+
+    /// Builds the table on a background thread; a count that comes first builds it itself,
+    /// and the thread then finds it built.
+    fn warm(self: &Arc<Self>) {
+        let bpe = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("ctxhost-bpe-{}", self.name))
+            .spawn(move || {
+                bpe.table();
+            });
+        if let Err(e) = spawned {
+            tracing::debug!(encoding = self.encoding, error = %e,
+                "no thread to warm the BPE table; it is built on first use");
+        }
+    }
+}
+
+/// The table in `cell`, built now unless it was built (or is being built) already.
+fn build_table<'a>(
+    encoding: &'static str,
+    cell: &'a OnceLock<std::result::Result<toktok::Tokenizer, String>>,
+) -> &'a std::result::Result<toktok::Tokenizer, String> {
+    cell.get_or_init(|| {
+        // A panic in the crate's table decoding would be a broken build of it; it must not
+        // take the host down with it.
+        let built = std::panic::catch_unwind(|| toktok::Tokenizer::builtin(encoding));
+        let result = match built {
+            Ok(Ok(t)) => Ok(t),
+            Ok(Err(e)) => Err(format!("building the BPE table failed: {e}")),
+            Err(panic) => Err(match panic.downcast_ref::<&str>() {
+                Some(m) => format!("building the BPE table panicked: {m}"),
+                None => match panic.downcast_ref::<String>() {
+                    Some(m) => format!("building the BPE table panicked: {m}"),
+                    None => "building the BPE table panicked".to_owned(),
+                },
+            }),
+        };
+        if let Err(message) = &result {
+            tracing::error!(encoding, %message, "exact token counts fall back to the estimate");
+        }
+        result
+    })
 }
 
 impl fmt::Debug for Bpe {
@@ -211,7 +258,10 @@ impl TokenCounter for Bpe {
     }
 
     fn count_text(&self, text: &str) -> u64 {
-        self.tokenizer.count(text) as u64
+        match self.table() {
+            Some(t) => t.count(text.as_bytes()) as u64,
+            None => Estimate.count_text(text),
+        }
     }
 }
 

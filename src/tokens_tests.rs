@@ -322,3 +322,57 @@ fn o200k_over_all_shared_transcripts_matches_the_issue() {
         .sum();
     assert_eq!(total, 2_766_682);
 }
+
+/// The same corpus in cl100k: the issue's 2,770,901 tokens.
+#[test]
+fn cl100k_over_all_shared_transcripts_matches_the_issue() {
+    let cl100k = counter(Tokenizer::Cl100k).unwrap();
+    let total: u64 = shared_transcripts()
+        .iter()
+        .map(|f| cl100k.count_text(&std::fs::read_to_string(f).unwrap()))
+        .sum();
+    assert_eq!(total, 2_770_901);
+}
+
+/// Every piece of text the host counts, on every message of every shared transcript as the
+/// importers read it (text, thinking, tool names, JSON arguments, summaries), counts what
+/// tiktoken counts, in both encodings.
+#[test]
+fn every_message_of_every_shared_transcript_counts_as_tiktoken_does() {
+    let encodings = [
+        (Tokenizer::O200k, tiktoken_rs::o200k_base_singleton()),
+        (Tokenizer::Cl100k, tiktoken_rs::cl100k_base_singleton()),
+    ];
+    let files = shared_transcripts();
+    assert_eq!(files.len(), 7, "{files:?}");
+    for (tokenizer, theirs) in encodings {
+        let ours = counter(tokenizer).unwrap();
+        let (mut messages, pieces, mut total) = (0usize, std::cell::Cell::new(0usize), 0u64);
+        for file in &files {
+            let import = crate::transcript::import::import(file)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            for session in &import.sessions {
+                for m in &session.messages {
+                    let expected = message_tokens(
+                        |t| {
+                            let (a, b) = (ours.count_text(t), theirs.encode_ordinary(t).len());
+                            assert_eq!(a, b as u64, "{tokenizer} in {}: {t:?}", file.display());
+                            pieces.set(pieces.get() + 1);
+                            a
+                        },
+                        m,
+                    );
+                    assert_eq!(ours.count_message(m), expected);
+                    messages += 1;
+                    total += expected;
+                }
+            }
+        }
+        // The corpus really was read: thousands of messages, millions of tokens.
+        assert!(messages > 5_000, "{tokenizer}: {messages} messages");
+        let pieces = pieces.get();
+        assert!(pieces > messages, "{tokenizer}: {pieces} pieces");
+        assert!(total > 1_000_000, "{tokenizer}: {total} tokens");
+        eprintln!("{tokenizer}: {messages} messages, {pieces} texts, {total} tokens");
+    }
+}
