@@ -312,18 +312,30 @@ pub fn outside_deadline<R>(f: impl FnOnce() -> R) -> R {
     let Some(out) = OUTSIDE.with(|o| std::mem::replace(&mut *o.borrow_mut(), outer)) else {
         return r;
     };
+    back_inside(&running, waits.as_deref(), dog, &out);
+    r
+}
+
+/// Ends a stretch outside the deadline: the caller's wait is credited with its time, and a
+/// deadline that had not passed is armed again that much later. Returns the new deadline.
+fn back_inside(
+    running: &Mutex<Armed>,
+    waits: Option<&HostWaits>,
+    dog: &Watchdog,
+    out: &Outside,
+) -> (Instant, u64) {
     let waited = out.since.elapsed();
-    if let Some(w) = &waits {
+    if let Some(w) = waits {
         let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
         w.waited_ns.fetch_add(ns, Ordering::SeqCst);
         w.waiting.store(false, Ordering::SeqCst);
     }
+    let mut armed = running.lock();
     if out.pending {
-        let mut armed = running.lock();
         let flag = Arc::clone(&armed.flag);
         armed.key = dog.insert(out.key.0 + waited, flag);
     }
-    r
+    armed.key
 }
 
 /// The state of an [`outside_deadline`] wait on this thread.
@@ -357,17 +369,9 @@ pub fn within_deadline<R>(f: impl FnOnce() -> R) -> R {
         return f();
     };
     let dog = watchdog();
-    let waited = out.since.elapsed();
-    if let Some(w) = &waits {
-        let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
-        w.waited_ns.fetch_add(ns, Ordering::SeqCst);
-        w.waiting.store(false, Ordering::SeqCst);
-    }
+    let key = back_inside(&running, waits.as_deref(), dog, &out);
     if out.pending {
-        let mut armed = running.lock();
-        let flag = Arc::clone(&armed.flag);
-        armed.key = dog.insert(out.key.0 + waited, flag);
-        out.key = armed.key;
+        out.key = key;
     }
     let r = f();
     if out.pending {
