@@ -29,7 +29,8 @@ impl Session {
             &s.cancel,
         );
         // The built-in compaction is the host's own: a result it cannot apply is a host fault.
-        self.apply_compaction(&result, budget)
+        // The built-in summary is sized for the budget by construction: no size check.
+        self.apply_compaction(&result, None)
             .map_err(|e| e.into_host_error(LEGACY_ID, "built-in compaction"))
     }
 
@@ -83,7 +84,8 @@ impl Session {
                 // its summary (see `session::bridge`).
                 return Ok(result);
             }
-            match self.apply_compaction(&result, budget) {
+            let cap = (engine != LEGACY_ID).then_some(budget);
+            match self.apply_compaction(&result, cap) {
                 Ok(()) => {
                     if !result.compacted
                         && before > budget
@@ -115,12 +117,13 @@ impl Session {
     }
 
     /// Appends a compaction's summary and re-derives the context. Returns what is wrong with
-    /// the result when it cannot be applied: a summary bigger than the whole token `budget`
-    /// could never be sent, and storing it anyway on every compaction fills the disk.
+    /// the result when it cannot be applied: an engine's summary bigger than the whole token
+    /// `budget` (when given) could never be sent, and storing it anyway on every compaction
+    /// fills the disk.
     pub(super) fn apply_compaction(
         &mut self,
         result: &CompactResult,
-        budget: u64,
+        budget: Option<u64>,
     ) -> std::result::Result<(), ApplyError> {
         if !result.compacted {
             self.stats.failed_compactions += 1;
@@ -154,7 +157,9 @@ impl Session {
         let first_kept = outcome.first_kept_entry_id.clone().unwrap_or_default();
         let draft = compaction::summary_message(summary, before, None, &first_kept);
         let summary_tokens = self.services.tokens.counter().count_message(&draft);
-        if summary_tokens > budget {
+        if let Some(budget) = budget
+            && summary_tokens > budget
+        {
             return Err(ApplyError::Invalid(format!(
                 "the summary is {summary_tokens} tokens, over the whole token budget of {budget}: it could never be sent to the model"
             )));
