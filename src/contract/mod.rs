@@ -10,6 +10,7 @@
 //! `checks` (what the host checks at load and on every result).
 
 mod checks;
+pub mod client;
 mod info;
 mod method;
 mod params;
@@ -25,7 +26,6 @@ pub use info::{
     TurnMaintenanceMode,
 };
 pub use method::{KNOWN_MEMBERS, Method};
-pub use params::client;
 pub use params::{
     AfterTurnParams, AssembleParams, BootstrapParams, CommitTurnParams, CompactParams,
     CompactionTarget, ContextMode, IngestBatchParams, IngestParams, MaintainParams, MaintainReason,
