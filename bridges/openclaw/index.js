@@ -354,7 +354,8 @@ export default function register(api) {
       if (r?.rollbackId === undefined) return undefined;
       const parentSessionKey = params?.parentSessionKey;
       return {
-        rollback: () => call(config, "rollbackSubagentSpawn", { parentSessionKey, rollbackId: r.rollbackId }),
+        rollback: () =>
+          call(config, "rollbackSubagentSpawn", { parentSessionKey, parentSessionId: params?.parentSessionId, rollbackId: r.rollbackId }),
       };
     };
     // ctxhost keeps the engine instance across operations; OpenClaw's per-operation dispose

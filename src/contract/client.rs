@@ -132,6 +132,10 @@ client_params! {
     SubagentSpawn {
         /// The parent's key.
         parent_session_key: Option<String>,
+        /// The parent's conversation, when the client names it.
+        parent_session_id: Option<String>,
+        /// The child's conversation, when the client names it.
+        child_session_id: Option<String>,
         /// The child's key (required).
         child_session_key: Option<String>,
         /// How the child sees context (`isolated` when absent).
@@ -150,6 +154,8 @@ client_params! {
     Rollback {
         /// The parent's key.
         parent_session_key: Option<String>,
+        /// The parent's conversation, when the client names it.
+        parent_session_id: Option<String>,
         /// The id `prepareSubagentSpawn` answered (required).
         rollback_id: Option<u64> = "count",
     }
@@ -335,22 +341,6 @@ impl ClientCall {
             ClientCall::RollbackSubagentSpawn(p) => common!(p),
             ClientCall::Dispose(p) => common!(p),
         }
-    }
-
-    /// The key the call's session is found by: `sessionKey`, else `sessionId`, else the
-    /// parent's key (a rollback or a spawn names its parent).
-    pub fn routing_key(&self) -> Option<String> {
-        let (id, key, _) = self.session();
-        let parent = match self {
-            ClientCall::PrepareSubagentSpawn(p) => p.parent_session_key.as_ref(),
-            ClientCall::RollbackSubagentSpawn(p) => p.parent_session_key.as_ref(),
-            _ => None,
-        };
-        [key.as_ref(), id.as_ref(), parent]
-            .into_iter()
-            .flatten()
-            .find(|s| !s.is_empty())
-            .cloned()
     }
 }
 

@@ -100,7 +100,16 @@ impl Server {
                     out
                 })
             }
-            Call::Compact(p) => self.compact(&hosted, s, p, job.raw, cc, cancel).await,
+            Call::Compact(p) => {
+                let r = self.compact(&hosted, s, p, job.raw, cc, cancel).await;
+                if let Ok(v) = &r
+                    && let Some(next) = successor(v)
+                {
+                    // Later calls name the successor; they go on in this conversation.
+                    self.names.continue_as(next, key);
+                }
+                r
+            }
             Call::AfterTurn(p) => {
                 let messages = messages(p.messages, "messages");
                 let pre =
@@ -256,9 +265,13 @@ impl Server {
         key: &str,
         cancel: &Arc<AtomicBool>,
     ) -> Result<Served> {
-        let dir = state::session_dir(&self.options.state_dir, key);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io("create session directory", &dir, e))?;
+        let dir = state::open_session_dir(&self.options.state_dir, key).map_err(|e| {
+            Error::io(
+                "create session directory",
+                state::session_dir(&self.options.state_dir, key),
+                e,
+            )
+        })?;
         let file = dir.join("transcript.jsonl");
         let spec = SessionSpec {
             cancel: Some(Arc::clone(cancel)),
@@ -269,7 +282,12 @@ impl Server {
         } else {
             host.create_session(spec).await?
         };
-        let saved = handle.with(|s| s.client_record().cloned()).await?;
+        let saved = handle
+            .with(|s| {
+                s.expect_client();
+                s.client_record().cloned()
+            })
+            .await?;
         let record = match saved {
             Some(v) => serde_json::from_value(v).unwrap_or_else(|e| {
                 tracing::warn!(session = key, "ignoring an unreadable bridge record: {e}");
@@ -302,4 +320,16 @@ impl Served {
         self.record.mirror = mirror;
         Ok(v)
     }
+}
+
+/// The conversation a compaction says continues this one (`result.sessionTarget.sessionId`,
+/// else `result.sessionId`, as OpenClaw's `resolveCompactionSuccessorTranscript` prefers).
+fn successor(answer: &Value) -> Option<&str> {
+    let result = answer.get("result")?;
+    result
+        .get("sessionTarget")
+        .and_then(|t| t.get("sessionId"))
+        .or_else(|| result.get("sessionId"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }

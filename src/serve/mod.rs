@@ -7,7 +7,7 @@
 //! ask the client `runtime.delegateCompaction` (a non-owning engine's compaction is the
 //! client's own, since the client owns the transcript) and `llm.complete`.
 //!
-//! Each session (keyed by `sessionKey`, else `sessionId`) has one worker that serves its
+//! Each session (one conversation: OpenClaw's `sessionId`, whatever its `sessionKey`) has one worker that serves its
 //! requests in arrival order; different sessions run concurrently. Every call goes through the
 //! session's engine-calling path ([`crate::session::Session::client_assemble`] and its
 //! siblings): a failing script is quarantined and `legacy` answers, results are checked,
@@ -44,6 +44,7 @@ mod calls;
 mod delegate;
 mod engine;
 mod frame;
+mod identity;
 mod model;
 mod params;
 mod server;
@@ -103,6 +104,7 @@ where
     let (peer, writer) = Peer::new(output);
     let server = Arc::new(Server {
         max_line: options.max_line_bytes,
+        names: identity::Names::new(&options.state_dir),
         options,
         peer: peer.clone(),
         hosted: tokio::sync::RwLock::new(None),

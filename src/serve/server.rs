@@ -16,6 +16,7 @@ use crate::runtime::{Host, SessionHandle};
 
 use super::engine::{EngineFile, config_for, engine_info};
 use super::frame::{self, Incoming};
+use super::identity::Names;
 use super::params::*;
 use super::protocol::{self, Id, InitializeParams, InitializeResult, RpcError, code, method};
 use super::rpc::Peer;
@@ -28,6 +29,8 @@ pub(super) struct Server {
     pub(super) peer: Peer,
     pub(super) hosted: tokio::sync::RwLock<Option<Arc<Hosted>>>,
     pub(super) sessions: Mutex<HashMap<String, Worker>>,
+    /// Which conversation each call belongs to.
+    pub(super) names: Names,
     /// The requests queued in a session and not yet started, with each one's cancel flag: a
     /// `$/cancelRequest` for an id found neither here nor in `running` is dropped, so what is
     /// remembered of cancels is bounded by what is queued.
@@ -250,7 +253,7 @@ impl Server {
             ClientCall::OnSubagentEnded(p) => p.child_session_key.clone(),
             _ => None,
         };
-        let key = call.routing_key().or_else(|| {
+        let key = self.names.conversation(&call).or_else(|| {
             // OpenClaw's onSubagentEnded names only the child: its parent is the session
             // that prepared the spawn.
             state::subagent_parent(&self.options.state_dir, child.as_deref()?)

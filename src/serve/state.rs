@@ -2,9 +2,11 @@
 //! `openclaw agent --local` run is one) continues where the last left off:
 //!
 //! ```text
-//! <state dir>/sessions/<key slug>/transcript.jsonl             the mirrored messages and summaries
-//! <state dir>/sessions/<key slug>/transcript.jsonl.state.json  the engine's `p.state`, and the
-//!                                                              mirror and commitTurn record
+//! <state dir>/sessions/<id slug>-<sha256>/transcript.jsonl             the mirrored messages
+//!                                                                       and summaries
+//! <state dir>/sessions/<id slug>-<sha256>/transcript.jsonl.state.json  the engine's `p.state`,
+//!                                                                       the mirror and the
+//!                                                                       commitTurn record
 //! ```
 //!
 //! The engine's state and the [`BridgeRecord`] are one file, replaced atomically after every
@@ -40,11 +42,27 @@ pub fn default_state_dir() -> Option<PathBuf> {
         .or_else(|| env("HOME").map(|h| h.join(".local/state/ctxhost")))
 }
 
-/// The directory of the session keyed `key`: a readable slug plus a hash, so distinct keys
-/// never share a directory and no key can climb out of the state directory.
-pub fn session_dir(state_dir: &Path, key: &str) -> PathBuf {
-    let slug: String = key
-        .chars()
+/// The directory of the conversation `id`: a readable slug plus the SHA-256 of the whole id,
+/// so distinct conversations never share a directory (whatever names others choose) and no id
+/// can climb out of the state directory.
+pub fn session_dir(state_dir: &Path, id: &str) -> PathBuf {
+    state_dir
+        .join("sessions")
+        .join(format!("{}-{}", slug(id, 48), super::identity::digest(id)))
+}
+
+/// Where an earlier ctxhost kept the session keyed `key` (a 32-bit hash: two keys could share
+/// it). Read once, when the conversation has no directory of its own yet, and moved.
+fn legacy_session_dir(state_dir: &Path, key: &str) -> PathBuf {
+    let mut h = crate::session::Fnv::new();
+    h.write(key.as_bytes());
+    state_dir
+        .join("sessions")
+        .join(format!("{}-{:08x}", slug(key, 64), h.0 as u32))
+}
+
+fn slug(s: &str, max: usize) -> String {
+    s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
                 c
@@ -52,27 +70,49 @@ pub fn session_dir(state_dir: &Path, key: &str) -> PathBuf {
                 '_'
             }
         })
-        .take(64)
-        .collect();
-    let mut h = crate::session::Fnv::new();
-    h.write(key.as_bytes());
-    state_dir
-        .join("sessions")
-        .join(format!("{slug}-{:08x}", h.0 as u32))
+        .take(max)
+        .collect()
+}
+
+/// The directory of the conversation `id`, taking over the directory an earlier ctxhost kept
+/// under the same name when its transcript says it holds this very conversation. A directory
+/// kept under a `sessionKey` another conversation shares stays where it is, untouched: a new
+/// `sessionId` starts empty.
+pub fn open_session_dir(state_dir: &Path, id: &str) -> std::io::Result<PathBuf> {
+    let dir = session_dir(state_dir, id);
+    if !dir.exists() {
+        let old = legacy_session_dir(state_dir, id);
+        if header_id(&old.join("transcript.jsonl")).as_deref() == Some(id) {
+            tracing::info!(from = %old.display(), to = %dir.display(), "moving a session an earlier ctxhost kept");
+            std::fs::rename(&old, &dir)?;
+        }
+    }
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// The session id a transcript's header names.
+fn header_id(transcript: &Path) -> Option<String> {
+    use std::io::{BufRead, Read};
+    let file = std::fs::File::open(transcript).ok()?;
+    let mut line = String::new();
+    std::io::BufReader::new(file)
+        .take(1 << 16)
+        .read_line(&mut line)
+        .ok()?;
+    let header: serde_json::Value = serde_json::from_str(&line).ok()?;
+    header.get("id")?.as_str().map(str::to_owned)
 }
 
 /// Where the parent of a subagent is noted: OpenClaw's `onSubagentEnded` names only the child,
 /// possibly in a later client process than the one that prepared the spawn.
 fn subagent_file(state_dir: &Path, child: &str) -> PathBuf {
-    let dir = session_dir(state_dir, child);
-    let name = dir
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    state_dir.join("subagents").join(name)
+    state_dir
+        .join("subagents")
+        .join(super::identity::digest(child))
 }
 
-/// Notes `parent` as the session that prepared the spawn of `child`.
+/// Notes `parent` (a conversation) as the one that prepared the spawn of `child` (a key).
 pub fn note_subagent(state_dir: &Path, child: &str, parent: &str) -> std::io::Result<()> {
     let file = subagent_file(state_dir, child);
     if let Some(dir) = file.parent() {

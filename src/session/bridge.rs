@@ -105,11 +105,30 @@ impl Session {
         is_heartbeat: bool,
     ) -> Result<usize> {
         self.sync_engine()?;
-        let fresh: Vec<Message> = messages
+        let mut fresh: Vec<Message> = messages
             .into_iter()
             .filter(|m| !self.is_own_entry(m))
             .collect();
-        mirror.fingerprints.extend(fresh.iter().map(fingerprint));
+        // A call re-sent after its answer was lost (the bridge retries a call whose process
+        // died under it) carries what the mirror already ends with: stored once, not again.
+        // A real transcript never repeats its last message verbatim; if one did, the next view
+        // (assemble, afterTurn) carries it and it joins the mirror there.
+        let prints: Vec<String> = fresh.iter().map(fingerprint).collect();
+        let repeated = (1..=prints.len())
+            .rev()
+            .find(|&k| mirror.fingerprints.ends_with(&prints[..k]))
+            .unwrap_or(0);
+        if repeated > 0 {
+            tracing::info!(
+                session = &*self.id,
+                repeated,
+                "an ingest repeats the last mirrored message(s): a retried call, not stored again"
+            );
+            fresh.drain(..repeated);
+        }
+        mirror
+            .fingerprints
+            .extend(prints.into_iter().skip(repeated));
         let stored = self.store_once(fresh)?;
         self.ingest_new(&stored, is_heartbeat)?;
         Ok(stored.len())
@@ -271,6 +290,16 @@ impl Session {
         self.save_state()
     }
 
+    /// Marks the session as one a client owns, once it is open: when no record was ever saved
+    /// (a crash between the session's first append and its first save), what the store holds
+    /// is matched against the client's next view rather than stored a second time.
+    pub fn expect_client(&mut self) {
+        if self.client_record.is_none() && self.client_stored.is_none() {
+            self.client_stored = Some(0);
+            self.client_unmatched = !self.store.is_empty();
+        }
+    }
+
     /// The record [`Session::persist_state`] last saved with this session, if any.
     pub fn client_record(&self) -> Option<&serde_json::Value> {
         self.client_record.as_ref()
@@ -291,8 +320,14 @@ impl Session {
     /// engine's state was saved with the record, so it never saw those messages: all of them
     /// are ingested again.
     fn store_once(&mut self, mut fresh: Vec<Message>) -> Result<Vec<Arc<Message>>> {
-        let unsaved = match self.client_stored {
-            Some(n) if self.client_unmatched => self.recall.since(n),
+        // The session's own summaries among them are not the client's: they never match.
+        let unsaved: Vec<Arc<Message>> = match self.client_stored {
+            Some(n) if self.client_unmatched => self
+                .recall
+                .since(n)
+                .into_iter()
+                .filter(|m| m.role() != Role::CompactionSummary)
+                .collect(),
             _ => Vec::new(),
         };
         self.client_unmatched = false;

@@ -98,7 +98,7 @@ async fn a_save_of_the_same_length_with_its_time_set_back_is_picked_up_at_the_ne
 }
 
 /// The text of every message entry of a transcript file, in order.
-fn stored_texts(transcript: &Path) -> Vec<String> {
+pub(super) fn stored_texts(transcript: &Path) -> Vec<String> {
     std::fs::read_to_string(transcript)
         .unwrap()
         .lines()

@@ -9,6 +9,7 @@ mod cancel;
 mod compaction;
 mod durability;
 mod fuzz;
+mod identity;
 mod lifecycle;
 mod wire;
 

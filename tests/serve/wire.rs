@@ -233,6 +233,7 @@ async fn lone_surrogates_and_deep_tool_details_are_read_not_refused() {
         ];
         // A session each: a view that only differs in its details is the view already held.
         let mut params = assemble_params(&view, 10_000);
+        params["sessionId"] = json!(format!("deep-{levels}"));
         params["sessionKey"] = json!(format!("deep-{levels}"));
         let frame = json!({"jsonrpc": "2.0", "id": id, "method": "assemble", "params": params});
         let r = answer_to(&mut c, &frame.to_string(), json!(id)).await;

@@ -1,0 +1,285 @@
+//! A session is one conversation: OpenClaw's `sessionId`, not the `sessionKey` that routes it
+//! and survives a `/new`; and each client message is stored once however a call carrying it is
+//! re-sent, whatever point a kill hit.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::common::engine::Lang;
+
+const KEY: &str = "agent:main:main";
+
+fn ingest(id: &str, message: Value) -> Value {
+    json!({"sessionId": id, "sessionKey": KEY, "message": message})
+}
+
+fn view(id: &str, messages: &[Value]) -> Value {
+    json!({"sessionId": id, "sessionKey": KEY, "messages": messages, "tokenBudget": 100_000,
+           "prompt": "next"})
+}
+
+fn after_turn(id: &str, messages: &[Value]) -> Value {
+    json!({"sessionId": id, "sessionKey": KEY, "sessionFile": "f", "messages": messages,
+           "prePromptMessageCount": 0})
+}
+
+/// Every file under `dir`, by path, with its bytes.
+fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The session directories of a state directory.
+fn sessions(state: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(state.join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The stored message texts of the one session whose directory name starts with `slug`.
+fn stored(state: &Path, slug: &str) -> Vec<String> {
+    let dir = sessions(state)
+        .into_iter()
+        .find(|d| d.file_name().unwrap().to_string_lossy().starts_with(slug))
+        .unwrap_or_else(|| panic!("no session {slug} in {:?}", sessions(state)));
+    durability::stored_texts(&dir.join("transcript.jsonl"))
+}
+
+async fn a_new_session_id_under_a_known_key_starts_empty(lang: Lang) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(format!("recent_turns.{}", lang.ext()));
+    let secret = user("the launch code is 4417");
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("ingest", ingest("sid-A", secret.clone())).await;
+    let r = c
+        .ok("assemble", view("sid-A", std::slice::from_ref(&secret)))
+        .await;
+    assert_eq!(texts(&r), ["the launch code is 4417"]);
+    c.close().await;
+    let a_before = tree(&state.join("sessions"));
+
+    // OpenClaw's `/new`: the same key, a new sessionId, in a new process.
+    let hello = user("hello, new conversation");
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("ingest", ingest("sid-B", hello.clone())).await;
+    let r = c
+        .ok("assemble", view("sid-B", std::slice::from_ref(&hello)))
+        .await;
+    assert_eq!(texts(&r), ["hello, new conversation"], "B sees only itself");
+    c.ok(
+        "afterTurn",
+        after_turn("sid-B", &[hello.clone(), assistant("hi")]),
+    )
+    .await;
+    // A call naming only the key belongs to the conversation last seen under it.
+    c.ok("dispose", json!({"sessionKey": KEY})).await;
+    c.close().await;
+    let after = tree(&state.join("sessions"));
+    for (path, bytes) in &a_before {
+        assert_eq!(after.get(path), Some(bytes), "A's {path:?} is untouched");
+    }
+    assert_eq!(sessions(&state).len(), 2);
+
+    // A itself goes on where it was.
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    let r = c
+        .ok(
+            "assemble",
+            view("sid-A", &[secret.clone(), assistant("noted")]),
+        )
+        .await;
+    assert_eq!(texts(&r), ["the launch code is 4417", "noted"]);
+    c.close().await;
+    assert_eq!(stored(&state, "sid-B"), ["hello, new conversation", "hi"]);
+}
+
+both_languages!(async: a_new_session_id_under_a_known_key_starts_empty);
+
+#[tokio::test]
+async fn a_successor_a_compaction_reports_continues_the_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = window_engine("v1", 1000, true).replace(
+        "firstKeptEntryId = p.messages[n].id,",
+        "firstKeptEntryId = p.messages[n].id, sessionTarget = { sessionId = \"sid-A2\" },",
+    );
+    let (mut c, _) = Client::on(dir.path(), &source).await;
+    c.ok("assemble", view("sid-A", &history(3))).await;
+    let r = c
+        .ok(
+            "compact",
+            json!({"sessionId": "sid-A", "sessionKey": KEY, "force": true,
+                              "tokenBudget": 100_000}),
+        )
+        .await;
+    assert_eq!(r["result"]["sessionTarget"]["sessionId"], "sid-A2", "{r}");
+    c.close().await;
+    let state = dir.path().join("state");
+    let mut c = Client::start(&state);
+    c.init(&dir.path().join("window.lua")).await;
+    let r = c.ok("assemble", view("sid-A2", &[])).await;
+    assert!(
+        texts(&r).iter().any(|t| t == "answer 2"),
+        "the successor holds the conversation: {r}"
+    );
+    c.close().await;
+    assert_eq!(sessions(&state).len(), 1, "one conversation, one directory");
+}
+
+#[tokio::test]
+async fn a_retried_ingest_is_stored_once_and_no_acknowledged_message_goes_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut c, engine) = Client::on(dir.path(), &window_engine("v1", 1000, true)).await;
+    let (q1, q2, a2, u3) = (user("q1"), user("q2"), assistant("a2"), user("u3"));
+    c.ok("ingest", ingest("s", q1.clone())).await;
+    c.ok("ingest", ingest("s", q2.clone())).await;
+    // Both acknowledged; the process dies (its state is saved with each answer) and the bridge
+    // re-sends the last call to a new one.
+    c.close().await;
+    let mut c = Client::start(&dir.path().join("state"));
+    c.init(&engine).await;
+    c.ok("ingest", ingest("s", q2.clone())).await;
+    let turn = [q1, q2, a2, u3];
+    c.ok("afterTurn", after_turn("s", &turn)).await;
+    let r = c.ok("assemble", view("s", &turn)).await;
+    assert_eq!(texts(&r), ["q1", "q2", "a2", "u3"]);
+    c.close().await;
+    assert_eq!(
+        stored(&dir.path().join("state"), "s-"),
+        ["q1", "q2", "a2", "u3"]
+    );
+}
+
+#[tokio::test]
+async fn a_kill_before_a_sessions_first_save_stores_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (mut c, engine) = Client::on(dir.path(), &window_engine("v1", 1000, true)).await;
+    c.ok("ingest", ingest("s", user("q1"))).await;
+    c.close().await;
+    // The kill came between the first append and the first state write.
+    let session = sessions(&state).pop().unwrap();
+    std::fs::remove_file(session.join("transcript.jsonl.state.json")).unwrap();
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("ingest", ingest("s", user("q1"))).await;
+    let r = c
+        .ok("assemble", view("s", &[user("q1"), assistant("a1")]))
+        .await;
+    assert_eq!(texts(&r), ["q1", "a1"]);
+    c.close().await;
+    assert_eq!(stored(&state, "s-"), ["q1", "a1"]);
+}
+
+#[tokio::test]
+async fn a_kill_behind_a_summary_stores_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (mut c, engine) = Client::on(dir.path(), &window_engine("v1", 1000, true)).await;
+    c.ok("assemble", view("s", &history(2))).await;
+    let session = sessions(&state).pop().unwrap();
+    let state_file = session.join("transcript.jsonl.state.json");
+    let saved = std::fs::read(&state_file).unwrap();
+    // A compaction appends its summary, a view appends a turn; the process dies before either
+    // state write.
+    let r = c
+        .ok(
+            "compact",
+            json!({"sessionId": "s", "sessionKey": KEY, "force": true,
+                              "tokenBudget": 100_000}),
+        )
+        .await;
+    assert_eq!(r["compacted"], true, "{r}");
+    c.ok("assemble", view("s", &history(3))).await;
+    c.close().await;
+    std::fs::write(&state_file, &saved).unwrap();
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("assemble", view("s", &history(4))).await;
+    c.close().await;
+    let expected: Vec<String> = (0..4)
+        .flat_map(|i| [format!("question {i}"), format!("answer {i}")])
+        .collect();
+    assert_eq!(stored(&state, "s-"), expected);
+}
+
+/// FNV-1a, as an earlier ctxhost named session directories.
+fn fnv32(s: &str) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as u32
+}
+
+/// A session directory as an earlier ctxhost kept it for `key`, holding `text`.
+fn legacy_session(state: &Path, key: &str, text: &str) -> PathBuf {
+    let slug: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let dir = state
+        .join("sessions")
+        .join(format!("{slug}-{:08x}", fnv32(key)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut store =
+        ctxhost::TranscriptStore::create(dir.join("transcript.jsonl"), key, "/").unwrap();
+    store.append(vec![ctxhost::Message::user(text)]).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn sessions_kept_under_the_old_names_are_moved_once_or_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    // One kept under its sessionId (a client that sent no key), one under a shared key.
+    let own = legacy_session(&state, "sid-old", "kept under its own id");
+    let shared = legacy_session(&state, KEY, "kept under the shared key");
+    let shared_before = tree(&shared);
+    let (mut c, _) = Client::on(dir.path(), &window_engine("v1", 1000, true)).await;
+    let r = c
+        .ok(
+            "assemble",
+            json!({"sessionId": "sid-old", "messages": [], "tokenBudget": 1000}),
+        )
+        .await;
+    assert_eq!(texts(&r), ["kept under its own id"]);
+    let r = c.ok("assemble", view("sid-new", &[user("fresh")])).await;
+    assert_eq!(
+        texts(&r),
+        ["fresh"],
+        "a new conversation never reads the key's"
+    );
+    c.close().await;
+    assert!(!own.exists(), "moved to its new name");
+    assert_eq!(stored(&state, "sid-old"), ["kept under its own id"]);
+    assert_eq!(tree(&shared), shared_before, "left as it was");
+}
