@@ -211,6 +211,8 @@ pub struct HostSettings {
     /// The `pipeline` engine's hooks and their budget (`plugins.slots.contextEngine:
     /// "pipeline"`).
     pub pipeline: crate::pipeline::PipelineSettings,
+    /// What `ctxhost serve` keeps open (`host.serve`).
+    pub serve: ServeSettings,
 }
 
 /// `host.limits`: the budgets every script engine has and Rhai's own, written as one flat map
@@ -335,6 +337,27 @@ impl Default for WatchSettings {
     }
 }
 
+/// `host.serve`: a gateway's memory follows the sessions in use, not every session ever seen.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ServeSettings {
+    /// A session no call reached for this long is released (its state saved, its engine
+    /// instance disposed; the next call reopens it), in ms. Default 600,000 (ten minutes).
+    pub idle_ms: u64,
+    /// At most this many sessions open at once; opening one more releases the least recently
+    /// used. Default 256.
+    pub max_live: usize,
+}
+
+impl Default for ServeSettings {
+    fn default() -> Self {
+        ServeSettings {
+            idle_ms: 600_000,
+            max_live: 256,
+        }
+    }
+}
+
 impl Default for HostSettings {
     fn default() -> Self {
         HostSettings {
@@ -352,6 +375,7 @@ impl Default for HostSettings {
             isolation: crate::isolation::Isolation::Thread,
             child_command: None,
             pipeline: Default::default(),
+            serve: ServeSettings::default(),
         }
     }
 }

@@ -16,6 +16,7 @@ mod isolation;
 mod new_engine;
 mod progress;
 mod report;
+mod retention;
 mod serve;
 mod snapshots;
 mod terminal;

@@ -31,6 +31,8 @@ pub(super) struct Server {
     pub(super) sessions: Mutex<HashMap<String, Worker>>,
     /// Which conversation each call belongs to.
     pub(super) names: Names,
+    /// When sessions are released (`host.serve`).
+    pub(super) retention: Retention,
     /// The requests queued in a session and not yet started, with each one's cancel flag: a
     /// `$/cancelRequest` for an id found neither here nor in `running` is dropped, so what is
     /// remembered of cancels is bounded by what is queued.
@@ -54,6 +56,48 @@ pub(super) struct Server {
 pub(super) struct Worker {
     pub(super) jobs: mpsc::UnboundedSender<Job>,
     pub(super) task: tokio::task::JoinHandle<()>,
+    /// Asks the worker to release its session between calls (`host.serve.maxLive` reached).
+    release: Arc<tokio::sync::Notify>,
+    /// The server's call count at the session's last call: the least recently used goes first.
+    used: u64,
+    /// Unique to this worker, so a worker that retires removes itself and never its successor.
+    serial: u64,
+}
+
+/// How long a session stays open without a call, and how many stay open at once.
+#[derive(Debug)]
+pub(super) struct Retention {
+    pub(super) idle: parking_lot::RwLock<std::time::Duration>,
+    pub(super) max_live: std::sync::atomic::AtomicUsize,
+    /// Calls so far (a logical clock for least recently used) and workers started.
+    calls: AtomicU64,
+    serials: AtomicU64,
+}
+
+impl Retention {
+    pub(super) fn new(settings: &crate::config::ServeSettings) -> Self {
+        Retention {
+            idle: parking_lot::RwLock::new(std::time::Duration::from_millis(settings.idle_ms)),
+            max_live: std::sync::atomic::AtomicUsize::new(settings.max_live.max(1)),
+            calls: AtomicU64::new(0),
+            serials: AtomicU64::new(0),
+        }
+    }
+
+    fn set(&self, settings: &crate::config::ServeSettings) {
+        *self.idle.write() = std::time::Duration::from_millis(settings.idle_ms);
+        self.max_live
+            .store(settings.max_live.max(1), Ordering::Relaxed);
+    }
+}
+
+/// What a session's worker task holds: its queue's receiving end and its flags.
+pub(super) struct WorkerSide {
+    key: String,
+    jobs: mpsc::UnboundedReceiver<Job>,
+    cancel: Arc<AtomicBool>,
+    release: Arc<tokio::sync::Notify>,
+    serial: u64,
 }
 
 pub(super) struct Job {
@@ -298,14 +342,33 @@ impl Server {
 
     pub(super) fn enqueue(self: &Arc<Self>, key: String, job: Job) {
         let mut sessions = self.sessions.lock();
+        let used = self.retention.calls.fetch_add(1, Ordering::Relaxed);
         let worker = sessions.entry(key.clone()).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             let server = Arc::clone(self);
-            let cancel = Arc::new(AtomicBool::new(false));
-            let task = tokio::spawn(async move { server.run_session(key, rx, cancel).await });
-            Worker { jobs: tx, task }
+            let release = Arc::new(tokio::sync::Notify::new());
+            let serial = self.retention.serials.fetch_add(1, Ordering::Relaxed);
+            let worker = WorkerSide {
+                key: key.clone(),
+                jobs: rx,
+                cancel: Arc::new(AtomicBool::new(false)),
+                release: Arc::clone(&release),
+                serial,
+            };
+            let task = tokio::spawn(async move { server.run_session(worker).await });
+            Worker {
+                jobs: tx,
+                task,
+                release,
+                used,
+                serial,
+            }
         });
-        if let Err(mpsc::error::SendError(job)) = worker.jobs.send(job) {
+        worker.used = used;
+        let sent = worker.jobs.send(job);
+        self.release_beyond_max_live(&sessions, &key);
+        drop(sessions);
+        if let Err(mpsc::error::SendError(job)) = sent {
             self.unqueue(&job);
             self.answer(
                 job.id,
@@ -315,6 +378,44 @@ impl Server {
                 )),
             );
         }
+    }
+
+    /// Asks the least recently used session other than `key` to release itself when more
+    /// than `host.serve.maxLive` are open (it does so between calls, after saving).
+    fn release_beyond_max_live(&self, sessions: &HashMap<String, Worker>, key: &str) {
+        if sessions.len() <= self.retention.max_live.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some((_, w)) = sessions
+            .iter()
+            .filter(|(k, _)| k.as_str() != key)
+            .min_by_key(|(_, w)| w.used)
+        {
+            w.release.notify_one();
+        }
+    }
+
+    /// Closes a session no one is calling (idle, or released for another): its state is saved
+    /// and its engine instance disposed. Returns whether the worker is done; a call that came
+    /// in meanwhile keeps it serving (the session reopens from what was saved).
+    async fn retire(&self, worker: &mut WorkerSide, served: &mut Option<Served>) -> bool {
+        if let Some(s) = served.take() {
+            if let Err(e) = s.handle.close().await {
+                tracing::warn!(session = %worker.key, "releasing the session failed: {e}");
+            }
+            tracing::debug!(session = %worker.key, "session released");
+        }
+        let mut sessions = self.sessions.lock();
+        if !worker.jobs.is_empty() {
+            return false;
+        }
+        if sessions
+            .get(&worker.key)
+            .is_some_and(|w| w.serial == worker.serial)
+        {
+            sessions.remove(&worker.key);
+        }
+        true
     }
 
     /// Forgets a job as queued (only its own entry: a later request may reuse the id).
@@ -328,19 +429,36 @@ impl Server {
         }
     }
 
-    pub(super) async fn run_session(
-        self: Arc<Self>,
-        key: String,
-        mut jobs: mpsc::UnboundedReceiver<Job>,
-        cancel: Arc<AtomicBool>,
-    ) {
+    pub(super) async fn run_session(self: Arc<Self>, mut worker: WorkerSide) {
         let mut served: Option<Served> = None;
-        while let Some(job) = jobs.recv().await {
+        loop {
+            let idle = *self.retention.idle.read();
+            let job = tokio::select! {
+                // A queued call first: a session in use is never the one released.
+                biased;
+                job = worker.jobs.recv() => match job {
+                    Some(job) => job,
+                    None => break,
+                },
+                () = tokio::time::sleep(idle) => {
+                    if self.retire(&mut worker, &mut served).await {
+                        return;
+                    }
+                    continue;
+                }
+                () = worker.release.notified() => {
+                    if self.retire(&mut worker, &mut served).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let (key, cancel) = (&worker.key, &worker.cancel);
             // Running from here on, so a cancel arriving now sets the session's flag; one
             // that came while the job was queued set the job's own.
             self.running
                 .lock()
-                .insert(job.id.clone(), Arc::clone(&cancel));
+                .insert(job.id.clone(), Arc::clone(cancel));
             self.unqueue(&job);
             if job.cancelled.load(Ordering::Relaxed) {
                 self.running.lock().remove(&job.id);
@@ -354,7 +472,7 @@ impl Server {
                 continue;
             }
             let id = job.id.clone();
-            let r = self.call(&key, &mut served, job, &cancel).await;
+            let r = self.call(key, &mut served, job, cancel).await;
             // Cancelled while it ran: the answer says so, even when the call got to its end
             // (what it did is kept; a wait on the client ended at the cancel).
             let r = match r {
@@ -373,7 +491,7 @@ impl Server {
         if let Some(s) = served
             && let Err(e) = s.handle.close().await
         {
-            tracing::warn!(session = %key, "closing the session failed: {e}");
+            tracing::warn!(session = %worker.key, "closing the session failed: {e}");
         }
     }
 
@@ -415,6 +533,7 @@ impl Server {
             .or_else(|| self.options.config.clone());
         let mut config = config_for(config_path.as_deref(), engine.as_deref()).map_err(internal)?;
         super::engine::apply_serve_defaults(&mut config);
+        self.retention.set(&config.host.serve);
         if let Some(isolation) = self.options.isolation {
             config.host.isolation = isolation;
         }
