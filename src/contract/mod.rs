@@ -22,7 +22,7 @@ pub use checks::{
     closest, closest_member, unmet_requirements,
 };
 pub use info::{
-    EngineInfo, HOST_CAPABILITIES, HostParam, HostRequirement, INFO_FIELDS, Operation,
+    EngineInfo, HOST_CAPABILITIES, HostParam, HostRequirement, INFO_FIELDS, LEGACY_ID, Operation,
     TurnMaintenanceMode,
 };
 pub use method::{KNOWN_MEMBERS, Method};

@@ -10,14 +10,12 @@
 
 pub mod contribution;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json, json};
 
-use crate::config::{Config, Entry};
+use crate::config::{Config, Entry, PIPELINE_ID};
 use crate::contract::{
     AssembleParams, AssembleResult, CompactParams, CompactResult, EngineInfo, INFO_FIELDS,
     IngestBatchParams, IngestBatchResult, IngestParams, IngestResult, Method, closest,
@@ -32,34 +30,6 @@ use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::host::HostCall;
 use crate::message::Message;
 use contribution::Contributions;
-
-/// The slot id that selects the pipeline.
-pub const PIPELINE_ID: &str = "pipeline";
-
-/// `host.pipeline`: which hooks run, in which order, and what their contributions may cost.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct PipelineSettings {
-    /// Hook ids, each an entry under `plugins.entries`, in the order they run.
-    pub hooks: Vec<String>,
-    /// The share of the token budget all contributions together may take. Default 0.25.
-    pub contribution_share: f64,
-    /// Each hook's time limit per call, in ms. Default 5,000, never above the sandbox deadline.
-    pub timeout_ms: u64,
-    /// Per-hook time limits, by hook id, overriding `timeoutMs`.
-    pub timeouts: BTreeMap<String, u64>,
-}
-
-impl Default for PipelineSettings {
-    fn default() -> Self {
-        PipelineSettings {
-            hooks: Vec::new(),
-            contribution_share: 0.25,
-            timeout_ms: 5_000,
-            timeouts: BTreeMap::new(),
-        }
-    }
-}
 
 /// Checks a hook file's shape: `info` with `id` and `name`, at least one hook function, each
 /// known member a function; unknown members are warnings naming the closest hook.

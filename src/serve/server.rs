@@ -14,7 +14,7 @@ use crate::contract::Method;
 use crate::contract::client::ClientCall;
 use crate::runtime::{Host, SessionHandle};
 
-use super::engine::{EngineFile, config_for, engine_info};
+use super::engine::{EngineFile, engine_info};
 use super::frame::{self, Incoming};
 use super::params::*;
 use super::protocol::{self, Id, InitializeParams, InitializeResult, RpcError, code, method};
@@ -410,7 +410,9 @@ impl Server {
             .config
             .map(PathBuf::from)
             .or_else(|| self.options.config.clone());
-        let mut config = config_for(config_path.as_deref(), engine.as_deref()).map_err(internal)?;
+        let mut config =
+            crate::config::Config::with_engine_file(config_path.as_deref(), engine.as_deref())
+                .map_err(internal)?;
         super::engine::apply_serve_defaults(&mut config);
         if let Some(isolation) = self.options.isolation {
             config.host.isolation = isolation;

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use rhai::{EvalAltResult, Position};
 
 use super::api::HostFault;
-use super::limits::RhaiLimits;
 use super::memory::OVER_CAP;
 use crate::engine::script::{Fault, Site};
 use crate::error::EngineErrorKind;
+use crate::limits::RhaiLimits;
 use crate::sandbox::{Limits, StopSignals};
 
 pub(super) fn pos_line(p: Position) -> Option<u32> {
