@@ -22,8 +22,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::config::{Config, Entry, FailurePolicy};
-use crate::contract::CompactResult;
-use crate::engine::legacy::LEGACY_ID;
+use crate::contract::{CompactResult, LEGACY_ID};
 use crate::engine::{EngineCell, EngineFactory, LoadOptions};
 use crate::error::{EngineError, EngineErrorKind, Error, Op, Result};
 use crate::host::Completions;

@@ -581,7 +581,7 @@ impl Engine for Pipeline {
             ("force", json!(params.force)),
         ]);
         let mut plan: Option<CompactResult> = None;
-        let limits = crate::sandbox::Limits::default().results;
+        let limits = crate::limits::Limits::default().results;
         self.run(call, Method::CompactionPlan, &f, |_, r| {
             only_keys(
                 &r,

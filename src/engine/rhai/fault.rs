@@ -9,8 +9,9 @@ use super::api::HostFault;
 use super::memory::OVER_CAP;
 use crate::engine::script::{Fault, Site};
 use crate::error::EngineErrorKind;
+use crate::limits::Limits;
 use crate::limits::RhaiLimits;
-use crate::sandbox::{Limits, StopSignals};
+use crate::sandbox::StopSignals;
 
 pub(super) fn pos_line(p: Position) -> Option<u32> {
     p.line().and_then(|l| u32::try_from(l).ok())
