@@ -1,8 +1,7 @@
 //! The budgets an engine runs under and where it runs, as plain data: configuration reads
 //! them from `host.limits` and `host.isolation`, and the engines, the sandbox and process
-//! isolation obey them. This module imports nothing of the host's beyond the contract's
-//! [`ResultLimits`], so configuration and the engines can both depend on it without depending
-//! on each other.
+//! isolation obey them. This module imports nothing of this crate's but the contract's
+//! [`ResultLimits`], so configuration and the engines both depend on it and not on each other.
 //!
 //! - [`Limits`]: what every script engine has, whatever its language (deadline, grace, memory,
 //!   result caps).
