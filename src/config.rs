@@ -17,11 +17,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::compaction::CompactionSettings;
-use crate::contract::ResultLimits;
-use crate::engine::legacy::LEGACY_ID;
-use crate::engine::rhai::RhaiLimits;
+use crate::contract::LEGACY_ID;
 use crate::error::{Error, Result};
-use crate::sandbox::Limits;
+use crate::limits::{HostLimits, Isolation};
 use crate::tokens::Tokenizer;
 
 /// The environment variable that names the config file (overridden by `--config`).
@@ -202,81 +200,38 @@ pub struct HostSettings {
     /// Where engine VMs run: `thread` (default: a worker thread in this process; a call stuck
     /// in native code past deadline + grace is abandoned) or `process` (a child process per
     /// engine instance, killed at deadline + grace; see [`crate::isolation`]).
-    pub isolation: crate::isolation::Isolation,
-    /// The program `process` isolation starts as each engine's child (default: this program
-    /// with the `__engine-child` argument, which the `ctxhost` CLI serves); an embedding
-    /// program sets its own. Not read from the config file.
-    #[serde(skip)]
-    pub child_command: Option<crate::isolation::ChildCommand>,
+    pub isolation: Isolation,
     /// The `pipeline` engine's hooks and their budget (`plugins.slots.contextEngine:
     /// "pipeline"`).
-    pub pipeline: crate::pipeline::PipelineSettings,
+    pub pipeline: PipelineSettings,
     /// What `ctxhost serve` keeps open (`host.serve`).
     pub serve: ServeSettings,
 }
 
-/// `host.limits`: the budgets every script engine has and Rhai's own, written as one flat map
-/// of keys (`deadlineMs`, `graceMs`, `memoryBytes`, `results`, `maxAbandonedWorkers`,
-/// `maxOperations`, `maxCallLevels`, `maxExprDepth`); every key is optional.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(from = "LimitsKeys", into = "LimitsKeys")]
-pub struct HostLimits {
-    /// Deadline, grace, memory and result caps, for engines in any language.
-    pub script: Limits,
-    /// Operation and nesting budgets, for Rhai engines only.
-    pub rhai: RhaiLimits,
-}
+/// The slot id that selects the `pipeline` engine (which needs no entry of its own).
+pub const PIPELINE_ID: &str = "pipeline";
 
-/// `host.limits` as written; [`Limits`] and [`RhaiLimits`] document each key.
-#[derive(Clone, Serialize, Deserialize)]
+/// `host.pipeline`: which hooks run, in which order, and what their contributions may cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-struct LimitsKeys {
-    deadline_ms: u64,
-    grace_ms: u64,
-    memory_bytes: usize,
-    results: ResultLimits,
-    max_operations: u64,
-    max_call_levels: usize,
-    max_expr_depth: usize,
-    max_abandoned_workers: usize,
+pub struct PipelineSettings {
+    /// Hook ids, each an entry under `plugins.entries`, in the order they run.
+    pub hooks: Vec<String>,
+    /// The share of the token budget all contributions together may take. Default 0.25.
+    pub contribution_share: f64,
+    /// Each hook's time limit per call, in ms. Default 5,000, never above the sandbox deadline.
+    pub timeout_ms: u64,
+    /// Per-hook time limits, by hook id, overriding `timeoutMs`.
+    pub timeouts: BTreeMap<String, u64>,
 }
 
-impl Default for LimitsKeys {
+impl Default for PipelineSettings {
     fn default() -> Self {
-        HostLimits::default().into()
-    }
-}
-
-impl From<LimitsKeys> for HostLimits {
-    fn from(k: LimitsKeys) -> Self {
-        HostLimits {
-            script: Limits {
-                deadline_ms: k.deadline_ms,
-                grace_ms: k.grace_ms,
-                memory_bytes: k.memory_bytes,
-                results: k.results,
-                max_abandoned_workers: k.max_abandoned_workers,
-            },
-            rhai: RhaiLimits {
-                max_operations: k.max_operations,
-                max_call_levels: k.max_call_levels,
-                max_expr_depth: k.max_expr_depth,
-            },
-        }
-    }
-}
-
-impl From<HostLimits> for LimitsKeys {
-    fn from(l: HostLimits) -> Self {
-        LimitsKeys {
-            deadline_ms: l.script.deadline_ms,
-            grace_ms: l.script.grace_ms,
-            memory_bytes: l.script.memory_bytes,
-            results: l.script.results,
-            max_operations: l.rhai.max_operations,
-            max_call_levels: l.rhai.max_call_levels,
-            max_expr_depth: l.rhai.max_expr_depth,
-            max_abandoned_workers: l.script.max_abandoned_workers,
+        PipelineSettings {
+            hooks: Vec::new(),
+            contribution_share: 0.25,
+            timeout_ms: 5_000,
+            timeouts: BTreeMap::new(),
         }
     }
 }
@@ -372,8 +327,7 @@ impl Default for HostSettings {
             turn_budget: TurnBudget::default(),
             watch: WatchSettings::default(),
             engines_dir: None,
-            isolation: crate::isolation::Isolation::Thread,
-            child_command: None,
+            isolation: Isolation::Thread,
             pipeline: Default::default(),
             serve: ServeSettings::default(),
         }
@@ -436,6 +390,23 @@ impl Config {
         Ok(())
     }
 
+    /// The configuration a command runs with: the config file (`config`, else the usual
+    /// [`discover`]y), with `engine` (when given) in the context-engine slot under the id
+    /// [`engine_id_from_path`] makes of its file name, enabled, keeping the entry's `config`
+    /// when the file has an entry of that id.
+    pub fn with_engine_file(config: Option<&Path>, engine: Option<&Path>) -> Result<Config> {
+        let mut cfg = discover(config)?;
+        if let Some(engine) = engine {
+            let id = engine_id_from_path(engine);
+            cfg.plugins.slots.context_engine = Some(id.clone());
+            let mut entry = cfg.plugins.entries.remove(&id).unwrap_or_default();
+            entry.path = Some(std::path::absolute(engine).unwrap_or_else(|_| engine.to_path_buf()));
+            entry.enabled = true;
+            cfg.plugins.entries.insert(id, entry);
+        }
+        Ok(cfg)
+    }
+
     /// The directory engines are installed into.
     pub fn engines_dir(&self) -> PathBuf {
         match &self.host.engines_dir {
@@ -458,10 +429,7 @@ impl Config {
         // The pipeline needs no entry of its own (its hooks have theirs).
         static PIPELINE_ENTRY: std::sync::LazyLock<Entry> =
             std::sync::LazyLock::new(Entry::default);
-        found.or_else(|| {
-            (id == crate::pipeline::PIPELINE_ID)
-                .then(|| (crate::pipeline::PIPELINE_ID, &*PIPELINE_ENTRY))
-        })
+        found.or_else(|| (id == PIPELINE_ID).then(|| (PIPELINE_ID, &*PIPELINE_ENTRY)))
     }
 
     /// Resolves an entry's path against the config file's directory.
@@ -472,6 +440,16 @@ impl Config {
             self.base_dir.join(path)
         }
     }
+}
+
+/// The entry id for an engine file named on the command line: the file stem with `_` as `-`
+/// (`recent_turns.lua` → `recent-turns`), which is what the example engines declare as
+/// `info.id`.
+pub fn engine_id_from_path(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("engine")
+        .replace('_', "-")
 }
 
 /// The smallest context window the host accepts, in tokens: a quarter goes to the output

@@ -131,7 +131,7 @@ fn host_limits_keys_map_to_the_shared_and_the_rhai_limits() {
     );
     // Unset keys keep their defaults; the map writes back flat, as it was read.
     let cfg = Config::parse("{ host: { limits: { maxOperations: 5 } } }", "x").expect("parse");
-    assert_eq!(cfg.host.limits.script, crate::sandbox::Limits::default());
+    assert_eq!(cfg.host.limits.script, crate::limits::Limits::default());
     let json = serde_json::to_value(&cfg.host.limits).expect("serialize");
     assert_eq!(json["maxOperations"], 5);
     assert_eq!(json["deadlineMs"], 500);

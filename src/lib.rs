@@ -19,6 +19,7 @@ pub(crate) mod fit;
 pub mod guarantee;
 pub mod host;
 pub mod isolation;
+pub mod limits;
 pub mod llm;
 pub mod message;
 pub mod pairing;
@@ -46,7 +47,7 @@ pub use error::{EngineError, EngineErrorKind, Error, Op, Result, ScriptLocation}
 pub use host::HostCall;
 pub use message::Message;
 pub use quarantine::Quarantine;
-pub use runtime::{Host, SessionHandle, SessionSpec};
+pub use runtime::{Host, HostBuilder, SessionHandle, SessionSpec};
 pub use session::{Assembly, Session, TurnInput, TurnStats};
 pub use summarize::Summarizer;
 pub use tokens::TokenCounter;

@@ -22,11 +22,12 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::config::{Config, Entry, FailurePolicy};
-use crate::contract::CompactResult;
-use crate::engine::legacy::LEGACY_ID;
+use crate::contract::{CompactResult, LEGACY_ID};
 use crate::engine::{EngineCell, EngineFactory, LoadOptions};
 use crate::error::{EngineError, EngineErrorKind, Error, Op, Result};
 use crate::host::Completions;
+use crate::isolation::{ChildCommand, ProcessOptions};
+use crate::limits::Isolation;
 use crate::llm::ModelClient;
 use crate::message::Message;
 use crate::quarantine::Quarantine;
@@ -38,6 +39,7 @@ use crate::tokens::{self, TokenCounter};
 #[derive(Debug)]
 pub struct Host {
     config: Config,
+    child_command: Option<ChildCommand>,
     tokens: Arc<dyn TokenCounter>,
     summarizer: Arc<dyn Summarizer>,
     completions: Arc<Completions>,
@@ -79,25 +81,111 @@ impl SessionSpec {
     }
 }
 
+/// What a [`Host`] is built from beside its configuration: the parts a config file cannot
+/// name (the embedder's summarizer and model, the program engine children run as).
+///
+/// ```no_run
+/// # fn demo() -> ctxhost::Result<()> {
+/// use ctxhost::isolation::ChildCommand;
+/// let mut config = ctxhost::config::Config::default();
+/// config.host.isolation = ctxhost::limits::Isolation::Process;
+/// let child = ChildCommand {
+///     program: "/usr/local/bin/my-engine-child".into(),
+///     args: Vec::new(),
+///     env: Vec::new(),
+/// };
+/// let host = ctxhost::Host::builder(config).child_command(child).build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use]
+pub struct HostBuilder {
+    config: Config,
+    summarizer: Option<Arc<dyn Summarizer>>,
+    model: Option<Arc<dyn ModelClient>>,
+    child_command: Option<ChildCommand>,
+}
+
+impl HostBuilder {
+    /// The model that answers `host.complete` within `host.complete`'s budgets, and that
+    /// `host.summarizer: {kind: "client"}` means (`serve` passes the client's model, asked
+    /// with `llm.complete`). It is async: its futures are polled in a Tokio runtime context and
+    /// dropped when the turn is cancelled.
+    pub fn model(mut self, model: Option<Arc<dyn ModelClient>>) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// The embedder's own summarizer in place of the one `host.summarizer` configures (which is
+    /// then ignored). It may wrap the model: [`crate::llm::LlmSummarizer::with_client`]
+    /// summarizes with one.
+    pub fn summarizer(mut self, summarizer: Arc<dyn Summarizer>) -> Self {
+        self.summarizer = Some(summarizer);
+        self
+    }
+
+    /// The program `host.isolation: "process"` starts as each engine's child. By default it is
+    /// this program with [`crate::isolation::CHILD_ARG`], which the `ctxhost` CLI answers; an
+    /// embedding program that answers it otherwise (or not at all) names its own.
+    pub fn child_command(mut self, command: ChildCommand) -> Self {
+        self.child_command = Some(command);
+        self
+    }
+
+    /// Builds the host: picks the counter, loads the configured engine once. This blocks (BPE
+    /// tables, VM boot): inside an async runtime use [`HostBuilder::start`]. An engine that
+    /// fails to load is quarantined, and its sessions answer from `legacy` (or fail, when
+    /// strict).
+    pub fn build(self) -> Result<Host> {
+        let HostBuilder {
+            config,
+            summarizer,
+            model,
+            child_command,
+        } = self;
+        let (summarizer, model) = match summarizer {
+            Some(own) => (own, model),
+            None => crate::llm::configured(&config.host.summarizer, model)?,
+        };
+        Host::from_parts(config, summarizer, model, child_command)
+    }
+
+    /// [`HostBuilder::build`] on tokio's blocking pool: building a host reads BPE tables and
+    /// boots the engine's VM, which must not stall an async worker thread.
+    pub async fn start(self) -> Result<Host> {
+        blocking(move || self.build()).await?
+    }
+}
+
 impl Host {
-    /// Builds a host: picks the counter, loads the configured engine once. This blocks (BPE
-    /// tables, VM boot): inside an async runtime use [`Host::start`]. An engine that fails
-    /// to load is quarantined, and its sessions answer from `legacy` (or fail, when strict).
+    /// A builder for a host with more than its configuration (see [`HostBuilder`]).
+    pub fn builder(config: Config) -> HostBuilder {
+        HostBuilder {
+            config,
+            summarizer: None,
+            model: None,
+            child_command: None,
+        }
+    }
+
+    /// Builds a host from its configuration alone: picks the counter, loads the configured
+    /// engine once. This blocks (BPE tables, VM boot): inside an async runtime use
+    /// [`Host::start`]. An engine that fails to load is quarantined, and its sessions answer
+    /// from `legacy` (or fail, when strict).
     pub fn new(config: Config) -> Result<Host> {
-        Host::with_client_model(config, None)
+        Host::builder(config).build()
     }
 
     /// [`Host::new`] where `host.summarizer: {kind: "client"}` means `model` (`serve` passes
     /// the client's model, asked with `llm.complete`).
     pub fn with_client_model(config: Config, model: Option<Arc<dyn ModelClient>>) -> Result<Host> {
-        let (summarizer, model) = crate::llm::configured(&config.host.summarizer, model)?;
-        Host::with_parts(config, summarizer, model)
+        Host::builder(config).model(model).build()
     }
 
     /// [`Host::new`] with the embedder's own summarizer in place of the one `host.summarizer`
     /// configures (which is then ignored), and no model for `host.complete`.
     pub fn with_summarizer(config: Config, summarizer: Arc<dyn Summarizer>) -> Result<Host> {
-        Host::with_parts(config, summarizer, None)
+        Host::builder(config).summarizer(summarizer).build()
     }
 
     /// A host with the embedder's own summarizer and model client (`host.summarizer` is then
@@ -110,6 +198,18 @@ impl Host {
         summarizer: Arc<dyn Summarizer>,
         model: Option<Arc<dyn ModelClient>>,
     ) -> Result<Host> {
+        Host::builder(config)
+            .summarizer(summarizer)
+            .model(model)
+            .build()
+    }
+
+    fn from_parts(
+        config: Config,
+        summarizer: Arc<dyn Summarizer>,
+        model: Option<Arc<dyn ModelClient>>,
+        child_command: Option<ChildCommand>,
+    ) -> Result<Host> {
         let completions = Arc::new(Completions::new(model, config.host.complete));
         let tokens = tokens::counter(config.host.tokenizer)?;
         let quarantine = Arc::new(Quarantine::default());
@@ -120,7 +220,7 @@ impl Host {
                 (LEGACY_ID, None, Value::Null)
             }
             Some((id, entry)) => {
-                let loaded = load_entry(&config, id, entry);
+                let loaded = load_entry(&config, child_command.as_ref(), id, entry);
                 if let Err(e) = &loaded {
                     quarantine.record(id, e);
                 }
@@ -129,7 +229,7 @@ impl Host {
         };
         if let Some(id) = config.plugins.slots.context_engine.as_deref()
             && id != LEGACY_ID
-            && id != crate::pipeline::PIPELINE_ID
+            && id != crate::config::PIPELINE_ID
             && !config.plugins.entries.contains_key(id)
         {
             tracing::warn!(engine = id, "the slot names a missing entry; using legacy");
@@ -137,6 +237,7 @@ impl Host {
         let engine = Arc::new(EngineCell::new(entry, engine, Arc::new(engine_config)));
         Ok(Host {
             config,
+            child_command,
             tokens,
             summarizer,
             completions,
@@ -209,7 +310,7 @@ impl Host {
                     .into(),
             });
         };
-        let factory = load_entry(&self.config, id, entry)?;
+        let factory = load_entry(&self.config, self.child_command.as_ref(), id, entry)?;
         let generation = self.engine.swap(factory, Arc::new(entry.config.clone()));
         if let Some(lifted) = self.quarantine.lift(id) {
             tracing::info!(engine = id, "reload lifted the quarantine ({lifted})");
@@ -351,13 +452,16 @@ async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> 
         })
 }
 
-/// Loads the configured entry `id` with the options its config gives (limits, strictness).
+/// Loads the configured entry `id` with the options its config gives (limits, strictness,
+/// isolation); a process-isolated engine's children run as `child_command` (by default this
+/// program, see [`ChildCommand::current_exe`]).
 fn load_entry(
     config: &Config,
+    child_command: Option<&ChildCommand>,
     id: &str,
     entry: &Entry,
 ) -> std::result::Result<Arc<dyn EngineFactory>, EngineError> {
-    if id == crate::pipeline::PIPELINE_ID && entry.path.is_none() {
+    if id == crate::config::PIPELINE_ID && entry.path.is_none() {
         return crate::pipeline::load(config);
     }
     let Some(path) = &entry.path else {
@@ -377,16 +481,14 @@ fn load_entry(
     };
     let path = config.resolve(path);
     match config.host.isolation {
-        crate::isolation::Isolation::Thread => {
-            crate::engine::load(&path, &opts, &config.host.limits.rhai)
-        }
-        crate::isolation::Isolation::Process => {
-            let command = match &config.host.child_command {
+        Isolation::Thread => crate::engine::load(&path, &opts, &config.host.limits.rhai),
+        Isolation::Process => {
+            let command = match child_command {
                 Some(c) => c.clone(),
-                None => crate::isolation::ChildCommand::current_exe()
+                None => ChildCommand::current_exe()
                     .map_err(|m| EngineError::new(Op::Load, id, EngineErrorKind::Host, m))?,
             };
-            let process = crate::isolation::ProcessOptions {
+            let process = ProcessOptions {
                 command,
                 tokenizer: config.host.tokenizer,
                 rhai: config.host.limits.rhai.clone(),

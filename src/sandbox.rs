@@ -3,8 +3,8 @@
 //! Three pieces, each language-neutral so the Rhai adapter can reuse them:
 //!
 //! - [`Limits`]: the configurable budgets every language has (`host.limits`), with defaults a
-//!   sane engine never meets. A language's own budgets live with its adapter
-//!   ([`RhaiLimits`](crate::engine::rhai::RhaiLimits)).
+//!   sane engine never meets; defined in [`crate::limits`] beside a language's own budgets
+//!   ([`RhaiLimits`](crate::limits::RhaiLimits)), and enforced here.
 //! - The process-wide [`watchdog`]: one thread that sets a call's [`StopSignals::expired`] flag when
 //!   its deadline passes. VM interrupts (Luau `set_interrupt`, Rhai `on_progress`) only *read*
 //!   that flag, because reading the clock inside an interrupt made loops ~6× slower.
@@ -22,56 +22,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::contract::ResultLimits;
-
-/// Budgets every script engine has, whatever its language; configured under `host.limits`
-/// (see [`crate::config::HostLimits`], which also holds Rhai's own budgets).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Limits {
-    /// Wall-clock deadline of one lifecycle call, in ms. Default 500. A breach stops the script
-    /// at its next call or loop iteration (even inside `pcall`, coroutines or pattern matching)
-    /// and fails the call with kind `Deadline` (the engine is quarantined, the call re-runs on
-    /// `legacy`).
-    pub deadline_ms: u64,
-    /// Extra time, in ms, the caller waits past the deadline (it also covers the host's own
-    /// marshalling). Default 1000. A call still running then (stuck in C code) has its VM
-    /// abandoned for good and fails with kind `Deadline`.
-    pub grace_ms: u64,
-    /// Memory cap of one engine VM, in bytes, on top of what the host itself puts into the VM
-    /// (resident messages). Default 256 MiB. A breach fails the call with kind `Memory`.
-    pub memory_bytes: usize,
-    /// Caps on results (messages, total bytes, text bytes); see [`ResultLimits`]. A breach fails
-    /// the call with kind `InvalidResult`.
-    pub results: ResultLimits,
-    /// Abandoned workers (calls given up after deadline + grace whose thread still runs, stuck
-    /// in native code) the process tolerates. Default 8. Past it, loading or starting an engine
-    /// is refused with kind `Limit` until some of them finish ([`abandoned_workers`]).
-    pub max_abandoned_workers: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            deadline_ms: 500,
-            grace_ms: 1000,
-            memory_bytes: 256 << 20,
-            results: ResultLimits::default(),
-            max_abandoned_workers: 8,
-        }
-    }
-}
-
-impl Limits {
-    /// The per-call deadline.
-    pub fn deadline(&self) -> Duration {
-        Duration::from_millis(self.deadline_ms)
-    }
-
-    /// How long a caller waits for a call before abandoning the VM: deadline + grace.
-    pub fn hard_timeout(&self) -> Duration {
-        Duration::from_millis(self.deadline_ms.saturating_add(self.grace_ms))
-    }
-}
+pub use crate::limits::Limits;
 
 /// Why an interrupt stopped a script.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,12 +21,13 @@ use ctxhost::engine::lua::LoadOptions;
 use ctxhost::engine::{Engine, InstanceContext};
 use ctxhost::error::{EngineError, EngineErrorKind};
 use ctxhost::host::{Completions, HostCall, HostScope, HostValue, SessionModel, SessionServices};
+use ctxhost::limits::Limits;
 use ctxhost::llm::{
     ApiKey, LlmSettings, LlmSummarizer, ModelClient, ModelLimits, OpenAiClient, SummarizerSettings,
 };
 use ctxhost::message::Message;
 use ctxhost::runtime::{Host, SessionSpec};
-use ctxhost::sandbox::{Limits, StopSignals};
+use ctxhost::sandbox::StopSignals;
 use ctxhost::session::{Session, TurnInput};
 use ctxhost::summarize::BuiltinSummarizer;
 use ctxhost::tokens::{Estimate, TokenCache};

@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use ctxhost::compaction::CompactionSettings;
-use ctxhost::config::{Config, Entry, HostLimits};
+use ctxhost::config::{Config, Entry};
 use ctxhost::contract::{
     AfterTurnParams, CommitTurnParams, ContextMode, IngestBatchParams, MaintainParams,
     MaintainReason, ResultLimits, SubagentEndReason, SubagentEndedParams, SubagentSpawnParams,
@@ -27,13 +27,13 @@ use ctxhost::contract::{
 use ctxhost::engine::{Engine, LoadOptions};
 use ctxhost::error::EngineErrorKind;
 use ctxhost::host::{Completions, HostCall, SessionModel, SessionServices};
-use ctxhost::isolation::{ChildCommand, Isolation, ProcessFactory, ProcessOptions};
+use ctxhost::isolation::{ChildCommand, ProcessFactory, ProcessOptions};
+use ctxhost::limits::{HostLimits, Isolation, Limits};
 use ctxhost::llm::{ModelClient, ModelLimits, OpenAiClient};
 use ctxhost::message::Message;
 use ctxhost::recall::RecallIndex;
 use ctxhost::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use ctxhost::runtime::{Host, SessionSpec};
-use ctxhost::sandbox::Limits;
 use ctxhost::session::{Session, TurnInput};
 use ctxhost::summarize::BuiltinSummarizer;
 use ctxhost::tokens::{Estimate, TokenCache, Tokenizer};
@@ -84,11 +84,13 @@ fn process_options() -> ProcessOptions {
     }
 }
 
-/// `config` switched to process isolation with this binary as the child.
-fn isolated(mut config: Config) -> Config {
+/// A host for `config` switched to process isolation, with this binary as the child.
+fn isolated(mut config: Config) -> Host {
     config.host.isolation = Isolation::Process;
-    config.host.child_command = Some(child_command());
-    config
+    Host::builder(config)
+        .child_command(child_command())
+        .build()
+        .expect("host")
 }
 
 fn script(name: &str) -> PathBuf {
@@ -137,11 +139,11 @@ async fn replay_with(
     window: u64,
     mode: Isolation,
 ) -> (Vec<TurnReport>, ReplaySummary) {
-    let mut config = common::replay::config(window, Some(engine));
-    if mode == Isolation::Process {
-        config = isolated(config);
-    }
-    let host = Arc::new(Host::new(config).expect("host"));
+    let config = common::replay::config(window, Some(engine));
+    let host = Arc::new(match mode {
+        Isolation::Process => isolated(config),
+        Isolation::Thread => Host::new(config).expect("host"),
+    });
     let imported = import(transcript).expect("import");
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = ReplayOptions {
@@ -373,7 +375,7 @@ fn a_stuck_isolated_engine_is_quarantined_and_legacy_answers() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("stuck.lua");
     std::fs::write(&path, lua_engine(STUCK)).unwrap();
-    let mut config = isolated(Config::default());
+    let mut config = Config::default();
     config.host.limits.script = stuck_limits();
     config.plugins.slots.context_engine = Some("guarded".into());
     config.plugins.entries.insert(
@@ -383,7 +385,7 @@ fn a_stuck_isolated_engine_is_quarantined_and_legacy_answers() {
             ..Entry::default()
         },
     );
-    let host = Host::new(config).unwrap();
+    let host = isolated(config);
     assert_eq!(host.engine_failure(), None, "it loads");
     let spec = SessionSpec::new("s", dir.path().join("s.jsonl"));
     let mut s = Session::create(host.session_setup(&spec), &spec.file, "").unwrap();

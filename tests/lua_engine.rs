@@ -13,7 +13,7 @@ use common::engine::{
 };
 use ctxhost::contract::Method;
 use ctxhost::error::EngineErrorKind;
-use ctxhost::sandbox::Limits;
+use ctxhost::limits::Limits;
 use serde_json::json;
 
 const LANG: Lang = Lang::Lua;

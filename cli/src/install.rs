@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use ctxhost::check::{CheckReport, check_engine};
 use ctxhost::config::{Config, ConfigSource};
-use ctxhost::engine::legacy::LEGACY_ID;
+use ctxhost::contract::LEGACY_ID;
 use ctxhost::error::{Error, Result};
 
 /// An editable config file: a concrete syntax tree of the user's JSON5, so an edit changes

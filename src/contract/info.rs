@@ -8,6 +8,10 @@ use serde_json::Value;
 
 use crate::message::Extra;
 
+/// The built-in engine's id (contract §9): an empty or `"legacy"` slot selects it, and no
+/// configured entry or engine file may take it.
+pub const LEGACY_ID: &str = "legacy";
+
 /// An operation that `hostRequirements` can gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Operation {

@@ -19,10 +19,10 @@ mod settings;
 
 pub use checks::{
     LoadFinding, ResultLimits, Severity, check_assemble, check_compact, check_engine_shape,
-    closest, closest_member, unmet_requirements,
+    check_hook_shape, closest, closest_member, unmet_requirements,
 };
 pub use info::{
-    EngineInfo, HOST_CAPABILITIES, HostParam, HostRequirement, INFO_FIELDS, Operation,
+    EngineInfo, HOST_CAPABILITIES, HostParam, HostRequirement, INFO_FIELDS, LEGACY_ID, Operation,
     TurnMaintenanceMode,
 };
 pub use method::{KNOWN_MEMBERS, Method};

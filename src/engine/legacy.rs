@@ -15,8 +15,7 @@ use crate::error::EngineError;
 use crate::fit::fit_to_budget;
 use crate::host::HostCall;
 
-/// The legacy engine's id.
-pub const LEGACY_ID: &str = "legacy";
+pub use crate::contract::LEGACY_ID;
 
 /// `legacy`'s `info`, as OpenClaw declares it.
 pub fn legacy_info() -> EngineInfo {

@@ -28,6 +28,7 @@ pub mod log;
 pub mod pairing;
 pub mod recall;
 pub mod summarize;
+pub mod timing;
 pub mod tokens;
 pub mod value;
 
@@ -48,6 +49,7 @@ pub use complete::{Completions, SessionModel};
 pub use forward::HostForward;
 pub use log::{LOG_CAP, LogLevel, cut_log_text, cut_log_text_beyond, log};
 pub use summarize::{SummarizeOptions, SummarizeOutput};
+pub use timing::{CallTimes, MethodTimes};
 pub use tokens::HeldMessage;
 pub use value::{HostError, HostOut, HostValue, Kept, message_from_json};
 
@@ -66,7 +68,7 @@ pub struct SessionServices {
     pub model: SessionModel,
     /// Where scripts' `host.*` calls spent their time (`host.summarize`, `host.tokens`, ...),
     /// per function, for replay and `watch` reports.
-    pub host_times: parking_lot::Mutex<crate::session::CallTimes>,
+    pub host_times: parking_lot::Mutex<CallTimes>,
     /// The session's cancel flag (`$/cancelRequest` in `serve`): a summary the host waits on
     /// (built-in compaction, `delegateCompaction`) is dropped when it is set.
     pub cancel: Arc<std::sync::atomic::AtomicBool>,

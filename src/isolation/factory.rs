@@ -8,10 +8,10 @@ use super::instance::ProcessEngine;
 use super::process::{ChildProc, Stop};
 use super::wire::{FromChild, ToChild};
 use super::{ChildCommand, ProcessOptions};
-use crate::config::HostLimits;
 use crate::contract::EngineInfo;
 use crate::engine::{Engine, EngineFactory, InstanceContext, LoadOptions};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
+use crate::limits::HostLimits;
 use crate::sandbox::Limits;
 
 /// Extra grace the child's own worker waits, so that the parent's kill comes first.

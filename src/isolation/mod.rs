@@ -38,7 +38,8 @@
 //! By default the child is this very program started with the argument
 //! [`CHILD_ARG`] (`__engine-child`): the `ctxhost` CLI answers it by calling [`child_main`].
 //! A program embedding the library that turns isolation on offers the child the same way, or
-//! names another program in [`crate::config::HostSettings::child_command`]:
+//! names another program with
+//! [`HostBuilder::child_command`](crate::runtime::HostBuilder::child_command):
 //!
 //! ```no_run
 //! // First thing in `main`:
@@ -58,65 +59,18 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 pub use child::child_main;
 pub use factory::ProcessFactory;
 pub use instance::ProcessEngine;
 
-use crate::engine::rhai::RhaiLimits;
 use crate::engine::{EngineFactory, LoadOptions};
 use crate::error::EngineError;
+pub use crate::limits::Isolation;
+use crate::limits::RhaiLimits;
 use crate::tokens::Tokenizer;
 
 /// The argument that makes the `ctxhost` program (or an embedder's) serve as an engine child.
 pub const CHILD_ARG: &str = "__engine-child";
-
-/// Where engine VMs run (`host.isolation`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Isolation {
-    /// On a worker thread of the host's process (default).
-    #[default]
-    Thread,
-    /// In a child process per engine instance, killed at deadline + grace.
-    Process,
-}
-
-impl<'de> Deserialize<'de> for Isolation {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        match s.as_str() {
-            "thread" => Ok(Isolation::Thread),
-            "process" => Ok(Isolation::Process),
-            other => Err(serde::de::Error::custom(format!(
-                "host.isolation must be \"thread\" or \"process\", not \"{other}\""
-            ))),
-        }
-    }
-}
-
-impl std::fmt::Display for Isolation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Isolation::Thread => "thread",
-            Isolation::Process => "process",
-        })
-    }
-}
-
-impl std::str::FromStr for Isolation {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "thread" => Ok(Isolation::Thread),
-            "process" => Ok(Isolation::Process),
-            other => Err(format!(
-                "isolation must be \"thread\" or \"process\", not \"{other}\""
-            )),
-        }
-    }
-}
 
 /// The program started as an engine child, with its arguments and extra environment.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
-use crate::config::HostLimits;
 use crate::contract::{EngineInfo, Method};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::host::{HostError, HostOut, HostValue, Kept};
+use crate::limits::HostLimits;
 use crate::message::Message;
 use crate::tokens::Tokenizer;
 

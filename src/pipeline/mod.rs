@@ -10,19 +10,16 @@
 
 pub mod contribution;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json, json};
 
-use crate::config::{Config, Entry};
+use crate::config::{Config, Entry, PIPELINE_ID};
 use crate::contract::{
-    AssembleParams, AssembleResult, CompactParams, CompactResult, EngineInfo, INFO_FIELDS,
-    IngestBatchParams, IngestBatchResult, IngestParams, IngestResult, Method, closest,
+    AssembleParams, AssembleResult, CompactParams, CompactResult, EngineInfo, IngestBatchParams,
+    IngestBatchResult, IngestParams, IngestResult, Method,
 };
-use crate::contract::{LoadFinding, Severity};
 use crate::engine::legacy::Legacy;
 use crate::engine::lua::Lua;
 use crate::engine::rhai::Rhai;
@@ -32,100 +29,6 @@ use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::host::HostCall;
 use crate::message::Message;
 use contribution::Contributions;
-
-/// The slot id that selects the pipeline.
-pub const PIPELINE_ID: &str = "pipeline";
-
-/// `host.pipeline`: which hooks run, in which order, and what their contributions may cost.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct PipelineSettings {
-    /// Hook ids, each an entry under `plugins.entries`, in the order they run.
-    pub hooks: Vec<String>,
-    /// The share of the token budget all contributions together may take. Default 0.25.
-    pub contribution_share: f64,
-    /// Each hook's time limit per call, in ms. Default 5,000, never above the sandbox deadline.
-    pub timeout_ms: u64,
-    /// Per-hook time limits, by hook id, overriding `timeoutMs`.
-    pub timeouts: BTreeMap<String, u64>,
-}
-
-impl Default for PipelineSettings {
-    fn default() -> Self {
-        PipelineSettings {
-            hooks: Vec::new(),
-            contribution_share: 0.25,
-            timeout_ms: 5_000,
-            timeouts: BTreeMap::new(),
-        }
-    }
-}
-
-/// Checks a hook file's shape: `info` with `id` and `name`, at least one hook function, each
-/// known member a function; unknown members are warnings naming the closest hook.
-pub fn check_hook_shape(info: &EngineInfo, members: &[(String, bool)]) -> Vec<LoadFinding> {
-    let finding = |severity, message: String| LoadFinding { severity, message };
-    let mut out = Vec::new();
-    if info.id.trim().is_empty() {
-        out.push(finding(
-            Severity::Error,
-            "info.id must be a non-empty string".into(),
-        ));
-    }
-    if info.name.trim().is_empty() {
-        out.push(finding(
-            Severity::Error,
-            "info.name must be a non-empty string".into(),
-        ));
-    }
-    for key in info.extra.keys() {
-        if key == "priority" {
-            if !info.extra[key].is_number() {
-                out.push(finding(
-                    Severity::Error,
-                    "info.priority must be a number".into(),
-                ));
-            }
-            continue;
-        }
-        let hint = closest(key, INFO_FIELDS.iter().copied().chain(["priority"]))
-            .map(|c| format!(" (did you mean `{c}`?)"))
-            .unwrap_or_default();
-        out.push(finding(
-            Severity::Warning,
-            format!("unknown info field `{key}`{hint}"),
-        ));
-    }
-    let mut hooks = 0;
-    for (name, is_fn) in members {
-        if name == "info" {
-            continue;
-        }
-        match Method::HOOKS.iter().find(|m| m.as_str() == name) {
-            Some(_) if *is_fn => hooks += 1,
-            Some(m) => out.push(finding(
-                Severity::Error,
-                format!("`{m}` must be a function"),
-            )),
-            None => {
-                let hint = closest(name, Method::HOOKS.iter().map(|m| m.as_str()))
-                    .map(|c| format!(" (did you mean `{c}`?)"))
-                    .unwrap_or_default();
-                out.push(finding(
-                    Severity::Warning,
-                    format!("unknown hook member `{name}`{hint}"),
-                ));
-            }
-        }
-    }
-    if hooks == 0 {
-        out.push(finding(
-            Severity::Error,
-            "a hook defines none of collect, project, prune, compactionPlan, beforeCompaction, afterCompaction, afterAppend".into(),
-        ));
-    }
-    out
-}
 
 /// A loaded hook file of either language.
 #[derive(Debug)]
@@ -678,7 +581,7 @@ impl Engine for Pipeline {
             ("force", json!(params.force)),
         ]);
         let mut plan: Option<CompactResult> = None;
-        let limits = crate::sandbox::Limits::default().results;
+        let limits = crate::limits::Limits::default().results;
         self.run(call, Method::CompactionPlan, &f, |_, r| {
             only_keys(
                 &r,

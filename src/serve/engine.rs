@@ -7,7 +7,6 @@ use std::time::SystemTime;
 
 use crate::config::Config;
 use crate::contract;
-use crate::error::Result;
 use crate::runtime::Host;
 
 use super::protocol::{self, ClientCapabilities};
@@ -113,21 +112,6 @@ impl Hosted {
     }
 }
 
-/// The configuration `serve` runs with: the config file (or the usual discovery), with `engine`
-/// (when given) in the context-engine slot under an id made from its file name.
-pub fn config_for(config: Option<&Path>, engine: Option<&Path>) -> Result<Config> {
-    let mut config = crate::config::discover(config)?;
-    if let Some(engine) = engine {
-        let id = engine_id_from_path(engine);
-        config.plugins.slots.context_engine = Some(id.clone());
-        let mut entry = config.plugins.entries.remove(&id).unwrap_or_default();
-        entry.path = Some(std::path::absolute(engine).unwrap_or_else(|_| engine.to_path_buf()));
-        entry.enabled = true;
-        config.plugins.entries.insert(id, entry);
-    }
-    Ok(config)
-}
-
 /// Applies what differs under `serve`: a gateway runs other people's engines for other people,
 /// so an engine over its turn budget `strikes` turns in a row is quarantined
 /// (`host.turnBudget.onExceed: "quarantine"`) unless the config file says otherwise; `replay`
@@ -148,16 +132,6 @@ fn sets_on_exceed(config: &Config) -> bool {
         .ok()
         .and_then(|text| json5::from_str::<serde_json::Value>(&text).ok())
         .is_some_and(|v| !v["host"]["turnBudget"]["onExceed"].is_null())
-}
-
-/// The entry id for an engine file named on the command line: the file stem with `_` as `-`
-/// (`recent_turns.lua` → `recent-turns`), which is what the example engines declare as
-/// `info.id`.
-pub fn engine_id_from_path(path: &Path) -> String {
-    path.file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("engine")
-        .replace('_', "-")
 }
 
 /// The `info` the client sees: the engine's own (or `legacy`'s when it failed to load), with

@@ -50,7 +50,6 @@ mod params;
 mod server;
 
 use engine::Hosted;
-pub use engine::{config_for, engine_id_from_path};
 pub use model::NO_CLIENT_MODEL;
 use server::Server;
 

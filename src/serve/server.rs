@@ -14,7 +14,7 @@ use crate::contract::Method;
 use crate::contract::client::ClientCall;
 use crate::runtime::{Host, SessionHandle};
 
-use super::engine::{EngineFile, config_for, engine_info};
+use super::engine::{EngineFile, engine_info};
 use super::frame::{self, Incoming};
 use super::identity::Names;
 use super::params::*;
@@ -531,7 +531,9 @@ impl Server {
             .config
             .map(PathBuf::from)
             .or_else(|| self.options.config.clone());
-        let mut config = config_for(config_path.as_deref(), engine.as_deref()).map_err(internal)?;
+        let mut config =
+            crate::config::Config::with_engine_file(config_path.as_deref(), engine.as_deref())
+                .map_err(internal)?;
         super::engine::apply_serve_defaults(&mut config);
         self.retention.set(&config.host.serve);
         if let Some(isolation) = self.options.isolation {

@@ -34,14 +34,13 @@ mod compact;
 mod context;
 mod dispatch;
 mod state;
-mod timing;
 mod turn;
 
+pub use crate::host::{CallTimes, MethodTimes};
 pub(crate) use bridge::Fnv;
 pub use bridge::{ClientAssemble, ClientCall, ClientMirror};
 pub use context::derive_context;
 pub use state::state_path;
-pub use timing::{CallTimes, MethodTimes};
 
 /// Everything a session needs that the host shares across sessions.
 #[derive(Clone, Debug)]

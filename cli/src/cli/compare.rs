@@ -14,7 +14,7 @@ use ctxhost::compare::{
     SCHEMA, Total,
 };
 use ctxhost::config::Config;
-use ctxhost::engine::legacy::LEGACY_ID;
+use ctxhost::contract::LEGACY_ID;
 use ctxhost::tokens::Tokenizer;
 
 /// `ctxhost compare`.
@@ -236,7 +236,7 @@ fn pick_prices(model: Option<&str>, file: Option<&Path>) -> anyhow::Result<(Stri
 /// slot, or `legacy`.
 fn engine_config(args: &CompareArgs, engine: &str) -> anyhow::Result<Config> {
     let mut config = if engine == LEGACY_ID {
-        let mut c = ctxhost::serve::config_for(args.config.as_deref(), None)?;
+        let mut c = ctxhost::config::discover(args.config.as_deref())?;
         c.plugins.slots.context_engine = Some(LEGACY_ID.to_owned());
         c
     } else {
@@ -244,7 +244,7 @@ fn engine_config(args: &CompareArgs, engine: &str) -> anyhow::Result<Config> {
         if !path.is_file() {
             bail!("engine {engine} is neither a file nor `legacy`");
         }
-        ctxhost::serve::config_for(args.config.as_deref(), Some(path))?
+        Config::with_engine_file(args.config.as_deref(), Some(path))?
     };
     if let Some(t) = args.tokenizer {
         config.host.tokenizer = t;

@@ -10,7 +10,7 @@ use crate::cli::Outcome;
 use crate::cli::args::DoctorArgs;
 use ctxhost::check::check_engine;
 use ctxhost::config::discover;
-use ctxhost::engine::legacy::LEGACY_ID;
+use ctxhost::contract::LEGACY_ID;
 
 /// The doctor's findings.
 #[derive(Debug, Serialize)]
@@ -284,9 +284,9 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             "isolation:  {} ({})",
             d.isolation,
             match h.isolation {
-                ctxhost::isolation::Isolation::Thread =>
+                ctxhost::limits::Isolation::Thread =>
                     "engine VMs on worker threads; a call stuck past deadline + grace is abandoned",
-                ctxhost::isolation::Isolation::Process =>
+                ctxhost::limits::Isolation::Process =>
                     "a child process per engine instance, killed at deadline + grace",
             }
         )?;

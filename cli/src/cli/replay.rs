@@ -227,7 +227,7 @@ fn build_config(args: &ReplayArgs) -> anyhow::Result<Config> {
 /// file name. An engine that does not load keeps the file's id; the load error is reported
 /// when the host loads it.
 fn adopt_engine_id(config: &mut Config, engine: &Path) {
-    let from_file = ctxhost::serve::engine_id_from_path(engine);
+    let from_file = ctxhost::config::engine_id_from_path(engine);
     let opts = ctxhost::engine::LoadOptions {
         configured_id: None,
         limits: config.host.limits.script.clone(),
@@ -237,7 +237,7 @@ fn adopt_engine_id(config: &mut Config, engine: &Path) {
         return;
     };
     let own = factory.info().id.clone();
-    if own.is_empty() || own == from_file || own == ctxhost::engine::legacy::LEGACY_ID {
+    if own.is_empty() || own == from_file || own == ctxhost::contract::LEGACY_ID {
         return;
     }
     if let Some(entry) = config.plugins.entries.remove(&from_file) {
@@ -249,7 +249,7 @@ fn adopt_engine_id(config: &mut Config, engine: &Path) {
 /// The config `replay` and `watch` run with: the discovered (or `--config`) file, with `engine`
 /// (when given) in the context-engine slot, and `--window` / `--tokenizer` applied.
 pub(crate) fn host_config(args: &HostArgs, engine: Option<&Path>) -> anyhow::Result<Config> {
-    let mut config = ctxhost::serve::config_for(args.config.as_deref(), engine)?;
+    let mut config = Config::with_engine_file(args.config.as_deref(), engine)?;
     if let Some(w) = args.window {
         config.host.window = w;
     }

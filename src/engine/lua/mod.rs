@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::engine::EngineFactory;
 use crate::engine::script::{self, Boot, Language, Loaded, ScriptFactory, ScriptInstance};
 use crate::error::EngineError;
-use crate::sandbox::Limits;
+use crate::limits::Limits;
 
 pub use crate::engine::script::LoadOptions;
 

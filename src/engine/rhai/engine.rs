@@ -9,11 +9,11 @@ use rhai::{Dynamic, Engine as RhaiEngine, Module, Shared};
 
 use super::api::{Bridge, HostFault};
 use super::guards;
-use super::limits::RhaiLimits;
 use super::memory::{Meter, OVER_CAP};
 use super::messages;
 use super::stdlib::{StdlibResolver, stdlib_module, stdlib_names};
 use crate::host::LogLevel;
+use crate::limits::RhaiLimits;
 use crate::sandbox::StopSignals;
 
 /// The standard package, built once and shared by every engine (a clone is a pointer copy).

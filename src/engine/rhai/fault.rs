@@ -6,11 +6,12 @@ use std::sync::Arc;
 use rhai::{EvalAltResult, Position};
 
 use super::api::HostFault;
-use super::limits::RhaiLimits;
 use super::memory::OVER_CAP;
 use crate::engine::script::{Fault, Site};
 use crate::error::EngineErrorKind;
-use crate::sandbox::{Limits, StopSignals};
+use crate::limits::Limits;
+use crate::limits::RhaiLimits;
+use crate::sandbox::StopSignals;
 
 pub(super) fn pos_line(p: Position) -> Option<u32> {
     p.line().and_then(|l| u32::try_from(l).ok())

@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use rhai::{Engine as RhaiEngine, EvalAltResult, Module, ModuleResolver, Position, Scope, Shared};
 
 use super::engine::configured;
-use super::limits::RhaiLimits;
+use crate::limits::RhaiLimits;
 
 /// The stdlib module names (the Lua stdlib's, whose Rhai twins live in `stdlib/*.rhai`).
 pub(super) fn stdlib_names() -> impl Iterator<Item = &'static str> {

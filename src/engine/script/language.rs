@@ -10,8 +10,9 @@ use serde_json::{Map, Value as Json};
 use crate::contract::{EngineInfo, Method};
 use crate::error::EngineError;
 use crate::host::HostCall;
+use crate::limits::Limits;
 use crate::message::Message;
-use crate::sandbox::{Limits, StopSignals};
+use crate::sandbox::StopSignals;
 
 /// What a VM is booted from (the compiled program aside).
 #[derive(Clone, Debug)]

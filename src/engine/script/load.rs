@@ -55,7 +55,7 @@ fn validate(
     opts: &LoadOptions,
 ) -> Result<Vec<String>, EngineError> {
     let findings = if opts.hook {
-        crate::pipeline::check_hook_shape(&loaded.info, &loaded.members)
+        contract::check_hook_shape(&loaded.info, &loaded.members)
     } else {
         contract::check_engine_shape(
             &loaded.info,

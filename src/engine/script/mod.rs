@@ -34,9 +34,7 @@ pub use site::{Fault, Site};
 
 use crate::error::ScriptLocation;
 
-/// Stack of each VM's worker thread: room for Luau's C recursion, Rhai's recursive evaluator at
-/// its call-level limit, and the host's converters.
-pub const WORKER_STACK: usize = 16 << 20;
+pub use crate::limits::WORKER_STACK;
 
 /// A location in a script file, for errors.
 pub fn located(file: &str, line: Option<u32>) -> Option<ScriptLocation> {
