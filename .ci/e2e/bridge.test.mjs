@@ -152,3 +152,43 @@ test("ctxhost's state directory is the plugin's stateDir, else CTXHOST_STATE_DIR
     }
   }
 });
+
+/** A factory whose child is .ci/e2e/fake_serve.mjs in `mode`; returns it and its call log. */
+function fakeFactory(mode, extra = {}) {
+  const log = path.join(scratch, `fake-${mode}-${Date.now()}.log`);
+  const command = path.join(scratch, `fake-${mode}.sh`);
+  fs.writeFileSync(command, `#!/bin/sh\nFAKE_SERVE_MODE=${mode} FAKE_SERVE_LOG='${log}' exec '${process.execPath}' '${path.join(HERE, "fake_serve.mjs")}'\n`);
+  fs.chmodSync(command, 0o755);
+  return { factory: factoryFor({ engine, command, ...extra }), log };
+}
+
+const calls = (log) => (fs.existsSync(log) ? fs.readFileSync(log, "utf8").split("\n").filter(Boolean) : []);
+
+test("a call ctxhost never answers fails within its timeout, and the stuck child is replaced", async () => {
+  await noChild();
+  const { factory, log } = fakeFactory("hang", { requestTimeoutMs: 300 });
+  const engineApi = await factory({});
+  const pid = internals.state.child.proc.pid;
+  await assert.rejects(
+    engineApi.assemble({ sessionId: "s", sessionKey: "k", messages: history, tokenBudget: 1000 }),
+    /no answer to assemble within 300 ms/,
+  );
+  assert.deepEqual(calls(log), ["assemble"], "sent once: a call that timed out is not re-sent");
+  await noChild();
+  await factory({});
+  assert.notEqual(internals.state.child.proc.pid, pid, "the next call got a fresh child");
+  internals.state.child.proc.kill("SIGTERM");
+  await noChild();
+});
+
+test("a child that dies under a call: what is safe to re-send is, a compaction is not", async () => {
+  const { factory, log } = fakeFactory("die");
+  const engineApi = await factory({});
+  await assert.rejects(engineApi.ingest({ sessionId: "s", sessionKey: "k", message: history[0] }), /exited/);
+  assert.deepEqual(calls(log), ["ingest", "ingest"], "an ingest is re-sent once to a new child");
+  await noChild();
+  await factory({});
+  await assert.rejects(engineApi.compact({ sessionId: "s", sessionKey: "k", tokenBudget: 1000, force: true }), /exited/);
+  assert.deepEqual(calls(log), ["ingest", "ingest", "compact"], "a compaction is not run twice");
+  await noChild();
+});

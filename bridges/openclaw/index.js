@@ -31,6 +31,19 @@ const METHODS = [
 
 const CLIENT = { name: "openclaw-ctxhost-bridge", version: "0.1.0" };
 
+// How long a call may go unanswered before it fails over to OpenClaw's error path (time
+// ctxhost spends waiting on OpenClaw's own answers, a model call for a summary, does not count).
+// A compaction may run a model of ctxhost's own: it gets longer. `requestTimeoutMs` and
+// `compactTimeoutMs` in the plugin config override them.
+const REQUEST_TIMEOUT_MS = 30_000;
+const COMPACT_TIMEOUT_MS = 300_000;
+
+// The calls a new child may be given again when the one serving them died before answering:
+// ctxhost stores each message once however often a call carrying it comes, and commitTurn is
+// idempotent by its advancementKey. A compaction (it would run twice) and a spawn's rollback
+// (its id lived in the dead child) are not re-sent: they fail over to OpenClaw's error path.
+const RETRY_SAFE = new Set(["bootstrap", "ingest", "ingestBatch", "assemble", "afterTurn", "commitTurn", "maintain", "onSubagentEnded"]);
+
 // The answer to ctxhost's `llm.complete` when no model call is offered: ctxhost's summarizer
 // then falls back to its offline one, and `host.complete` answers `reason: "unavailable"`.
 const NO_CLIENT_MODEL = -32010;
@@ -118,6 +131,12 @@ function spawnChild(config, stateDir) {
     if (child.alive) log("warn", `ctxhost exited (code ${code}, signal ${signal}); it restarts at the next call`);
     retire(child, new Error(`ctxhost exited (code ${code}, signal ${signal})`));
   });
+  // Its output ended: no answer can come any more (the exit event may come later, or, with
+  // the process unreferenced and nothing else pending, not before the calls waiting on it).
+  proc.stdout.on("end", () => {
+    if (child.alive) log("warn", "ctxhost closed its output; it restarts at the next call");
+    retire(child, new Error("ctxhost exited (its output closed)"));
+  });
   proc.stdin.on("error", () => {});
   proc.stdout.setEncoding("utf8");
   proc.stdout.on("data", (chunk) => {
@@ -154,11 +173,27 @@ function send(child, frame) {
   child.proc.stdin.write(encode(frame) + "\n");
 }
 
-function request(child, method, params, signal) {
+function request(child, method, params, signal, timeoutMs = 0) {
   const id = child.nextId++;
+  let timer = null;
   return new Promise((resolve, reject) => {
     child.pending.set(id, { resolve, reject });
     holdOpen(child);
+    if (timeoutMs > 0) {
+      const tick = Math.min(1000, timeoutMs);
+      let waited = 0;
+      timer = setInterval(() => {
+        // While ctxhost waits on one of our answers (a model call), the clock stops.
+        if (child.incoming.size === 0) waited += tick;
+        if (waited < timeoutMs || !child.pending.has(id)) return;
+        child.pending.delete(id);
+        const e = new Error(`ctxhost: no answer to ${method} within ${timeoutMs} ms`);
+        e.timedOut = true;
+        reject(e);
+        hung(child, method, timeoutMs);
+      }, tick);
+      timer.unref?.();
+    }
     if (signal && typeof signal.addEventListener === "function") {
       if (signal.aborted) {
         send(child, { jsonrpc: "2.0", method: "$/cancelRequest", params: { id } });
@@ -171,7 +206,21 @@ function request(child, method, params, signal) {
       }
     }
     send(child, { jsonrpc: "2.0", id, method, params: params ?? {} });
-  }).finally(() => holdOpen(child));
+  }).finally(() => {
+    if (timer) clearInterval(timer);
+    holdOpen(child);
+  });
+}
+
+// A child that left a call unanswered for its whole timeout is stuck: it is ended (it is ours,
+// by its pid) so the next call starts a fresh one instead of waiting on it too.
+function hung(child, method, timeoutMs) {
+  if (!child.alive) return;
+  log("error", `ctxhost gave no answer to ${method} within ${timeoutMs} ms; restarting it at the next call`);
+  retire(child, new Error(`ctxhost was restarted: it gave no answer to ${method} within ${timeoutMs} ms`));
+  try {
+    child.proc.kill("SIGKILL");
+  } catch {}
 }
 
 function onLine(child, line) {
@@ -305,7 +354,7 @@ async function ensure(config) {
       config: config.config,
       clientInfo: CLIENT,
       capabilities: { delegateCompaction: true, llmComplete: true },
-    }).then((r) => r.info);
+    }, undefined, timeoutFor(config, "initialize")).then((r) => r.info);
     return child;
   })().finally(() => {
     state.starting = null;
@@ -315,19 +364,25 @@ async function ensure(config) {
   return child;
 }
 
+function timeoutFor(config, method) {
+  const ms = method === "compact" ? config.compactTimeoutMs ?? COMPACT_TIMEOUT_MS : config.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  return Number.isFinite(ms) && ms > 0 ? ms : 0;
+}
+
 async function call(config, method, params) {
   const key = sessionOf(params);
   const signal = params?.abortSignal ?? params?.runtimeContext?.abortSignal;
+  const timeout = timeoutFor(config, method);
   if (key) state.live.set(key, params);
   try {
     let child = await ensure(config);
     try {
-      return await request(child, method, params, signal);
+      return await request(child, method, params, signal, timeout);
     } catch (e) {
-      if (child.alive || e.code !== undefined) throw e;
-      // The child died under the call: once more on a fresh one.
+      if (child.alive || e.code !== undefined || e.timedOut || !RETRY_SAFE.has(method)) throw e;
+      // The child died under the call: once more on a fresh one (safe: see RETRY_SAFE).
       child = await ensure(config);
-      return await request(child, method, params, signal);
+      return await request(child, method, params, signal, timeout);
     }
   } finally {
     if (key && state.live.get(key) === params) state.live.delete(key);
@@ -345,7 +400,7 @@ export default function register(api) {
     const child = await ensure(config);
     await child.ready;
     // Asked at every operation: a hot reload may have changed it (ownsCompaction, ...).
-    const info = await request(child, "info", {});
+    const info = await request(child, "info", {}, undefined, timeoutFor(config, "info"));
     const engine = { info };
     for (const m of METHODS) engine[m] = (params) => call(config, m, params);
     // The engine's rollback stays in ctxhost: OpenClaw gets a function that asks for it.
