@@ -18,7 +18,7 @@ use crate::contract::{
     IngestBatchParams, IngestBatchResult, IngestParams, IngestResult, MaintainParams,
     MaintainResult, Method, SubagentEndedParams, SubagentSpawnParams,
 };
-use crate::error::EngineError;
+use crate::error::{EngineError, ScriptLocation};
 use crate::host::HostCall;
 
 pub use cell::{EngineCell, Generation, LoadedEngine};
@@ -73,6 +73,12 @@ pub trait Engine: Send {
     fn info(&self) -> &EngineInfo;
     /// Whether the engine defines an optional method.
     fn defines(&self, method: Method) -> bool;
+    /// Where `method` is written (the script file and the function's line), so the session
+    /// locates a result it refuses as it would a failed call; `None` for the built-in engines.
+    fn location(&self, method: Method) -> Option<ScriptLocation> {
+        let _ = method;
+        None
+    }
 
     /// Once per session per instance, before the first turn.
     fn bootstrap(
@@ -185,7 +191,7 @@ pub fn load(
     opts: &LoadOptions,
     rhai: &rhai::RhaiLimits,
 ) -> Result<Arc<dyn EngineFactory>, EngineError> {
-    use crate::error::{EngineErrorKind, Op, ScriptLocation};
+    use crate::error::{EngineErrorKind, Op};
     let id = opts.configured_id.as_deref().unwrap_or_default();
     let located = |kind, message: String| {
         EngineError::new(Op::Load, id, kind, message)

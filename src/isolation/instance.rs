@@ -13,7 +13,7 @@ use super::factory::{refuse, stopped, unexpected};
 use super::process::{ChildProc, HostRequest};
 use super::wire::{CallWire, FromChild, HostOutWire, MessageRef, ToChild};
 use crate::contract::{
-    self, AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, BootstrapResult,
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, BootstrapResult,
     CommitTurnParams, CommitTurnResult, CompactParams, CompactResult, EngineInfo,
     IngestBatchParams, IngestBatchResult, IngestParams, IngestResult, MaintainParams,
     MaintainResult, Method, SubagentEndedParams, SubagentSpawnParams,
@@ -182,16 +182,6 @@ impl ProcessEngine {
     fn host_fault(&self, op: Op, e: impl std::fmt::Display) -> EngineError {
         EngineError::new(op, &self.info.id, EngineErrorKind::Host, e.to_string())
     }
-
-    fn invalid(&self, method: Method, message: String) -> EngineError {
-        EngineError::new(
-            method,
-            &self.info.id,
-            EngineErrorKind::InvalidResult,
-            message,
-        )
-        .at(Some(ScriptLocation::new(self.file.clone(), None)))
-    }
 }
 
 /// Runs one `host` request of the child through the API table, as the script called it.
@@ -218,6 +208,10 @@ impl Engine for ProcessEngine {
 
     fn defines(&self, method: Method) -> bool {
         self.defined.contains(&method)
+    }
+
+    fn location(&self, _: Method) -> Option<ScriptLocation> {
+        Some(ScriptLocation::new(self.file.clone(), None))
     }
 
     fn bootstrap(
@@ -277,9 +271,6 @@ impl Engine for ProcessEngine {
                     ),
                 )
             })?;
-        // The contract is enforced here, never trusted from the child.
-        contract::check_assemble(&out, &self.limits.results)
-            .map_err(|m| self.invalid(method, m))?;
         Ok(out)
     }
 
@@ -288,10 +279,7 @@ impl Engine for ProcessEngine {
         call: &HostCall,
         params: &CompactParams,
     ) -> Result<CompactResult, EngineError> {
-        let out: CompactResult = self.lifecycle(call, Method::Compact, params)?;
-        contract::check_compact(&out, &self.limits.results)
-            .map_err(|m| self.invalid(Method::Compact, m))?;
-        Ok(out)
+        self.lifecycle(call, Method::Compact, params)
     }
 
     fn after_turn(&mut self, call: &HostCall, params: &AfterTurnParams) -> Result<(), EngineError> {
