@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Map, Value as Json, json};
 
 use super::script::result::{optional, result_of, typed};
-use super::script::{Expect, Feed, Returned};
+use super::script::{Expect, Feed, Reply, Returned};
 use super::{Engine, EngineFactory, InstanceContext, SpawnRollback};
 use crate::contract::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, BootstrapResult,
@@ -40,7 +40,7 @@ pub trait Transport: Send + 'static {
         params: Json,
         feed: Feed,
         expect: Expect,
-    ) -> Result<Option<Result<Returned, String>>, EngineError>;
+    ) -> Result<Option<Reply>, EngineError>;
     /// Calls and forgets the rollback function behind `handle`.
     fn rollback(&mut self, call: &HostCall, handle: u64) -> Result<(), EngineError>;
     /// The per-session state as JSON.

@@ -13,7 +13,7 @@ use super::process::{ChildProc, HostRequest};
 use super::wire::{CallWire, FromChild, HostOutWire, MessageRef, ToChild};
 use crate::contract::{EngineInfo, Method};
 use crate::engine::instance::{Instance, Transport};
-use crate::engine::script::{Expect, Feed, Returned};
+use crate::engine::script::{Expect, Feed, Reply, Returned};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::host::{HostCall, HostError, HostScope, HostValue, MAX_PARAMS};
 use crate::message::Message;
@@ -177,7 +177,7 @@ impl Transport for InChild {
         params: Json,
         _: Feed,
         expect: Expect,
-    ) -> Result<Option<Result<Returned, String>>, EngineError> {
+    ) -> Result<Option<Reply>, EngineError> {
         let op: Op = method.into();
         let msg = ToChild::Call {
             method,

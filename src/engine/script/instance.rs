@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
-use super::language::{Expect, Feed, Returned, ScriptVm};
+use super::language::{Expect, Feed, Reply, ScriptVm};
 use super::located;
 use super::site::worker_error;
 use crate::contract::{EngineInfo, HostParam, Method};
@@ -159,13 +159,11 @@ impl<V: ScriptVm> Transport for WorkerVm<V> {
         params: Json,
         feed: Feed,
         expect: Expect,
-    ) -> Result<Option<Result<Returned, String>>, EngineError> {
+    ) -> Result<Option<Reply>, EngineError> {
         let fields = fields_of(params, call.client_params(method), info);
         let call = call.clone();
         self.on_vm(method.into(), move |vm| {
-            Ok(vm
-                .invoke(&call, method, fields, feed, expect)?
-                .map(|reply| reply.value))
+            vm.invoke(&call, method, fields, feed, expect)
         })
     }
 
