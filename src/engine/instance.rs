@@ -6,7 +6,9 @@
 //! and the script's result back.
 //!
 //! [`Factory`] is the one [`EngineFactory`] implementation: a validated file and the
-//! [`Connect`] that starts a transport to a fresh instance of it.
+//! [`Connect`] that starts a transport to a fresh instance of it. An isolation child serves a
+//! transport itself ([`ConnectAny`]): the parent's instance sends it each call and gets the
+//! script's result back, so results are typed and checked in the parent alone.
 
 use std::path::{Path, PathBuf};
 
@@ -28,7 +30,7 @@ use crate::host::HostCall;
 /// Carries one instance's calls to its VM and the script's results back.
 pub trait Transport: Send + 'static {
     /// What the script's language calls a map of fields (`table`, `map`), in result errors.
-    const NOUN: &'static str;
+    fn noun(&self) -> &str;
     /// Calls `method` with its params (`feed`: what goes under `p.message(s)`) and hands back
     /// the script's result as `expect` asks for it, or what is wrong with it; `Ok(None)` when
     /// the script does not define `method`; `Err` for a call that failed (thrown, stopped, gone).
@@ -101,7 +103,7 @@ impl<T: Transport> Instance<T> {
         params: &P,
         feed: Feed,
         expect: Expect,
-        convert: impl FnOnce(Returned) -> Result<R, String>,
+        convert: impl FnOnce(Returned, &str) -> Result<R, String>,
     ) -> Result<Option<R>, EngineError> {
         if !self.defined.contains(&method) {
             return Ok(None);
@@ -120,10 +122,14 @@ impl<T: Transport> Instance<T> {
         else {
             return Ok(None);
         };
-        returned.and_then(convert).map(Some).map_err(|m| {
-            EngineError::new(method, &self.info.id, EngineErrorKind::InvalidResult, m)
-                .at(self.transport.location(method))
-        })
+        let noun = self.transport.noun();
+        returned
+            .and_then(|r| convert(r, noun))
+            .map(Some)
+            .map_err(|m| {
+                EngineError::new(method, &self.info.id, EngineErrorKind::InvalidResult, m)
+                    .at(self.transport.location(method))
+            })
     }
 
     /// Calls a pipeline hook (`collect`, `prune`, ...) with `p` = `fields` + the session context
@@ -140,7 +146,7 @@ impl<T: Transport> Instance<T> {
             fields,
             Feed::Context,
             Expect::Json,
-            |r| match r {
+            |r, _| match r {
                 Returned::Json(v) => Ok(v),
                 _ => Ok(Json::Null),
             },
@@ -181,14 +187,7 @@ impl<T: Transport> Engine for Instance<T> {
             params,
             Feed::Nothing,
             Expect::Json,
-            |r| {
-                result_of(
-                    r,
-                    Method::Bootstrap,
-                    T::NOUN,
-                    json!({"bootstrapped": false}),
-                )
-            },
+            |r, noun| result_of(r, Method::Bootstrap, noun, json!({"bootstrapped": false})),
         )
         .map(Option::unwrap_or_default)
     }
@@ -199,9 +198,14 @@ impl<T: Transport> Engine for Instance<T> {
         params: &IngestParams,
     ) -> Result<IngestResult, EngineError> {
         let feed = Feed::One(params.message.clone());
-        self.lifecycle(call, Method::Ingest, params, feed, Expect::Json, |r| {
-            result_of(r, Method::Ingest, T::NOUN, json!({"ingested": true}))
-        })
+        self.lifecycle(
+            call,
+            Method::Ingest,
+            params,
+            feed,
+            Expect::Json,
+            |r, noun| result_of(r, Method::Ingest, noun, json!({"ingested": true})),
+        )
         .map(Option::unwrap_or_default)
     }
 
@@ -212,9 +216,14 @@ impl<T: Transport> Engine for Instance<T> {
     ) -> Result<IngestBatchResult, EngineError> {
         let n = params.messages.len() as u64;
         let feed = Feed::List(params.messages.clone());
-        self.lifecycle(call, Method::IngestBatch, params, feed, Expect::Json, |r| {
-            result_of(r, Method::IngestBatch, T::NOUN, json!({"ingestedCount": 0}))
-        })
+        self.lifecycle(
+            call,
+            Method::IngestBatch,
+            params,
+            feed,
+            Expect::Json,
+            |r, noun| result_of(r, Method::IngestBatch, noun, json!({"ingestedCount": 0})),
+        )
         .map(|r| r.unwrap_or(IngestBatchResult { ingested_count: n }))
     }
 
@@ -229,7 +238,7 @@ impl<T: Transport> Engine for Instance<T> {
             params,
             Feed::Context,
             Expect::Assembled,
-            |r| {
+            |r, _| {
                 let Returned::Assembled(mut map, messages) = r else {
                     return Err(format!("assemble: unexpected result {r:?}"));
                 };
@@ -256,11 +265,11 @@ impl<T: Transport> Engine for Instance<T> {
             params,
             Feed::Context,
             Expect::Json,
-            |r| {
+            |r, noun| {
                 result_of(
                     r,
                     Method::Compact,
-                    T::NOUN,
+                    noun,
                     json!({"ok": true, "compacted": false}),
                 )
             },
@@ -275,7 +284,7 @@ impl<T: Transport> Engine for Instance<T> {
             params,
             Feed::Context,
             Expect::Nothing,
-            |_| Ok(()),
+            |_, _| Ok(()),
         )
         .map(|_| ())
     }
@@ -286,14 +295,14 @@ impl<T: Transport> Engine for Instance<T> {
         params: &CommitTurnParams,
     ) -> Result<Option<CommitTurnResult>, EngineError> {
         let feed = Feed::List(params.messages.clone());
-        self.lifecycle(call, Method::CommitTurn, params, feed, Expect::Json, |r| {
-            optional(
-                r,
-                Method::CommitTurn,
-                T::NOUN,
-                json!({"status": "committed"}),
-            )
-        })
+        self.lifecycle(
+            call,
+            Method::CommitTurn,
+            params,
+            feed,
+            Expect::Json,
+            |r, noun| optional(r, Method::CommitTurn, noun, json!({"status": "committed"})),
+        )
         .map(Option::flatten)
     }
 
@@ -308,7 +317,7 @@ impl<T: Transport> Engine for Instance<T> {
             params,
             Feed::Nothing,
             Expect::Json,
-            |r| optional(r, Method::Maintain, T::NOUN, json!({"changed": false})),
+            |r, noun| optional(r, Method::Maintain, noun, json!({"changed": false})),
         )
         .map(Option::flatten)
     }
@@ -324,7 +333,7 @@ impl<T: Transport> Engine for Instance<T> {
             params,
             Feed::Nothing,
             Expect::Rollback,
-            |r| match r {
+            |r, _| match r {
                 Returned::Rollback(h) => Ok(h.map(SpawnRollback)),
                 _ => Ok(None),
             },
@@ -351,7 +360,7 @@ impl<T: Transport> Engine for Instance<T> {
             params,
             Feed::Nothing,
             Expect::Nothing,
-            |_| Ok(()),
+            |_, _| Ok(()),
         )
         .map(|_| ())
     }
@@ -367,7 +376,7 @@ impl<T: Transport> Engine for Instance<T> {
             &json!({}),
             Feed::Nothing,
             Expect::Nothing,
-            |_| Ok(()),
+            |_, _| Ok(()),
         )
         .map(|_| ())
     }
@@ -426,5 +435,25 @@ impl<C: Connect> EngineFactory for Factory<C> {
 
     fn instantiate(&self, cx: &InstanceContext) -> Result<Box<dyn Engine>, EngineError> {
         Ok(Box::new(self.instantiate_typed(cx)?))
+    }
+}
+
+/// A loaded file that hands out its instances' transports boxed, so that what serves them (an
+/// isolation child) need not know the language.
+pub trait ConnectAny: EngineFactory {
+    /// [`Connect::connect`], boxed.
+    fn connect_any(
+        &self,
+        cx: &InstanceContext,
+    ) -> Result<(EngineInfo, Vec<Method>, Box<dyn Transport>), EngineError>;
+}
+
+impl<C: Connect> ConnectAny for Factory<C> {
+    fn connect_any(
+        &self,
+        cx: &InstanceContext,
+    ) -> Result<(EngineInfo, Vec<Method>, Box<dyn Transport>), EngineError> {
+        let (info, defined, transport) = self.connect.connect(cx)?;
+        Ok((info, defined, Box::new(transport)))
     }
 }

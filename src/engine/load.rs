@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::instance::ConnectAny;
+use super::script::ScriptFactory;
 use super::{EngineFactory, LoadOptions, legacy, lua, rhai};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 
@@ -15,6 +17,15 @@ pub fn load(
     opts: &LoadOptions,
     rhai: &rhai::RhaiLimits,
 ) -> Result<Arc<dyn EngineFactory>, EngineError> {
+    Ok(load_any(path, opts, rhai)?)
+}
+
+/// [`load`], for serving the instances' transports (an isolation child).
+pub(crate) fn load_any(
+    path: &Path,
+    opts: &LoadOptions,
+    rhai: &rhai::RhaiLimits,
+) -> Result<Arc<dyn ConnectAny>, EngineError> {
     let id = opts.configured_id.as_deref().unwrap_or_default();
     let located = |kind, message: String| {
         EngineError::new(Op::Load, id, kind, message)
@@ -26,9 +37,9 @@ pub fn load(
             format!("no engine file at {}", path.display()),
         ));
     }
-    let factory = match path.extension().and_then(|e| e.to_str()) {
-        Some("lua" | "luau") => lua::load(path, opts)?,
-        Some("rhai") => rhai::load(path, opts, rhai)?,
+    let factory: Arc<dyn ConnectAny> = match path.extension().and_then(|e| e.to_str()) {
+        Some("lua" | "luau") => ScriptFactory::<lua::Lua>::load(path, opts, ())?,
+        Some("rhai") => ScriptFactory::<rhai::Rhai>::load(path, opts, rhai.clone())?,
         Some(ext) => {
             return Err(located(
                 EngineErrorKind::Contract,

@@ -24,6 +24,7 @@ use crate::host::HostCall;
 pub use cell::{EngineCell, Generation, LoadedEngine};
 pub use instance::{Factory, Instance};
 pub use load::load;
+pub(crate) use load::load_any;
 pub use script::LoadOptions;
 
 mod cell;

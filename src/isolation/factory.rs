@@ -87,7 +87,12 @@ impl Connect for Spawn {
             .exchange(&msg, budget, None, &mut refuse)
             .map_err(|s| stopped(s, Op::Instantiate, &self.id, &self.path))?;
         match reply {
-            FromChild::Instantiated { info, defined } => {
+            FromChild::Instantiated {
+                info,
+                defined,
+                noun,
+                lines,
+            } => {
                 let cancel = cx.cancel.clone().or_else(|| self.opts.cancel.clone());
                 let transport = InChild::new(
                     &info,
@@ -95,6 +100,8 @@ impl Connect for Spawn {
                     self.opts.limits.clone(),
                     self.path.display().to_string(),
                     cancel,
+                    noun,
+                    lines,
                 );
                 Ok((info, defined, transport))
             }
@@ -188,6 +195,8 @@ pub(super) fn unexpected(op: Op, engine: &str, reply: &FromChild) -> EngineError
         FromChild::Instantiated { .. } => "instantiated",
         FromChild::Done { .. } => "done",
         FromChild::Assembled { .. } => "assembled",
+        FromChild::Refused { .. } => "refused",
+        FromChild::Undefined => "undefined",
         FromChild::Failed { .. } => "failed",
         FromChild::Host { .. } => "host",
     };

@@ -1,7 +1,9 @@
 //! [`InChild`]: the transport of an engine instance whose VM runs in a child process. Each
 //! call sends the params and what is new in the context and serves the child's `host` requests
-//! from this process's [`HostCall`]; the child's result is typed and validated here, by the
-//! shared [`Instance`](crate::engine::Instance) ([`ProcessEngine`]) as any engine's is.
+//! from this process's [`HostCall`]; the child answers with the script's result as its VM
+//! converted it, which the shared [`Instance`](crate::engine::Instance) ([`ProcessEngine`])
+//! types here, and the session checks, as any engine's: the child is never trusted with the
+//! contract.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -10,7 +12,7 @@ use serde_json::Value as Json;
 
 use super::factory::{refuse, stopped, unexpected};
 use super::process::{ChildProc, HostRequest};
-use super::wire::{CallWire, FromChild, HostOutWire, MessageRef, ToChild};
+use super::wire::{CallWire, FeedWire, FromChild, HostOutWire, MessageRef, ToChild};
 use crate::contract::{EngineInfo, Method};
 use crate::engine::instance::{Instance, Transport};
 use crate::engine::script::{Expect, Feed, Reply, Returned};
@@ -37,6 +39,10 @@ pub struct InChild {
     sent_config: Option<Arc<Json>>,
     /// Runs the child's `host` requests against the running call.
     scope: HostScope,
+    /// What the engine's language calls a map of fields.
+    noun: String,
+    /// The line of each defined method's function.
+    lines: Vec<(Method, u32)>,
 }
 
 impl ProcessEngine {
@@ -54,6 +60,8 @@ impl InChild {
         limits: Limits,
         file: String,
         cancel: Option<Arc<AtomicBool>>,
+        noun: String,
+        lines: Vec<(Method, u32)>,
     ) -> Self {
         let signals = Arc::new(StopSignals::new(cancel.clone()));
         let scope = HostScope::new(&info.id, limits.results.clone(), signals);
@@ -66,6 +74,8 @@ impl InChild {
             sent: Vec::new(),
             sent_config: None,
             scope,
+            noun,
+            lines,
         }
     }
 
@@ -166,8 +176,9 @@ fn serve(scope: &HostScope, (path, name, args): HostRequest) -> Result<HostOutWi
 }
 
 impl Transport for InChild {
-    // The child sends the result its own instance typed: always a map of fields.
-    const NOUN: &'static str = "map";
+    fn noun(&self) -> &str {
+        &self.noun
+    }
 
     fn invoke(
         &mut self,
@@ -175,22 +186,29 @@ impl Transport for InChild {
         _: &EngineInfo,
         method: Method,
         params: Json,
-        _: Feed,
+        feed: Feed,
         expect: Expect,
     ) -> Result<Option<Reply>, EngineError> {
         let op: Op = method.into();
+        let feed = match feed {
+            Feed::Nothing => FeedWire::Nothing,
+            Feed::One(_) => FeedWire::One,
+            Feed::List(_) => FeedWire::List,
+            Feed::Context => FeedWire::Context,
+        };
         let msg = ToChild::Call {
             method,
             params,
+            feed,
+            expect,
             call: self.call_wire(call, Some(method)),
         };
         let returned = match (expect, self.run(op, Some(call), &msg)?) {
+            (_, FromChild::Undefined) => return Ok(None),
+            (_, FromChild::Refused { message }) => return Ok(Some(Err(message))),
             (Expect::Assembled, FromChild::Assembled { value, messages }) => {
                 let Json::Object(fields) = value else {
-                    return Ok(Some(Err(format!(
-                        "{method} must return a {}, got {value}",
-                        Self::NOUN
-                    ))));
+                    return Err(unexpected(op, &self.engine, &FromChild::Done { value }));
                 };
                 let context = call.context();
                 let messages = messages
@@ -214,13 +232,9 @@ impl Transport for InChild {
                 Returned::Assembled(fields, messages)
             }
             (Expect::Nothing, FromChild::Done { .. }) => Returned::Nothing,
+            (Expect::Json, FromChild::Done { value: Json::Null }) => Returned::Nothing,
             (Expect::Json, FromChild::Done { value }) => Returned::Json(value),
-            (Expect::Rollback, FromChild::Done { value }) => {
-                match serde_json::from_value::<Option<u64>>(value) {
-                    Ok(handle) => Returned::Rollback(handle),
-                    Err(e) => return Ok(Some(Err(e.to_string()))),
-                }
-            }
+            (Expect::Rollback, FromChild::Done { value }) => Returned::Rollback(value.as_u64()),
             (_, other) => return Err(unexpected(op, &self.engine, &other)),
         };
         Ok(Some(Ok(returned)))
@@ -252,8 +266,13 @@ impl Transport for InChild {
         }
     }
 
-    fn location(&self, _: Method) -> Option<ScriptLocation> {
-        Some(ScriptLocation::new(self.file.clone(), None))
+    fn location(&self, method: Method) -> Option<ScriptLocation> {
+        let line = self
+            .lines
+            .iter()
+            .find(|(m, _)| *m == method)
+            .map(|(_, l)| *l);
+        Some(ScriptLocation::new(self.file.clone(), line))
     }
 
     fn gone(&self) -> bool {

@@ -149,7 +149,9 @@ impl<V: ScriptVm> ScriptInstance<V> {
 }
 
 impl<V: ScriptVm> Transport for WorkerVm<V> {
-    const NOUN: &'static str = V::NOUN;
+    fn noun(&self) -> &str {
+        V::NOUN
+    }
 
     fn invoke(
         &mut self,

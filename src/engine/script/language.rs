@@ -81,7 +81,8 @@ pub enum Feed {
 }
 
 /// What the host wants back from a call, so the adapter converts only that.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum Expect {
     /// The result is ignored (`afterTurn`, `onSubagentEnded`, `dispose`, a rollback).
     Nothing,
