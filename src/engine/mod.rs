@@ -18,14 +18,19 @@ use crate::contract::{
     IngestBatchParams, IngestBatchResult, IngestParams, IngestResult, MaintainParams,
     MaintainResult, Method, SubagentEndedParams, SubagentSpawnParams,
 };
-use crate::error::EngineError;
+use crate::error::{EngineError, ScriptLocation};
 use crate::host::HostCall;
 
 pub use cell::{EngineCell, Generation, LoadedEngine};
+pub use instance::{Factory, Instance};
+pub use load::load;
+pub(crate) use load::load_any;
 pub use script::LoadOptions;
 
 mod cell;
+pub(crate) mod instance;
 pub mod legacy;
+mod load;
 pub mod lua;
 pub mod rhai;
 pub mod script;
@@ -73,6 +78,12 @@ pub trait Engine: Send {
     fn info(&self) -> &EngineInfo;
     /// Whether the engine defines an optional method.
     fn defines(&self, method: Method) -> bool;
+    /// Where `method` is written (the script file and the function's line), so the session
+    /// locates a result it refuses as it would a failed call; `None` for the built-in engines.
+    fn location(&self, method: Method) -> Option<ScriptLocation> {
+        let _ = method;
+        None
+    }
 
     /// Once per session per instance, before the first turn.
     fn bootstrap(
@@ -176,54 +187,4 @@ pub trait Engine: Send {
         let _ = state;
         Ok(())
     }
-}
-
-/// Loads an engine file by its extension, for the entry `opts.configured_id` names. A failure is
-/// an [`EngineError`] the host quarantines (the sessions then answer from `legacy`).
-pub fn load(
-    path: &Path,
-    opts: &LoadOptions,
-    rhai: &rhai::RhaiLimits,
-) -> Result<Arc<dyn EngineFactory>, EngineError> {
-    use crate::error::{EngineErrorKind, Op, ScriptLocation};
-    let id = opts.configured_id.as_deref().unwrap_or_default();
-    let located = |kind, message: String| {
-        EngineError::new(Op::Load, id, kind, message)
-            .at(Some(ScriptLocation::new(path.display().to_string(), None)))
-    };
-    if !path.is_file() {
-        return Err(located(
-            EngineErrorKind::MissingFile,
-            format!("no engine file at {}", path.display()),
-        ));
-    }
-    let factory = match path.extension().and_then(|e| e.to_str()) {
-        Some("lua" | "luau") => lua::load(path, opts)?,
-        Some("rhai") => rhai::load(path, opts, rhai)?,
-        Some(ext) => {
-            return Err(located(
-                EngineErrorKind::Contract,
-                format!("engines written in .{ext} files cannot be loaded by this build"),
-            ));
-        }
-        None => {
-            return Err(located(
-                EngineErrorKind::Contract,
-                "an engine file needs a .lua, .luau or .rhai extension".into(),
-            ));
-        }
-    };
-    if factory.info().id == legacy::LEGACY_ID {
-        return Err(EngineError::new(
-            Op::Validate,
-            id,
-            EngineErrorKind::Contract,
-            format!(
-                "info.id \"{}\" is reserved for the built-in engine; give the engine its own id",
-                legacy::LEGACY_ID
-            ),
-        )
-        .at(Some(ScriptLocation::new(path.display().to_string(), None))));
-    }
-    Ok(factory)
 }

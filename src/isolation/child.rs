@@ -1,5 +1,6 @@
-//! The child's side: [`child_main`] reads [`ToChild`] lines from stdin, runs the ordinary
-//! in-process engine and writes [`FromChild`] lines to stdout. A reader thread takes `Cancel`
+//! The child's side: [`child_main`] reads [`ToChild`] lines from stdin, runs each call on the
+//! VM of the ordinary in-process transport and writes the script's result ([`FromChild`]) to
+//! stdout; typing and checking it is the parent's. A reader thread takes `Cancel`
 //! at any time (it sets the instance's cancel flag); `host` functions the parent runs are sent
 //! from the VM's worker by the [`Forwarder`] and answered on the same channel.
 
@@ -10,14 +11,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use parking_lot::Mutex;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value as Json;
 
-use super::wire::{CallWire, ErrorWire, FromChild, MessageRef, ToChild, arg_to_json};
+use super::wire::{CallWire, ErrorWire, FeedWire, FromChild, MessageRef, ToChild, arg_to_json};
 use crate::compaction::CompactionSettings;
-use crate::contract::{Method, ResultLimits};
-use crate::engine::{Engine, EngineFactory, InstanceContext, LoadOptions, SpawnRollback};
+use crate::contract::{EngineInfo, Method, ResultLimits};
+use crate::engine::instance::{ConnectAny, Transport};
+use crate::engine::script::{Expect, Feed, Returned};
+use crate::engine::{InstanceContext, LoadOptions};
 use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::host::api::HostFn;
 use crate::host::{ClientParams, HostCall, HostError, HostForward, HostOut, SessionServices};
@@ -63,7 +65,7 @@ pub fn child_main() -> i32 {
         input: Arc::clone(&input),
         cancel,
         factory: None,
-        engine: None,
+        vm: None,
         services: None,
         context: Arc::default(),
         config: Arc::new(Json::Null),
@@ -93,8 +95,9 @@ struct Child {
     out: Out,
     input: In,
     cancel: Arc<AtomicBool>,
-    factory: Option<Arc<dyn EngineFactory>>,
-    engine: Option<Box<dyn Engine>>,
+    factory: Option<Arc<dyn ConnectAny>>,
+    /// The instance this child serves: what it says it is, and the transport to its VM.
+    vm: Option<(EngineInfo, Box<dyn Transport>)>,
     services: Option<Arc<SessionServices>>,
     context: Arc<Vec<Arc<Message>>>,
     config: Arc<Json>,
@@ -140,7 +143,7 @@ impl Child {
                     cancel: Some(Arc::clone(&self.cancel)),
                     hook: false,
                 };
-                crate::engine::load(&path, &opts, &limits.rhai).map(|f| {
+                crate::engine::load_any(&path, &opts, &limits.rhai).map(|f| {
                     let reply = FromChild::Loaded {
                         info: f.info().clone(),
                         warnings: f.warnings().to_vec(),
@@ -164,21 +167,23 @@ impl Child {
             ToChild::Call {
                 method,
                 params,
+                feed,
+                expect,
                 call,
-            } => self.call(method, params, call),
+            } => self.call(method, params, feed, expect, call),
             ToChild::Rollback { handle, call } => {
                 let call = self.host_call(call, None);
-                self.engine(Op::Method(Method::PrepareSubagentSpawn))
-                    .and_then(|e| e.rollback_subagent_spawn(&call, SpawnRollback(handle)))
+                self.vm(Op::Method(Method::PrepareSubagentSpawn))
+                    .and_then(|(_, vm)| vm.rollback(&call, handle))
                     .map(|()| FromChild::Done { value: Json::Null })
             }
             ToChild::SaveState => self
-                .engine(Op::SaveState)
-                .and_then(|e| e.save_state())
+                .vm(Op::SaveState)
+                .and_then(|(_, vm)| vm.save_state())
                 .map(|value| FromChild::Done { value }),
             ToChild::RestoreState { state } => self
-                .engine(Op::RestoreState)
-                .and_then(|e| e.restore_state(state))
+                .vm(Op::RestoreState)
+                .and_then(|(_, vm)| vm.restore_state(state))
                 .map(|()| FromChild::Done { value: Json::Null }),
             // A late answer to a request given up on, or a cancel the reader already took.
             ToChild::HostReply { .. } | ToChild::Cancel => return None,
@@ -192,16 +197,17 @@ impl Child {
         }
     }
 
-    fn engine(&mut self, op: Op) -> Result<&mut Box<dyn Engine>, EngineError> {
+    fn vm(&mut self, op: Op) -> Result<(&EngineInfo, &mut Box<dyn Transport>), EngineError> {
         let label = self.label.clone();
-        self.engine.as_mut().ok_or_else(|| {
-            EngineError::new(
+        match &mut self.vm {
+            Some((info, vm)) => Ok((info, vm)),
+            None => Err(EngineError::new(
                 op,
                 label,
                 EngineErrorKind::Host,
                 "no engine instance in this process",
-            )
-        })
+            )),
+        }
     }
 
     fn instantiate(&mut self, cx: InstanceContext) -> Result<FromChild, EngineError> {
@@ -214,16 +220,18 @@ impl Child {
             ));
         };
         self.config = Arc::clone(&cx.config);
-        let engine = factory.instantiate(&cx)?;
-        let defined = Method::ALL
-            .into_iter()
-            .filter(|m| engine.defines(*m))
+        let (info, defined, vm) = factory.connect_any(&cx)?;
+        let lines = defined
+            .iter()
+            .filter_map(|&m| Some((m, vm.location(m)?.line?)))
             .collect();
         let reply = FromChild::Instantiated {
-            info: engine.info().clone(),
+            info: info.clone(),
             defined,
+            noun: vm.noun().to_owned(),
+            lines,
         };
-        self.engine = Some(engine);
+        self.vm = Some((info, vm));
         Ok(reply)
     }
 
@@ -271,13 +279,14 @@ impl Child {
         &mut self,
         method: Method,
         params: Json,
+        feed: FeedWire,
+        expect: Expect,
         wire: CallWire,
     ) -> Result<FromChild, EngineError> {
         // A cancel belongs to the call it was sent for.
         self.cancel.store(false, Ordering::Relaxed);
         let call = self.host_call(wire, Some(method));
         let label = self.label.clone();
-        let engine = self.engine(method.into())?;
         let bad = |e: serde_json::Error| {
             EngineError::new(
                 method,
@@ -286,13 +295,25 @@ impl Child {
                 format!("params: {e}"),
             )
         };
-        match method {
-            Method::Bootstrap => done(engine.bootstrap(&call, &typed(params).map_err(bad)?)),
-            Method::Ingest => done(engine.ingest(&call, &typed(params).map_err(bad)?)),
-            Method::IngestBatch => done(engine.ingest_batch(&call, &typed(params).map_err(bad)?)),
-            Method::Assemble => {
-                let mut out = engine.assemble(&call, &typed(params).map_err(bad)?)?;
-                let messages = std::mem::take(&mut out.messages);
+        let feed = match feed {
+            FeedWire::Nothing => Feed::Nothing,
+            FeedWire::Context => Feed::Context,
+            FeedWire::One => Feed::One(typed(field(&params, "message")).map_err(bad)?),
+            FeedWire::List => Feed::List(typed(field(&params, "messages")).map_err(bad)?),
+        };
+        let (info, vm) = self.vm(method.into())?;
+        let returned = match vm.invoke(&call, info, method, params, feed, expect)? {
+            None => return Ok(FromChild::Undefined),
+            Some(Err(message)) => return Ok(FromChild::Refused { message }),
+            Some(Ok(returned)) => returned,
+        };
+        Ok(match returned {
+            Returned::Nothing => FromChild::Done { value: Json::Null },
+            Returned::Json(value) => FromChild::Done { value },
+            Returned::Rollback(handle) => FromChild::Done {
+                value: handle.map_or(Json::Null, Json::from),
+            },
+            Returned::Assembled(fields, messages) => {
                 let at: HashMap<*const Message, usize> = call
                     .context()
                     .iter()
@@ -306,47 +327,22 @@ impl Child {
                         None => MessageRef::New(m),
                     })
                     .collect();
-                Ok(FromChild::Assembled {
-                    value: to_json(&out)?,
+                FromChild::Assembled {
+                    value: Json::Object(fields),
                     messages,
-                })
+                }
             }
-            Method::Compact => done(engine.compact(&call, &typed(params).map_err(bad)?)),
-            Method::AfterTurn => done(engine.after_turn(&call, &typed(params).map_err(bad)?)),
-            Method::CommitTurn => done(engine.commit_turn(&call, &typed(params).map_err(bad)?)),
-            Method::Maintain => done(engine.maintain(&call, &typed(params).map_err(bad)?)),
-            Method::PrepareSubagentSpawn => done(
-                engine
-                    .prepare_subagent_spawn(&call, &typed(params).map_err(bad)?)
-                    .map(|h| h.map(|h| h.0)),
-            ),
-            Method::OnSubagentEnded => {
-                done(engine.on_subagent_ended(&call, &typed(params).map_err(bad)?))
-            }
-            Method::Dispose => done(engine.dispose(&call)),
-            hook => Err(EngineError::new(
-                method,
-                &label,
-                EngineErrorKind::Contract,
-                format!("{hook} is a pipeline hook, not an engine method"),
-            )),
-        }
+        })
     }
+}
+
+/// The params' field `key` (`null` when missing).
+fn field(params: &Json, key: &str) -> Json {
+    params.get(key).cloned().unwrap_or(Json::Null)
 }
 
 fn typed<P: DeserializeOwned>(params: Json) -> Result<P, serde_json::Error> {
     serde_json::from_value(params)
-}
-
-fn to_json<R: Serialize>(r: &R) -> Result<Json, EngineError> {
-    serde_json::to_value(r)
-        .map_err(|e| EngineError::new(Op::Load, "", EngineErrorKind::Host, format!("result: {e}")))
-}
-
-fn done<R: Serialize>(r: Result<R, EngineError>) -> Result<FromChild, EngineError> {
-    Ok(FromChild::Done {
-        value: to_json(&r?)?,
-    })
 }
 
 /// Limits this process's address space, so a native allocation bomb fails here (the child

@@ -1,15 +1,16 @@
-//! [`ProcessFactory`]: an engine loaded and validated in a child process; each instance it
-//! makes runs in a child of its own.
+//! [`ProcessFactory`]: an engine loaded and validated in a child process (the shared
+//! [`Factory`] over [`Spawn`]); each instance it makes runs in a child of its own.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::instance::ProcessEngine;
+use super::instance::InChild;
 use super::process::{ChildProc, Stop};
 use super::wire::{FromChild, ToChild};
 use super::{ChildCommand, ProcessOptions};
-use crate::contract::EngineInfo;
-use crate::engine::{Engine, EngineFactory, InstanceContext, LoadOptions};
+use crate::contract::{EngineInfo, Method};
+use crate::engine::instance::{Connect, Factory};
+use crate::engine::{InstanceContext, LoadOptions};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::limits::HostLimits;
 use crate::sandbox::Limits;
@@ -21,11 +22,14 @@ const CHILD_GRACE_MARGIN_MS: u64 = 1_000;
 const STARTUP: Duration = Duration::from_secs(5);
 
 /// A validated engine file whose instances run in child processes.
+pub type ProcessFactory = Factory<Spawn>;
+
+/// What starts an instance of a validated file in a child process of its own.
 #[derive(Debug)]
-pub struct ProcessFactory {
+pub struct Spawn {
     path: PathBuf,
-    info: EngineInfo,
-    warnings: Vec<String>,
+    /// The engine's id, as the load found it.
+    id: String,
     opts: LoadOptions,
     process: ProcessOptions,
 }
@@ -47,22 +51,29 @@ impl ProcessFactory {
         for w in &warnings {
             tracing::warn!(engine = info.id, "{w}");
         }
-        Ok(ProcessFactory {
+        let spawn = Spawn {
             path: path.to_path_buf(),
-            info,
-            warnings,
+            id: info.id.clone(),
             opts: opts.clone(),
             process: process.clone(),
-        })
+        };
+        Ok(Factory::new(path, info, warnings, spawn))
     }
+}
 
-    /// A fresh instance in a fresh child, typed.
-    pub fn instantiate_typed(&self, cx: &InstanceContext) -> Result<ProcessEngine, EngineError> {
+impl Connect for Spawn {
+    type Transport = InChild;
+
+    /// A fresh child that loads the file and makes the one instance it serves.
+    fn connect(
+        &self,
+        cx: &InstanceContext,
+    ) -> Result<(EngineInfo, Vec<Method>, InChild), EngineError> {
         let (mut child, _) = start(
             &self.path,
             &self.opts,
             &self.process,
-            &self.info.id,
+            &self.id,
             Op::Instantiate,
         )?;
         let msg = ToChild::Instantiate {
@@ -74,40 +85,29 @@ impl ProcessFactory {
         let budget = self.opts.limits.hard_timeout() + STARTUP;
         let reply = child
             .exchange(&msg, budget, None, &mut refuse)
-            .map_err(|s| stopped(s, Op::Instantiate, &self.info.id, &self.path))?;
+            .map_err(|s| stopped(s, Op::Instantiate, &self.id, &self.path))?;
         match reply {
-            FromChild::Instantiated { info, defined } => {
+            FromChild::Instantiated {
+                info,
+                defined,
+                noun,
+                lines,
+            } => {
                 let cancel = cx.cancel.clone().or_else(|| self.opts.cancel.clone());
-                Ok(ProcessEngine::new(
-                    info,
-                    defined,
+                let transport = InChild::new(
+                    &info,
                     child,
                     self.opts.limits.clone(),
                     self.path.display().to_string(),
                     cancel,
-                ))
+                    noun,
+                    lines,
+                );
+                Ok((info, defined, transport))
             }
             FromChild::Failed { error } => Err(error.into_error(Op::Instantiate)),
-            other => Err(unexpected(Op::Instantiate, &self.info.id, &other)),
+            other => Err(unexpected(Op::Instantiate, &self.id, &other)),
         }
-    }
-}
-
-impl EngineFactory for ProcessFactory {
-    fn info(&self) -> &EngineInfo {
-        &self.info
-    }
-
-    fn source(&self) -> Option<&Path> {
-        Some(&self.path)
-    }
-
-    fn warnings(&self) -> &[String] {
-        &self.warnings
-    }
-
-    fn instantiate(&self, cx: &InstanceContext) -> Result<Box<dyn Engine>, EngineError> {
-        Ok(Box::new(self.instantiate_typed(cx)?))
     }
 }
 
@@ -195,6 +195,8 @@ pub(super) fn unexpected(op: Op, engine: &str, reply: &FromChild) -> EngineError
         FromChild::Instantiated { .. } => "instantiated",
         FromChild::Done { .. } => "done",
         FromChild::Assembled { .. } => "assembled",
+        FromChild::Refused { .. } => "refused",
+        FromChild::Undefined => "undefined",
         FromChild::Failed { .. } => "failed",
         FromChild::Host { .. } => "host",
     };

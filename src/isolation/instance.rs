@@ -1,34 +1,34 @@
-//! [`ProcessEngine`]: one engine instance in a child process, as the turn driver sees it. Each
-//! call sends the params and what is new in the context, serves the child's `host` requests
-//! from this process's [`HostCall`], and types and validates the result here.
+//! [`InChild`]: the transport of an engine instance whose VM runs in a child process. Each
+//! call sends the params and what is new in the context and serves the child's `host` requests
+//! from this process's [`HostCall`]; the child answers with the script's result as its VM
+//! converted it, which the shared [`Instance`](crate::engine::Instance) ([`ProcessEngine`])
+//! types here, and the session checks, as any engine's: the child is never trusted with the
+//! contract.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 use super::factory::{refuse, stopped, unexpected};
 use super::process::{ChildProc, HostRequest};
-use super::wire::{CallWire, FromChild, HostOutWire, MessageRef, ToChild};
-use crate::contract::{
-    self, AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, BootstrapResult,
-    CommitTurnParams, CommitTurnResult, CompactParams, CompactResult, EngineInfo,
-    IngestBatchParams, IngestBatchResult, IngestParams, IngestResult, MaintainParams,
-    MaintainResult, Method, SubagentEndedParams, SubagentSpawnParams,
-};
-use crate::engine::{Engine, SpawnRollback};
+use super::wire::{CallWire, FeedWire, FromChild, HostOutWire, MessageRef, ToChild};
+use crate::contract::{EngineInfo, Method};
+use crate::engine::instance::{Instance, Transport};
+use crate::engine::script::{Expect, Feed, Reply, Returned};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::host::{HostCall, HostError, HostScope, HostValue, MAX_PARAMS};
 use crate::message::Message;
 use crate::sandbox::{Limits, StopSignals};
 
 /// One engine instance running in its own child process.
+pub type ProcessEngine = Instance<InChild>;
+
+/// The transport to an engine instance in its own child process.
 #[derive(Debug)]
-pub struct ProcessEngine {
-    info: EngineInfo,
-    defined: Vec<Method>,
+pub struct InChild {
+    /// The engine id, for errors.
+    engine: String,
     child: ChildProc,
     limits: Limits,
     file: String,
@@ -39,23 +39,34 @@ pub struct ProcessEngine {
     sent_config: Option<Arc<Json>>,
     /// Runs the child's `host` requests against the running call.
     scope: HostScope,
-    disposed: bool,
+    /// What the engine's language calls a map of fields.
+    noun: String,
+    /// The line of each defined method's function.
+    lines: Vec<(Method, u32)>,
 }
 
 impl ProcessEngine {
+    /// The child's process id while it runs; `None` once it was killed or died.
+    pub fn pid(&self) -> Option<u32> {
+        let child = &self.transport().child;
+        (!child.is_dead()).then(|| child.pid())
+    }
+}
+
+impl InChild {
     pub(super) fn new(
-        info: EngineInfo,
-        defined: Vec<Method>,
+        info: &EngineInfo,
         child: ChildProc,
         limits: Limits,
         file: String,
         cancel: Option<Arc<AtomicBool>>,
+        noun: String,
+        lines: Vec<(Method, u32)>,
     ) -> Self {
         let signals = Arc::new(StopSignals::new(cancel.clone()));
         let scope = HostScope::new(&info.id, limits.results.clone(), signals);
-        ProcessEngine {
-            info,
-            defined,
+        InChild {
+            engine: info.id.clone(),
             child,
             limits,
             file,
@@ -63,13 +74,9 @@ impl ProcessEngine {
             sent: Vec::new(),
             sent_config: None,
             scope,
-            disposed: false,
+            noun,
+            lines,
         }
-    }
-
-    /// The child's process id while it runs; `None` once it was killed or died.
-    pub fn pid(&self) -> Option<u32> {
-        (!self.child.is_dead()).then(|| self.child.pid())
     }
 
     /// What the child needs of `call`: the context as a change to what it holds.
@@ -114,14 +121,14 @@ impl ProcessEngine {
         if self.child.is_dead() {
             return Err(EngineError::new(
                 op,
-                &self.info.id,
+                &self.engine,
                 EngineErrorKind::Runtime,
                 "the engine process is gone (an earlier call killed it or it died)",
             )
             .at(Some(ScriptLocation::new(self.file.clone(), None))));
         }
         self.scope.set_call(call.cloned());
-        let ProcessEngine {
+        let InChild {
             child,
             scope,
             limits,
@@ -136,7 +143,7 @@ impl ProcessEngine {
         };
         self.scope.set_call(None);
         let reply =
-            reply.map_err(|s| stopped(s, op, &self.info.id, std::path::Path::new(&self.file)))?;
+            reply.map_err(|s| stopped(s, op, &self.engine, std::path::Path::new(&self.file)))?;
         match reply {
             FromChild::Failed { error } => {
                 let e = error.into_error(op);
@@ -148,49 +155,6 @@ impl ProcessEngine {
             }
             reply => Ok(reply),
         }
-    }
-
-    /// A lifecycle call whose result is the JSON of `R`.
-    fn lifecycle<P: Serialize, R: DeserializeOwned>(
-        &mut self,
-        call: &HostCall,
-        method: Method,
-        params: &P,
-    ) -> Result<R, EngineError> {
-        let msg = ToChild::Call {
-            method,
-            params: serde_json::to_value(params).map_err(|e| self.host_fault(method.into(), e))?,
-            call: self.call_wire(call, Some(method)),
-        };
-        match self.run(method.into(), Some(call), &msg)? {
-            FromChild::Done { value } => self.typed(method.into(), value),
-            other => Err(unexpected(method.into(), &self.info.id, &other)),
-        }
-    }
-
-    fn typed<R: DeserializeOwned>(&self, op: Op, value: Json) -> Result<R, EngineError> {
-        serde_json::from_value(value).map_err(|e| {
-            EngineError::new(
-                op,
-                &self.info.id,
-                EngineErrorKind::InvalidResult,
-                e.to_string(),
-            )
-        })
-    }
-
-    fn host_fault(&self, op: Op, e: impl std::fmt::Display) -> EngineError {
-        EngineError::new(op, &self.info.id, EngineErrorKind::Host, e.to_string())
-    }
-
-    fn invalid(&self, method: Method, message: String) -> EngineError {
-        EngineError::new(
-            method,
-            &self.info.id,
-            EngineErrorKind::InvalidResult,
-            message,
-        )
-        .at(Some(ScriptLocation::new(self.file.clone(), None)))
     }
 }
 
@@ -211,164 +175,107 @@ fn serve(scope: &HostScope, (path, name, args): HostRequest) -> Result<HostOutWi
     scope.run(f, &name, argv).map(HostOutWire::from)
 }
 
-impl Engine for ProcessEngine {
-    fn info(&self) -> &EngineInfo {
-        &self.info
+impl Transport for InChild {
+    fn noun(&self) -> &str {
+        &self.noun
     }
 
-    fn defines(&self, method: Method) -> bool {
-        self.defined.contains(&method)
-    }
-
-    fn bootstrap(
+    fn invoke(
         &mut self,
         call: &HostCall,
-        params: &BootstrapParams,
-    ) -> Result<BootstrapResult, EngineError> {
-        self.lifecycle(call, Method::Bootstrap, params)
-    }
-
-    fn ingest(
-        &mut self,
-        call: &HostCall,
-        params: &IngestParams,
-    ) -> Result<IngestResult, EngineError> {
-        self.lifecycle(call, Method::Ingest, params)
-    }
-
-    fn ingest_batch(
-        &mut self,
-        call: &HostCall,
-        params: &IngestBatchParams,
-    ) -> Result<IngestBatchResult, EngineError> {
-        self.lifecycle(call, Method::IngestBatch, params)
-    }
-
-    fn assemble(
-        &mut self,
-        call: &HostCall,
-        params: &AssembleParams,
-    ) -> Result<AssembleResult, EngineError> {
-        let method = Method::Assemble;
+        _: &EngineInfo,
+        method: Method,
+        params: Json,
+        feed: Feed,
+        expect: Expect,
+    ) -> Result<Option<Reply>, EngineError> {
+        let op: Op = method.into();
+        let feed = match feed {
+            Feed::Nothing => FeedWire::Nothing,
+            Feed::One(_) => FeedWire::One,
+            Feed::List(_) => FeedWire::List,
+            Feed::Context => FeedWire::Context,
+        };
         let msg = ToChild::Call {
             method,
-            params: serde_json::to_value(params).map_err(|e| self.host_fault(method.into(), e))?,
+            params,
+            feed,
+            expect,
             call: self.call_wire(call, Some(method)),
         };
-        let (value, refs) = match self.run(method.into(), Some(call), &msg)? {
-            FromChild::Assembled { value, messages } => (value, messages),
-            other => return Err(unexpected(method.into(), &self.info.id, &other)),
+        let returned = match (expect, self.run(op, Some(call), &msg)?) {
+            (_, FromChild::Undefined) => return Ok(None),
+            (_, FromChild::Refused { message }) => return Ok(Some(Err(message))),
+            (Expect::Assembled, FromChild::Assembled { value, messages }) => {
+                let Json::Object(fields) = value else {
+                    return Err(unexpected(op, &self.engine, &FromChild::Done { value }));
+                };
+                let context = call.context();
+                let messages = messages
+                    .into_iter()
+                    .map(|r| match r {
+                        MessageRef::Context(i) => context.get(i).cloned().ok_or(i),
+                        MessageRef::New(m) => Ok(m),
+                    })
+                    .collect::<Result<_, usize>>()
+                    .map_err(|i| {
+                        EngineError::new(
+                            op,
+                            &self.engine,
+                            EngineErrorKind::Host,
+                            format!(
+                                "the engine process named context message {i} of {}",
+                                context.len()
+                            ),
+                        )
+                    })?;
+                Returned::Assembled(fields, messages)
+            }
+            (Expect::Nothing, FromChild::Done { .. }) => Returned::Nothing,
+            (Expect::Json, FromChild::Done { value: Json::Null }) => Returned::Nothing,
+            (Expect::Json, FromChild::Done { value }) => Returned::Json(value),
+            (Expect::Rollback, FromChild::Done { value }) => Returned::Rollback(value.as_u64()),
+            (_, other) => return Err(unexpected(op, &self.engine, &other)),
         };
-        let mut out: AssembleResult = self.typed(method.into(), value)?;
-        let context = call.context();
-        out.messages = refs
-            .into_iter()
-            .map(|r| match r {
-                MessageRef::Context(i) => context.get(i).cloned().ok_or(i),
-                MessageRef::New(m) => Ok(m),
-            })
-            .collect::<Result<_, usize>>()
-            .map_err(|i| {
-                self.host_fault(
-                    method.into(),
-                    format!(
-                        "the engine process named context message {i} of {}",
-                        context.len()
-                    ),
-                )
-            })?;
-        // The contract is enforced here, never trusted from the child.
-        contract::check_assemble(&out, &self.limits.results)
-            .map_err(|m| self.invalid(method, m))?;
-        Ok(out)
+        Ok(Some(Ok(returned)))
     }
 
-    fn compact(
-        &mut self,
-        call: &HostCall,
-        params: &CompactParams,
-    ) -> Result<CompactResult, EngineError> {
-        let out: CompactResult = self.lifecycle(call, Method::Compact, params)?;
-        contract::check_compact(&out, &self.limits.results)
-            .map_err(|m| self.invalid(Method::Compact, m))?;
-        Ok(out)
-    }
-
-    fn after_turn(&mut self, call: &HostCall, params: &AfterTurnParams) -> Result<(), EngineError> {
-        self.lifecycle::<_, Json>(call, Method::AfterTurn, params)
-            .map(|_| ())
-    }
-
-    fn commit_turn(
-        &mut self,
-        call: &HostCall,
-        params: &CommitTurnParams,
-    ) -> Result<Option<CommitTurnResult>, EngineError> {
-        self.lifecycle(call, Method::CommitTurn, params)
-    }
-
-    fn maintain(
-        &mut self,
-        call: &HostCall,
-        params: &MaintainParams,
-    ) -> Result<Option<MaintainResult>, EngineError> {
-        self.lifecycle(call, Method::Maintain, params)
-    }
-
-    fn prepare_subagent_spawn(
-        &mut self,
-        call: &HostCall,
-        params: &SubagentSpawnParams,
-    ) -> Result<Option<SpawnRollback>, EngineError> {
-        self.lifecycle::<_, Option<u64>>(call, Method::PrepareSubagentSpawn, params)
-            .map(|h| h.map(SpawnRollback))
-    }
-
-    fn rollback_subagent_spawn(
-        &mut self,
-        call: &HostCall,
-        handle: SpawnRollback,
-    ) -> Result<(), EngineError> {
+    fn rollback(&mut self, call: &HostCall, handle: u64) -> Result<(), EngineError> {
         let op: Op = Method::PrepareSubagentSpawn.into();
         let msg = ToChild::Rollback {
-            handle: handle.0,
+            handle,
             call: self.call_wire(call, None),
         };
         match self.run(op, Some(call), &msg)? {
             FromChild::Done { .. } => Ok(()),
-            other => Err(unexpected(op, &self.info.id, &other)),
+            other => Err(unexpected(op, &self.engine, &other)),
         }
-    }
-
-    fn on_subagent_ended(
-        &mut self,
-        call: &HostCall,
-        params: &SubagentEndedParams,
-    ) -> Result<(), EngineError> {
-        self.lifecycle::<_, Json>(call, Method::OnSubagentEnded, params)
-            .map(|_| ())
-    }
-
-    fn dispose(&mut self, call: &HostCall) -> Result<(), EngineError> {
-        if self.disposed || self.child.is_dead() {
-            return Ok(());
-        }
-        self.disposed = true;
-        self.lifecycle::<_, Json>(call, Method::Dispose, &json!({}))
-            .map(|_| ())
     }
 
     fn save_state(&mut self) -> Result<Json, EngineError> {
         match self.run(Op::SaveState, None, &ToChild::SaveState)? {
             FromChild::Done { value } => Ok(value),
-            other => Err(unexpected(Op::SaveState, &self.info.id, &other)),
+            other => Err(unexpected(Op::SaveState, &self.engine, &other)),
         }
     }
 
     fn restore_state(&mut self, state: Json) -> Result<(), EngineError> {
         match self.run(Op::RestoreState, None, &ToChild::RestoreState { state })? {
             FromChild::Done { .. } => Ok(()),
-            other => Err(unexpected(Op::RestoreState, &self.info.id, &other)),
+            other => Err(unexpected(Op::RestoreState, &self.engine, &other)),
         }
+    }
+
+    fn location(&self, method: Method) -> Option<ScriptLocation> {
+        let line = self
+            .lines
+            .iter()
+            .find(|(m, _)| *m == method)
+            .map(|(_, l)| *l);
+        Some(ScriptLocation::new(self.file.clone(), line))
+    }
+
+    fn gone(&self) -> bool {
+        self.child.is_dead()
     }
 }

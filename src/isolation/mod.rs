@@ -7,8 +7,8 @@
 //! # How it works
 //!
 //! - One child per engine instance (one per session), plus a short-lived one that loads and
-//!   validates the file when the engine is loaded. A child is the ordinary in-process engine
-//!   ([`crate::engine::load`] → instance) behind [`child_main`], a loop over newline-delimited
+//!   validates the file when the engine is loaded. A child is the ordinary in-process VM
+//!   (loaded as [`crate::engine::load`] loads it) behind [`child_main`], a loop over newline-delimited
 //!   JSON on its stdin/stdout ([`wire`]); its stderr is the child's log, forwarded to this
 //!   process's `tracing` (target `ctxhost::isolation::child`).
 //! - Each lifecycle call carries its params and only the context messages the child does not
@@ -22,8 +22,9 @@
 //!   when the host's summarizer asks a model are sent back to the parent during the call and
 //!   answered from the parent's [`HostCall`](crate::host::HostCall) through the same
 //!   [`API`](crate::host::API) table. Their time is outside the deadline, as in process.
-//! - Results come back as JSON and are typed and validated in the parent, like any engine's:
-//!   the child is never trusted with the contract.
+//! - Results come back as the script returned them (converted to JSON by the child's VM) and
+//!   are typed by the one [`Instance`](crate::engine::Instance) and checked by the session in
+//!   the parent, like any engine's: the child is never trusted with the contract.
 //! - Deadline: the parent waits deadline + grace (plus the time it spent serving the child's
 //!   `host` requests), then SIGKILLs and reaps the child; the call fails with kind `Deadline`
 //!   (the engine is quarantined and `legacy` answers). A child that dies (crash, abort, OOM

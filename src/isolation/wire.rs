@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
 use crate::contract::{EngineInfo, Method};
+use crate::engine::script::Expect;
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::host::{HostError, HostOut, HostValue, Kept};
 use crate::limits::HostLimits;
@@ -58,6 +59,10 @@ pub enum ToChild {
         method: Method,
         /// Its params, as the contract's type serializes them.
         params: Json,
+        /// Which messages go under `p.message` / `p.messages`.
+        feed: FeedWire,
+        /// What the parent wants back.
+        expect: Expect,
         /// What the call's `HostCall` holds.
         call: CallWire,
     },
@@ -82,6 +87,21 @@ pub enum ToChild {
     },
     /// Stop the running call (kind `Cancelled`); read even while a call runs.
     Cancel,
+}
+
+/// A [`Feed`](crate::engine::script::Feed) on the wire: the messages themselves travel in the
+/// params (`message`, `messages`) or are the context the child holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FeedWire {
+    /// Nothing.
+    Nothing,
+    /// `p.message`: the params' `message`.
+    One,
+    /// `p.messages`: the params' `messages`.
+    List,
+    /// `p.messages`: the session context.
+    Context,
 }
 
 /// The parts of a [`HostCall`](crate::host::HostCall) a child needs; the context as a change
@@ -122,21 +142,33 @@ pub enum FromChild {
     Instantiated {
         /// Its `info`.
         info: EngineInfo,
-        /// The optional methods it defines.
+        /// The methods it defines.
         defined: Vec<Method>,
+        /// What its language calls a map of fields, for result errors.
+        noun: String,
+        /// The line of each defined method's function.
+        lines: Vec<(Method, u32)>,
     },
-    /// A call's result, as the contract's type serializes it.
+    /// A call's result as the script returned it (converted to JSON, not yet typed), or
+    /// nothing (`null`); a rollback handle.
     Done {
         /// The result.
         value: Json,
     },
-    /// An `assemble` result whose `messages` are left empty and travel in `messages`.
+    /// An `assemble` result: its other fields, and its messages.
     Assembled {
-        /// The result without its messages.
+        /// The result's fields but `messages`.
         value: Json,
         /// Its messages.
         messages: Vec<MessageRef>,
     },
+    /// The script's result could not be converted (the message names the field at fault).
+    Refused {
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The script does not define the method.
+    Undefined,
     /// The call failed.
     Failed {
         /// Why.

@@ -259,7 +259,7 @@ impl EngineFactory for PipelineFactory {
 /// What the pipeline needs of a hook instance (a script instance of either language).
 trait Hook: Engine {
     fn call_hook(
-        &self,
+        &mut self,
         call: &HostCall,
         method: Method,
         fields: &Map<String, Json>,
@@ -268,7 +268,7 @@ trait Hook: Engine {
 
 impl<V: ScriptVm> Hook for ScriptInstance<V> {
     fn call_hook(
-        &self,
+        &mut self,
         call: &HostCall,
         method: Method,
         fields: &Map<String, Json>,
@@ -314,7 +314,7 @@ impl Pipeline {
         mut each: impl FnMut(&str, Json) -> Result<(), String>,
     ) {
         for slot in &mut self.hooks {
-            let Some(vm) = &slot.vm else { continue };
+            let Some(vm) = &mut slot.vm else { continue };
             if !vm.defines(method) {
                 continue;
             }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::compaction::{self};
 use crate::contract::{
-    self, CompactParams, CompactResult, CompactionTarget, EngineInfo, HostParam, Method,
+    CompactParams, CompactResult, CompactionTarget, EngineInfo, HostParam, Method,
 };
 use crate::engine::legacy::LEGACY_ID;
 use crate::error::{EngineError, EngineErrorKind, Error, Result};
@@ -64,8 +64,7 @@ impl Session {
                         c.take_used();
                     }
                     let r = e.compact(call, &params)?;
-                    contract::check_compact(&r, &limits)
-                        .map_err(|m| invalid(e.info(), Method::Compact, m))?;
+                    super::check_compact(e, &r, &limits)?;
                     // The client compacted its own transcript: its entry ids are not ours.
                     let by_client = client.is_some_and(|c| c.take_used());
                     if !by_client {

@@ -30,6 +30,7 @@ use crate::tokens::TokenCache;
 use crate::transcript::{Durability, Store, TranscriptStore};
 
 mod bridge;
+mod checks;
 mod compact;
 mod context;
 mod dispatch;
@@ -39,6 +40,7 @@ mod turn;
 pub use crate::host::{CallTimes, MethodTimes};
 pub(crate) use bridge::Fnv;
 pub use bridge::{ClientAssemble, ClientCall, ClientMirror};
+pub use checks::{check_assemble, check_compact};
 pub use context::derive_context;
 pub use state::state_path;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::config::SlowEnginePolicy;
 use crate::contract::{
-    self, AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, BootstrapResult,
+    AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, BootstrapResult,
     CommitTurnParams, CompactResult, CompactionTarget, ContextMode, HostParam, IngestBatchParams,
     IngestParams, MaintainParams, MaintainReason, MaintainResult, Method, Operation,
     PromptAuthority, SubagentEndReason, SubagentEndedParams, SubagentSpawnParams,
@@ -19,7 +19,7 @@ use crate::message::Message;
 use crate::transcript::Durability;
 use crate::{guarantee, pairing};
 
-use super::compact::{invalid, invalid_for};
+use super::compact::invalid_for;
 use super::{Assembly, Session, TurnInput, TurnStats};
 
 impl Session {
@@ -372,8 +372,7 @@ impl Session {
             let (result, engine, fallback) =
                 self.run_tagged(Method::Assemble, budget, |e, call| {
                     let r = e.assemble(call, &params)?;
-                    contract::check_assemble(&r, &limits)
-                        .map_err(|m| invalid(e.info(), Method::Assemble, m))?;
+                    super::check_assemble(e, &r, &limits)?;
                     Ok(r)
                 })?;
             let authority = result.prompt_authority;

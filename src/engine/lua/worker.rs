@@ -527,14 +527,14 @@ impl ScriptVm for Vm {
         feed: Feed,
         expect: Expect,
     ) -> Result<Option<Reply>, EngineError> {
-        let Some((f, line)) = self.functions.get(&method).cloned() else {
+        let Some((f, _)) = self.functions.get(&method).cloned() else {
             return Ok(None);
         };
         let out = self
             .call_script(call, method, &f, fields, feed)
             .map(|v| self.convert(v, expect));
         self.end_call();
-        out.map(|value| Some(Reply { line, value }))
+        out.map(Some)
     }
 
     fn rollback(&mut self, call: &HostCall, handle: u64) -> Result<(), EngineError> {

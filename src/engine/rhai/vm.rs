@@ -323,7 +323,7 @@ impl ScriptVm for Vm {
         expect: Expect,
     ) -> Result<Option<Reply>, EngineError> {
         let name = method.as_str();
-        let Some(&(arity, line)) = self.program.functions.get(name) else {
+        let Some(&(arity, _)) = self.program.functions.get(name) else {
             return Ok(None);
         };
         if arity != 1 {
@@ -337,7 +337,7 @@ impl ScriptVm for Vm {
             .and_then(|p| self.call_script(call, op, name, vec![p]))
             .map(|v| self.convert(v, expect));
         self.bridge.resident.lock().end_call();
-        out.map(|value| Some(Reply { line, value }))
+        out.map(Some)
     }
 
     fn rollback(&mut self, call: &HostCall, handle: u64) -> Result<(), EngineError> {

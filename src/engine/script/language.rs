@@ -82,7 +82,8 @@ pub enum Feed {
 }
 
 /// What the host wants back from a call, so the adapter converts only that.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum Expect {
     /// The result is ignored (`afterTurn`, `onSubagentEnded`, `dispose`, a rollback).
     Nothing,
@@ -107,17 +108,11 @@ pub enum Returned {
     Rollback(Option<u64>),
 }
 
-/// One call's outcome from the VM: the line of the function (for result errors) and the
-/// converted result, or what is wrong with it.
-#[derive(Debug)]
-pub struct Reply {
-    /// Where the called function is defined.
-    pub line: Option<u32>,
-    /// The converted result, or a message naming the field at fault.
-    pub value: Result<Returned, String>,
-}
+/// One call's outcome from the VM: the converted result, or what is wrong with it (a message
+/// naming the field at fault; the instance locates it at the function's line).
+pub type Reply = Result<Returned, String>;
 
-/// One live VM of some language, driven by [`ScriptInstance`](super::ScriptInstance) on its worker thread.
+/// One live VM of some language, driven by [`WorkerVm`](super::WorkerVm) on its worker thread.
 pub trait ScriptVm: Send + 'static {
     /// What the language calls a map of fields (`table`, `map`), in result errors.
     const NOUN: &'static str;

@@ -1,5 +1,6 @@
 //! Loading: read, compile, boot once, validate (contract §2, §3, §6). A [`ScriptFactory`] is a
-//! validated file; each instance gets its own VM on its own worker thread.
+//! validated file ([`Compiled`] over the shared [`Factory`]); each instance gets its own VM on
+//! its own worker thread.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,12 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value as Json;
 
-use super::instance::ScriptInstance;
+use super::instance::WorkerVm;
 use super::language::{Boot, Language, Loaded};
 use super::located;
 use super::site::worker_error;
-use crate::contract::{self, EngineInfo, Severity};
-use crate::engine::{Engine, EngineFactory, InstanceContext};
+use crate::contract::{self, EngineInfo, Method, Severity};
+use crate::engine::instance::{Connect, Factory};
+use crate::engine::{EngineFactory, InstanceContext};
 use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::sandbox::{Limits, StopSignals, Worker};
 
@@ -33,7 +35,7 @@ pub struct LoadOptions {
     pub workspace_dir: String,
     /// A caller-owned abort flag shared by every instance: while set, running calls stop with
     /// `Cancelled` (never a quarantine). The host clears it. Each instance also has its own
-    /// flag, see [`ScriptInstance::cancel_flag`].
+    /// flag, see [`ScriptInstance::cancel_flag`](super::ScriptInstance::cancel_flag).
     pub cancel: Option<Arc<AtomicBool>>,
     /// The file is a pipeline hook (validated as one: `info` and any hook functions).
     pub hook: bool,
@@ -141,14 +143,16 @@ fn spawn_vm<L: Language>(
     Ok((worker, loaded))
 }
 
-/// A validated engine file of language `L`.
+/// A validated engine file of language `L`, its instances each on a VM of their own.
+pub type ScriptFactory<L> = Factory<Compiled<L>>;
+
+/// What starts an instance of a validated file of language `L`: the compiled program and the
+/// options it was loaded with.
 #[derive(Debug)]
-pub struct ScriptFactory<L: Language> {
+pub struct Compiled<L: Language> {
     path: PathBuf,
     file: String,
     program: Arc<L::Program>,
-    info: EngineInfo,
-    warnings: Vec<String>,
     opts: LoadOptions,
 }
 
@@ -197,22 +201,29 @@ impl<L: Language> ScriptFactory<L> {
         for w in &warnings {
             tracing::warn!(engine = loaded.info.id, "{w}");
         }
-        Ok(Arc::new(ScriptFactory {
+        let compiled = Compiled {
             path: path.to_path_buf(),
             file,
             program,
-            info: loaded.info,
-            warnings,
             opts: opts.clone(),
-        }))
+        };
+        Ok(Arc::new(Factory::new(
+            path,
+            loaded.info,
+            warnings,
+            compiled,
+        )))
     }
+}
 
-    /// A fresh instance with its own VM and worker thread, typed (for
-    /// [`ScriptInstance::cancel_flag`]).
-    pub fn instantiate_typed(
+impl<L: Language> Connect for Compiled<L> {
+    type Transport = WorkerVm<L::Vm>;
+
+    /// A fresh VM on a worker thread of its own.
+    fn connect(
         &self,
         cx: &InstanceContext,
-    ) -> Result<ScriptInstance<L::Vm>, EngineError> {
+    ) -> Result<(EngineInfo, Vec<Method>, WorkerVm<L::Vm>), EngineError> {
         // The interrupt reads one cancel flag: the session's, else the factory's, else the
         // instance's own.
         let cancel = cx.cancel.clone().or_else(|| self.opts.cancel.clone());
@@ -230,30 +241,19 @@ impl<L: Language> ScriptFactory<L> {
         };
         let (worker, loaded) = spawn_vm::<L>(self.program.clone(), boot, Op::Instantiate)?;
         validate(&loaded, &self.file, &label, &self.opts)?;
-        Ok(ScriptInstance::new(
-            loaded,
+        let defined = Method::ALL
+            .into_iter()
+            .chain(Method::HOOKS)
+            .filter(|m| loaded.members.iter().any(|(n, f)| *f && n == m.as_str()))
+            .collect();
+        let transport = WorkerVm::new(
+            loaded.info.id.clone(),
             worker,
             self.opts.limits.clone(),
             self.file.clone(),
-            vm_signals,
-        ))
-    }
-}
-
-impl<L: Language> EngineFactory for ScriptFactory<L> {
-    fn info(&self) -> &EngineInfo {
-        &self.info
-    }
-
-    fn source(&self) -> Option<&Path> {
-        Some(&self.path)
-    }
-
-    fn warnings(&self) -> &[String] {
-        &self.warnings
-    }
-
-    fn instantiate(&self, cx: &InstanceContext) -> Result<Box<dyn Engine>, EngineError> {
-        Ok(Box::new(self.instantiate_typed(cx)?))
+            loaded.lines,
+            &vm_signals,
+        );
+        Ok((loaded.info, defined, transport))
     }
 }

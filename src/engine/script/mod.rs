@@ -8,7 +8,8 @@
 //! validate, fail and report identically:
 //!
 //! - [`load`](mod@load): reading, compiling and validating a file into a [`ScriptFactory`];
-//! - [`instance`]: [`ScriptInstance`], the [`Engine`](crate::engine::Engine) implementation;
+//! - [`instance`]: [`WorkerVm`], the transport the shared [`Instance`](crate::engine::Instance)
+//!   runs over ([`ScriptInstance`]);
 //! - [`site`]: [`Site`], where failures are classified and located;
 //! - [`convert`]: [`Budget`] / [`ConvError`], the size and shape checks of script values;
 //! - [`result`]: script results as the contract's types;
@@ -25,9 +26,9 @@ pub mod site;
 
 pub use context::{ContextChange, context_change};
 pub use convert::{Budget, ConvError, MAX_DEPTH, Nesting, number};
-pub use instance::{ScriptInstance, params_object};
+pub use instance::{ScriptInstance, WorkerVm, params_object};
 pub use language::{Boot, Expect, Feed, Language, Loaded, Reply, Returned, ScriptVm};
-pub use load::{LoadOptions, ScriptFactory, load};
+pub use load::{Compiled, LoadOptions, ScriptFactory, load};
 pub use result::{at_index, check_count, info_from_json, json_reply, messages_error, typed};
 pub use rollbacks::Rollbacks;
 pub use site::{Fault, Site};

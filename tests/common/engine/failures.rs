@@ -135,7 +135,8 @@ pub fn runtime_error_in_each_lifecycle_method_is_runtime_with_line(
     errors
 }
 
-/// `assemble` of `hostile.<ext>` running the attack `name` under `limits`.
+/// `assemble` of `hostile.<ext>` running the attack `name` under `limits`, its result held to
+/// the contract as the session holds it.
 pub fn attack_with(lang: Lang, name: &str, limits: Limits) -> Result<AssembleResult, EngineError> {
     attack_under(lang, name, limits, &RhaiLimits::default())
 }
@@ -155,7 +156,9 @@ pub fn attack_under(
         .unwrap_or_else(|e| panic!("{e}"));
     let mut e = f.instantiate(&cx(config.clone())).unwrap();
     let ctx = session();
-    e.assemble(&host_call(&ctx, config), &assemble_params())
+    let r = e.assemble(&host_call(&ctx, config), &assemble_params())?;
+    ctxhost::session::check_assemble(e.as_ref(), &r, &o.limits.results)?;
+    Ok(r)
 }
 
 /// The error of the attack `name` under the test limits.
