@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::guarantee::{Violation, violations};
+use crate::guarantee::Violation;
 use crate::message::{Message, Role};
 use crate::runtime::{Host, SessionSpec};
 use crate::session::{Assembly, CallTimes, MethodTimes, Session};
@@ -535,18 +535,12 @@ pub fn run_job(job: &Job, opts: &CompareOptions, dir: &Path) -> Result<Row> {
         let mut session = Session::create(host.session_setup(&spec), &file, "")?;
         crate::replay::drive(&mut session, source.messages, |s, a| {
             let compacted = meter.note_summaries(s.context());
-            let lacks = violations(
-                s.context(),
-                s.current_request(),
-                &a.messages,
-                a.system_prompt_addition.as_deref(),
-            );
             let now = shape(a, &tokens);
             if let Some(request) = s.current_request() {
                 meter.rerefs(request, s.context(), &now);
             }
             meter.row.fallbacks += u64::from(a.fallback);
-            meter.call(now, &a.engine, compacted, &lacks);
+            meter.call(now, &a.engine, compacted, &a.violations);
         })?;
         meter.note_summaries(session.context());
         times.merge(session.call_times());
