@@ -7,7 +7,8 @@
 //! summary is put back and the context re-fitted to the budget (history is cut first, but
 //! never to nothing, see `fit::fit_to_budget`), and a call left with no history at all gets
 //! the newest earlier messages that fit in the room it leaves, so a script cannot break these
-//! guarantees. [`violations`] is the same check, for `check`, replays and benchmarks.
+//! guarantees. What a call still lacks after that is judged there too and reported on the
+//! assembly (`Assembly::violations`); [`violations`] is the same check, for tests and benchmarks.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -97,12 +98,26 @@ pub fn violations(
     out
 }
 
+/// An assembly after [`enforce`]: what the model is sent, what the host put back, and what the
+/// call still lacks as sent, judged once here so reports need not judge it again.
+#[derive(Clone, Debug)]
+pub struct Enforced {
+    /// The messages the model is sent.
+    pub messages: Vec<Arc<Message>>,
+    /// What the engine's assembly lacked and the host put back.
+    pub put_back: Vec<Violation>,
+    /// What the call still lacks as sent (expected: never a request or a summary; history
+    /// only when the turn leaves no room for any).
+    pub lacking: Vec<Violation>,
+}
+
 /// `sent` with a missing request or summary put back (the summary first, the request after
 /// the history it follows and before the rest of its turn), re-fitted to `budget` (less the
 /// addition's tokens) when that made it too large; then, if the call carries no history
 /// while the session had some, the newest earlier messages that fit in the room left under
-/// the budget (nothing the engine chose is cut for them). Returns the messages and the
-/// violations that were repaired; an assembly that needs nothing is returned unchanged.
+/// the budget (nothing the engine chose is cut for them). Returns the messages, the
+/// violations that were repaired and those left; an assembly that needs nothing is returned
+/// unchanged.
 pub fn enforce(
     context: &[Arc<Message>],
     request: Option<&Arc<Message>>,
@@ -110,8 +125,34 @@ pub fn enforce(
     addition: Option<&str>,
     budget: u64,
     tokens: &TokenCache,
-) -> (Vec<Arc<Message>>, Vec<Violation>) {
+) -> Enforced {
     let found = violations(context, request, &sent, addition);
+    if found.is_empty() {
+        return Enforced {
+            messages: sent,
+            put_back: Vec::new(),
+            lacking: Vec::new(),
+        };
+    }
+    let (messages, put_back) = repair(context, request, sent, &found, addition, budget, tokens);
+    let lacking = violations(context, request, &messages, addition);
+    Enforced {
+        messages,
+        put_back,
+        lacking,
+    }
+}
+
+/// [`enforce`]'s repair of `sent`, which lacks what `found` lists.
+fn repair(
+    context: &[Arc<Message>],
+    request: Option<&Arc<Message>>,
+    sent: Vec<Arc<Message>>,
+    found: &[Violation],
+    addition: Option<&str>,
+    budget: u64,
+    tokens: &TokenCache,
+) -> (Vec<Arc<Message>>, Vec<Violation>) {
     let mut repaired: Vec<Violation> = found
         .iter()
         .copied()

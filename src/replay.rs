@@ -6,6 +6,7 @@
 //! reports still come out in session order.
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,16 +15,16 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::error::{EngineError, Error, Result};
-use crate::guarantee::violations;
-use crate::message::{Message, Role};
 use crate::runtime::{Host, SessionHandle, SessionSpec};
-use crate::session::{Assembly, CallTimes, MethodTimes, Session, TurnInput};
+use crate::session::{Assembly, CallTimes, MethodTimes, Session};
 use crate::tokens::TokenCache;
 use crate::transcript::{Import, ImportedSession};
 
+mod drive;
 mod guarantees;
 mod view;
 
+pub use drive::{DrivenTurn, RecordedTurn, TurnFault, drive, drive_turn, model_steps, split_turns};
 pub use guarantees::{CallGuarantees, GuaranteeCounts};
 pub use view::{ContextMessage, ContextTracker, ContextView, GoneMessage, Origin, first_line};
 
@@ -312,12 +313,13 @@ pub async fn replay_session(
     } else {
         None
     };
-    for (n, (user, replies)) in turns.into_iter().enumerate() {
+    for (n, recorded) in turns.into_iter().enumerate() {
         let turn = Turn {
-            name: &name,
+            name: name.clone(),
             number: n as u64 + 1,
         };
-        let report = replay_turn(host, &session, turn, user, replies, &mut tracker).await?;
+        let (report, kept) = replay_turn(host, &session, turn, recorded, tracker).await?;
+        tracker = kept;
         on_turn(report);
     }
     let times = session
@@ -331,197 +333,103 @@ pub async fn replay_session(
 }
 
 /// Which turn of which session.
-#[derive(Clone, Copy)]
-struct Turn<'a> {
-    name: &'a str,
+#[derive(Clone)]
+struct Turn {
+    name: String,
     number: u64,
 }
 
-/// One model call's report and how it fared against the guarantees, with the session as it
-/// was at that call (and the call's context described when `tracker` is given).
-async fn call_report(
-    session: &SessionHandle,
-    turn: Turn<'_>,
+/// One model call's report and how it fared against the guarantees (as the session judged
+/// it), with the session as it was at that call (and the call's context described when
+/// `tracker` is given).
+fn call_report(
+    s: &Session,
+    turn: &Turn,
     call: u32,
     a: &Assembly,
     compactions_before: &mut u32,
     tracker: &mut Option<ContextTracker>,
-) -> Result<(CallReport, CallGuarantees)> {
-    let (sent, addition) = (a.messages.clone(), a.system_prompt_addition.clone());
-    let want_context = tracker.is_some();
-    let (found, context_len, context, compactions) = session
-        .with(move |s| {
-            let found = violations(s.context(), s.current_request(), &sent, addition.as_deref());
-            let context = want_context.then(|| s.context().to_vec());
-            (found, s.context().len(), context, s.stats().compactions)
-        })
-        .await?;
+) -> (CallReport, CallGuarantees) {
     let judged = CallGuarantees {
         call,
-        violations: found,
+        violations: a.violations.clone(),
         put_back: a.put_back.clone(),
     };
-    judged.log(turn.name, turn.number);
-    let view = match (tracker.as_mut(), &context) {
-        (Some(t), Some(c)) => Some(t.observe(c, a)),
-        _ => None,
-    };
+    judged.log(&turn.name, turn.number);
+    let compactions = s.stats().compactions;
     let report = CallReport {
         call,
         engine: a.engine.clone(),
         fallback: a.fallback,
-        context_messages: context_len,
+        context_messages: s.context().len(),
         assembled_messages: a.messages.len(),
         assembled_tokens: a.assembled_tokens,
         token_budget: a.token_budget,
         estimated_tokens: a.estimated_tokens,
         compactions: compactions.saturating_sub(*compactions_before),
         pairing_repairs: a.pairing_repairs,
-        context: view,
+        context: tracker.as_mut().map(|t| t.observe(s.context(), a)),
     };
     *compactions_before = compactions;
-    Ok((report, judged))
+    (report, judged)
 }
 
+/// Drives one recorded turn on the session (the whole turn in one call on the blocking pool)
+/// and reports it; hands the context tracker back.
 async fn replay_turn(
     host: &Host,
     session: &SessionHandle,
-    turn: Turn<'_>,
-    user: Message,
-    replies: Vec<Message>,
-    tracker: &mut Option<ContextTracker>,
-) -> Result<TurnReport> {
-    let manual = manual_compact(&user);
-    let mut manual_compactions = 0;
-    if let Some(instructions) = manual.clone() {
-        let r = session.compact(instructions).await?;
-        manual_compactions = u32::from(r.compacted);
-    }
-    // The recorded replies play the model: one model call per assistant message, each seeing
-    // a fresh assembly that includes the tool results before it.
-    let mut steps = model_steps(replies);
-    let last = steps.pop().unwrap_or_default();
-    let first = session
-        .begin_turn(TurnInput {
-            user,
-            is_heartbeat: false,
+    turn: Turn,
+    recorded: RecordedTurn,
+    mut tracker: Option<ContextTracker>,
+) -> Result<(TurnReport, Option<ContextTracker>)> {
+    let (driven, calls, guarantees, tracker, session_messages, turn) = session
+        .with(move |s| {
+            let (mut calls, mut guarantees) = (Vec::new(), Vec::new());
+            let mut seen_compactions = 0;
+            let driven = drive_turn(s, recorded, |s, n, a| {
+                let (report, judged) =
+                    call_report(s, &turn, n, a, &mut seen_compactions, &mut tracker);
+                calls.push(report);
+                guarantees.extend(judged.notable().then_some(judged));
+                Ok::<(), Infallible>(())
+            });
+            let len = s.transcript_len();
+            (driven, calls, guarantees, tracker, len, turn)
         })
         .await?;
-    let mut seen_compactions = 0;
-    let (report, judged) =
-        call_report(session, turn, 1, &first, &mut seen_compactions, tracker).await?;
-    let mut calls = vec![report];
-    let mut guarantees: Vec<CallGuarantees> =
-        judged.notable().then_some(judged).into_iter().collect();
-    let (mut largest, mut largest_at) = (first, 0);
-    let mut fallback = largest.fallback;
-    let mut repairs = largest.pairing_repairs;
-    for step in steps {
-        let a = session.continue_turn(step).await?;
-        let n = calls.len() as u32 + 1;
-        let (report, judged) =
-            call_report(session, turn, n, &a, &mut seen_compactions, tracker).await?;
-        calls.push(report);
-        guarantees.extend(judged.notable().then_some(judged));
-        fallback |= a.fallback;
-        repairs += a.pairing_repairs;
-        if a.assembled_tokens >= largest.assembled_tokens {
-            largest_at = calls.len() - 1;
-            largest = a;
+    let driven = driven.map_err(TurnFault::into_error)?;
+    // The turn's largest assembly (the later of equals).
+    let mut largest_at = 0;
+    for (i, c) in calls.iter().enumerate() {
+        if c.assembled_tokens >= calls[largest_at].assembled_tokens {
+            largest_at = i;
         }
     }
-    let stats = session.end_turn(last).await?;
-    let session_messages = session.with(|s| s.transcript_len()).await?;
-    Ok(TurnReport {
-        session: turn.name.to_owned(),
+    let largest = &calls[largest_at];
+    let stats = &driven.stats;
+    let report = TurnReport {
+        session: turn.name,
         turn: turn.number,
         engine: largest.engine.clone(),
-        fallback: fallback || stats.fallback,
+        fallback: calls.iter().any(|c| c.fallback) || stats.fallback,
         quarantined: host.engine_failure().is_some(),
         session_messages,
-        context_messages: calls[largest_at].context_messages,
+        context_messages: largest.context_messages,
         model_calls: calls.len() as u32,
-        assembled_messages: largest.messages.len(),
+        assembled_messages: largest.assembled_messages,
         assembled_tokens: largest.assembled_tokens,
         token_budget: largest.token_budget,
         estimated_tokens: largest.estimated_tokens,
-        compactions: stats.compactions + manual_compactions,
-        pairing_repairs: repairs,
-        manual_compact: manual.is_some(),
+        compactions: stats.compactions + driven.manual_compactions,
+        pairing_repairs: calls.iter().map(|c| c.pairing_repairs).sum(),
+        manual_compact: driven.manual_compact,
         engine_ms: stats.engine_ms,
         slow: stats.slow,
         calls,
         guarantees,
-    })
-}
-
-/// Replays a conversation into a [`Session`] on this thread (no host, no tasks): the
-/// preamble is recorded, each turn runs `/compact` when its text asks for it, then
-/// `begin_turn`, one `continue_turn` per recorded model step and `end_turn`. `on_call` sees
-/// every model call's assembly with the session as it was at that call.
-pub fn drive(
-    session: &mut Session,
-    messages: Vec<Message>,
-    mut on_call: impl FnMut(&Session, &Assembly),
-) -> Result<()> {
-    let (preamble, turns) = split_turns(messages);
-    session.record(preamble)?;
-    for (user, replies) in turns {
-        if let Some(instructions) = manual_compact(&user) {
-            session.compact_now(instructions)?;
-        }
-        let mut steps = model_steps(replies);
-        let last = steps.pop().unwrap_or_default();
-        let a = session.begin_turn(TurnInput {
-            user,
-            is_heartbeat: false,
-        })?;
-        on_call(session, &a);
-        for step in steps {
-            let a = session.continue_turn(step)?;
-            on_call(session, &a);
-        }
-        session.end_turn(last)?;
-    }
-    Ok(())
-}
-
-/// A recorded `/compact [instructions]` turn: `Some` with its instructions (`None` when it
-/// gives none), or `None` for any other user message.
-fn manual_compact(user: &Message) -> Option<Option<String>> {
-    let text = user.text();
-    let rest = text.trim_start().strip_prefix("/compact")?.trim();
-    Some((!rest.is_empty()).then(|| rest.to_owned()))
-}
-
-/// Splits a turn's recorded replies into model steps: each assistant message with the tool
-/// results (and other messages) that follow it, up to the next assistant message.
-pub fn model_steps(replies: Vec<Message>) -> Vec<Vec<Message>> {
-    let mut steps: Vec<Vec<Message>> = Vec::new();
-    for m in replies {
-        match steps.last_mut() {
-            Some(step) if m.role() != Role::Assistant => step.push(m),
-            _ => steps.push(vec![m]),
-        }
-    }
-    steps
-}
-
-/// Splits a conversation into the messages before the first user message and turns of
-/// (user message, everything up to the next user message).
-pub fn split_turns(messages: Vec<Message>) -> (Vec<Message>, Vec<(Message, Vec<Message>)>) {
-    let mut preamble = Vec::new();
-    let mut turns: Vec<(Message, Vec<Message>)> = Vec::new();
-    for m in messages {
-        if m.role() == Role::User {
-            turns.push((m, Vec::new()));
-        } else if let Some((_, replies)) = turns.last_mut() {
-            replies.push(m);
-        } else {
-            preamble.push(m);
-        }
-    }
-    (preamble, turns)
+    };
+    Ok((report, tracker))
 }
 
 /// File-name-safe, unique names for a file's conversations.

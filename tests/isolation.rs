@@ -6,8 +6,8 @@
 //! method, state and rollback handles cross the boundary; memory is capped twice (the VM's
 //! cap, and the child's own address-space limit).
 //!
-//! The child program is this test binary itself, started to run only
-//! [`child_process_entry`], which serves [`ctxhost::isolation::child_main`].
+//! The child program is the library's own `ctxhost-engine-child` (`src/bin/engine_child.rs`),
+//! which serves [`ctxhost::isolation::child_main`].
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -45,34 +45,13 @@ use crate::common::engine::{
 };
 use crate::common::fake_model::{FakeModel, Reply};
 
-/// Set in a child's environment: the test binary then serves as an engine child.
-const CHILD_ENV: &str = "CTXHOST_TEST_ENGINE_CHILD";
-
-/// Not a test: the entry point through which this test binary serves as an engine child
-/// (started with [`CHILD_ENV`] set and this test as its only filter).
-#[test]
-#[ignore = "the engine child's entry point, started by the isolation tests"]
-fn child_process_entry() {
-    if std::env::var_os(CHILD_ENV).is_some() {
-        std::process::exit(ctxhost::isolation::child_main());
-    }
-}
-
-/// This test binary, started to run only [`child_process_entry`].
+/// The library's engine child program (`src/bin/engine_child.rs`), which cargo builds for
+/// this test binary.
 fn child_command() -> ChildCommand {
     ChildCommand {
-        program: std::env::current_exe().unwrap(),
-        args: [
-            "isolation::child_process_entry",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-            "-q",
-        ]
-        .map(Into::into)
-        .to_vec(),
-        env: vec![(CHILD_ENV.into(), "1".into())],
+        program: PathBuf::from(env!("CARGO_BIN_EXE_ctxhost-engine-child")),
+        args: Vec::new(),
+        env: Vec::new(),
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use ctxhost::message::Message;
 use ctxhost::reload::{EngineWatcher, ReloadOutcome};
-use ctxhost::replay::{model_steps, split_turns};
+use ctxhost::replay::split_turns;
 use ctxhost::runtime::{Host, SessionHandle, SessionSpec};
 use ctxhost::session::TurnInput;
 use ctxhost::transcript::import;
@@ -252,22 +252,8 @@ async fn a_replay_keeps_running_while_the_engine_is_rewritten_under_it() {
     let mut last_n = 0u64;
     let mut versions_seen = std::collections::BTreeSet::new();
     let turn_count = turns.len();
-    for (t, (user, replies)) in turns.into_iter().enumerate() {
-        let mut steps = model_steps(replies);
-        let last = steps.pop().unwrap_or_default();
-        let mut calls = vec![
-            session
-                .begin_turn(TurnInput {
-                    user,
-                    is_heartbeat: false,
-                })
-                .await
-                .expect("begin turn"),
-        ];
-        for step in steps {
-            calls.push(session.continue_turn(step).await.expect("continue turn"));
-        }
-        let stats = session.end_turn(last).await.expect("end turn");
+    for (t, recorded) in turns.into_iter().enumerate() {
+        let (calls, stats) = common::replay::drive_recorded(&session, recorded).await;
         assert!(!stats.fallback, "turn {}: fell back", t + 1);
         let mut turn_version = None;
         for a in &calls {

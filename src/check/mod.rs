@@ -16,7 +16,7 @@ use crate::config::{Config, Entry};
 use crate::config::{FailurePolicy, SlowEnginePolicy};
 use crate::contract::Method;
 use crate::engine::legacy::LEGACY_ID;
-use crate::guarantee::{Violation, violations};
+use crate::guarantee::Violation;
 use crate::runtime::{Host, SessionSpec};
 use crate::session::{Assembly, MethodTimes, Session};
 
@@ -180,20 +180,17 @@ fn tempfile_dir() -> Result<PathBuf, String> {
 
 /// Whether a model call carries what a model needs (contract §1, [`crate::guarantee`]): the
 /// current request and the newest summary when one exists, within the budget. The error names
-/// what is missing.
-fn judge_call(session: &Session, a: &Assembly) -> Result<(), String> {
-    let v: Vec<&str> = violations(
-        session.context(),
-        session.current_request(),
-        &a.messages,
-        a.system_prompt_addition.as_deref(),
-    )
-    .into_iter()
-    // A call without history is reported by replay and the quality example, not failed here:
-    // the host adds history whenever the room an assembly leaves can hold some.
-    .filter(|v| *v != Violation::NoHistory)
-    .map(Violation::describe)
-    .collect();
+/// what is missing (as the session judged the call).
+fn judge_call(a: &Assembly) -> Result<(), String> {
+    let v: Vec<&str> = a
+        .violations
+        .iter()
+        .copied()
+        // A call without history is reported by replay and the quality example, not failed
+        // here: the host adds history whenever the room an assembly leaves can hold some.
+        .filter(|v| *v != Violation::NoHistory)
+        .map(Violation::describe)
+        .collect();
     if !v.is_empty() {
         return Err(format!(
             "the model call went out without what a model needs to continue: {}",

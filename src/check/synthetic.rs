@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::contract::{ContextMode, Method, SubagentEndReason};
 use crate::message::{CompactionSummaryMessage, Extra, Message, MessageBody};
-use crate::replay::model_steps;
+use crate::replay::{RecordedTurn, TurnFault, drive_turn};
 use crate::session::{Session, TurnInput};
 
 use super::{CheckReport, judge_call};
@@ -66,43 +66,37 @@ fn run_turn(
     report: &mut CheckReport,
 ) -> Result<u64, ()> {
     let step = format!("turn {turn}");
-    let mut steps = model_steps(replies);
-    let last = steps.pop().unwrap_or_default();
-    let mut call = 1;
     let mut largest = 0;
-    let mut outcome = session.begin_turn(TurnInput {
-        user,
-        is_heartbeat: false,
-    });
-    let mut rest = steps.into_iter();
-    loop {
-        let a = match outcome {
-            Ok(a) => a,
-            Err(e) => {
-                report.failed(format!("{step}, model call {call}"), e.to_string());
-                return Err(());
-            }
-        };
-        if let Err(e) = judge_call(session, &a) {
-            report.failed(format!("{step}, model call {call}"), e);
-            return Err(());
-        }
+    let driven = drive_turn(session, RecordedTurn::new(user, replies), |_, _, a| {
+        judge_call(a)?;
         largest = largest.max(a.assembled_tokens);
-        match rest.next() {
-            Some(s) => {
-                call += 1;
-                outcome = session.continue_turn(s);
-            }
-            None => break,
+        Ok(())
+    });
+    let call = match driven {
+        Ok(d) => {
+            report.slowest_turn_ms = report.slowest_turn_ms.max(d.stats.engine_ms);
+            d.calls
         }
-    }
-    match session.end_turn(last) {
-        Ok(stats) => report.slowest_turn_ms = report.slowest_turn_ms.max(stats.engine_ms),
-        Err(e) => {
-            report.failed(format!("{step}, after the last model call"), e.to_string());
+        Err(TurnFault::Call { call, error }) => {
+            report.failed(format!("{step}, model call {call}"), error.to_string());
             return Err(());
         }
-    }
+        Err(TurnFault::Rejected { call, reason }) => {
+            report.failed(format!("{step}, model call {call}"), reason);
+            return Err(());
+        }
+        Err(TurnFault::Compact(e)) => {
+            report.failed(format!("{step}, /compact"), e.to_string());
+            return Err(());
+        }
+        Err(TurnFault::End { error, .. }) => {
+            report.failed(
+                format!("{step}, after the last model call"),
+                error.to_string(),
+            );
+            return Err(());
+        }
+    };
     report.pass(
         &step,
         format!(
@@ -172,14 +166,14 @@ fn compact_mid_turn(session: &mut Session, turn: usize, report: &mut CheckReport
             is_heartbeat: false,
         })
         .map_err(|e| format!("model call 1: {e}"))
-        .and_then(|a| judge_call(session, &a).map_err(|e| format!("model call 1: {e}")))
+        .and_then(|a| judge_call(&a).map_err(|e| format!("model call 1: {e}")))
         .and_then(|()| {
             let call = tool_step(turn, 1, "bash", 60);
             session
                 .continue_turn(call)
                 .map_err(|e| format!("model call 2: {e}"))
         })
-        .and_then(|a| judge_call(session, &a).map_err(|e| format!("model call 2: {e}")))
+        .and_then(|a| judge_call(&a).map_err(|e| format!("model call 2: {e}")))
         .and_then(|()| {
             session
                 .compact_now(None)
@@ -191,7 +185,7 @@ fn compact_mid_turn(session: &mut Session, turn: usize, report: &mut CheckReport
                 .map_err(|e| format!("model call 3: {e}"))
         })
         .and_then(|a| {
-            judge_call(session, &a).map_err(|e| format!("model call 3: {e}"))?;
+            judge_call(&a).map_err(|e| format!("model call 3: {e}"))?;
             let open = format!("call_check_{turn}_2");
             if a.messages
                 .iter()
@@ -235,7 +229,7 @@ fn long_turn(session: &mut Session, turn: usize, report: &mut CheckReport) -> bo
             Ok(a) => a,
             Err(e) => return report.failed(step, format!("model call {call}: {e}")),
         };
-        if let Err(e) = judge_call(session, &a) {
+        if let Err(e) = judge_call(&a) {
             return report.failed(step, format!("model call {call}: {e}"));
         }
         if session.context_tokens() > budget * 2 || call >= 16 {

@@ -1,12 +1,11 @@
 //! `check --transcript FILE`: the engine over a real conversation (any format `replay` reads)
-//! instead of the synthetic one. The recorded user messages drive turns and the recorded
-//! replies play the model, as in `replay`; every model call is judged like the synthetic
+//! instead of the synthetic one, driven as `replay` drives it ([`crate::replay::drive_turn`]); every model call is judged like the synthetic
 //! session's, and a failure names the conversation, the turn and the model call.
 
 use std::path::Path;
 
-use crate::replay::{model_steps, split_turns};
-use crate::session::{Session, TurnInput};
+use crate::replay::{TurnFault, drive_turn, split_turns};
+use crate::session::Session;
 
 use super::{CheckReport, judge_call};
 
@@ -47,44 +46,34 @@ pub(super) fn drive(session: &mut Session, path: &Path, report: &mut CheckReport
         );
     }
     let (mut calls, mut largest, mut compactions) = (0u64, 0u64, 0u32);
-    for (n, (user, replies)) in turns.into_iter().enumerate() {
+    for (n, recorded) in turns.into_iter().enumerate() {
         let turn = n + 1;
-        let mut steps = model_steps(replies);
-        let last = steps.pop().unwrap_or_default();
-        let mut outcome = session.begin_turn(TurnInput {
-            user,
-            is_heartbeat: false,
-        });
-        let mut call = 1;
-        let mut rest = steps.into_iter();
-        loop {
-            let place = format!("conversation \"{name}\", turn {turn}, model call {call}");
-            let a = match outcome {
-                Ok(a) => a,
-                Err(e) => return report.failed(place, e.to_string()),
-            };
-            if let Err(e) = judge_call(session, &a) {
-                return report.failed(place, e);
-            }
+        let place = |call| format!("conversation \"{name}\", turn {turn}, model call {call}");
+        let driven = drive_turn(session, recorded, |_, _, a| {
+            judge_call(a)?;
             calls += 1;
             largest = largest.max(a.assembled_tokens);
-            match rest.next() {
-                Some(s) => {
-                    call += 1;
-                    outcome = session.continue_turn(s);
-                }
-                None => break,
+            Ok(())
+        });
+        match driven {
+            Ok(d) => {
+                report.slowest_turn_ms = report.slowest_turn_ms.max(d.stats.engine_ms);
+                compactions += d.stats.compactions;
             }
-        }
-        match session.end_turn(last) {
-            Ok(stats) => {
-                report.slowest_turn_ms = report.slowest_turn_ms.max(stats.engine_ms);
-                compactions += stats.compactions;
-            }
-            Err(e) => {
+            Err(TurnFault::Compact(e)) => {
                 return report.failed(
-                    format!("conversation \"{name}\", turn {turn}, after model call {call}"),
+                    format!("conversation \"{name}\", turn {turn}, /compact"),
                     e.to_string(),
+                );
+            }
+            Err(TurnFault::Call { call, error }) => {
+                return report.failed(place(call), error.to_string());
+            }
+            Err(TurnFault::Rejected { call, reason }) => return report.failed(place(call), reason),
+            Err(TurnFault::End { calls, error }) => {
+                return report.failed(
+                    format!("conversation \"{name}\", turn {turn}, after model call {calls}"),
+                    error.to_string(),
                 );
             }
         }

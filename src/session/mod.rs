@@ -113,6 +113,9 @@ pub struct Assembly {
     pub host_added: Vec<String>,
     /// What the engine's assembly lacked and the host put back (see [`crate::guarantee`]).
     pub put_back: Vec<crate::guarantee::Violation>,
+    /// What the call still lacks as sent, after those repairs (see [`crate::guarantee`]),
+    /// judged once here so `replay`, `check` and `compare` need not judge it again.
+    pub violations: Vec<crate::guarantee::Violation>,
 }
 
 /// What happened during one turn, for reports.

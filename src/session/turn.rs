@@ -423,7 +423,11 @@ impl Session {
         let repaired = pairing::repair(result.messages);
         let tokens = &self.services.tokens;
         // Whatever the engine chose, the model sees the request and the newest summary.
-        let (messages, put_back) = guarantee::enforce(
+        let guarantee::Enforced {
+            messages,
+            put_back,
+            lacking,
+        } = guarantee::enforce(
             &self.context,
             self.request.as_ref(),
             repaired.messages,
@@ -462,6 +466,7 @@ impl Session {
             pairing_repairs: repaired.repairs.len(),
             host_added,
             put_back,
+            violations: lacking,
         }
     }
 

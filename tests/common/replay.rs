@@ -3,15 +3,16 @@
 //! order plus summaries that keep the identifiers they replaced.
 #![allow(dead_code)]
 
+use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ctxhost::config::{Config, Entry};
 use ctxhost::message::{Message, MessageBody, Role};
 use ctxhost::pairing::is_well_paired;
-use ctxhost::replay::{model_steps, split_turns};
-use ctxhost::runtime::{Host, SessionSpec};
-use ctxhost::session::{Assembly, TurnInput};
+use ctxhost::replay::{RecordedTurn, drive_turn, split_turns};
+use ctxhost::runtime::{Host, SessionHandle, SessionSpec};
+use ctxhost::session::{Assembly, TurnStats};
 use ctxhost::transcript::{TranscriptStore, import};
 
 /// A host at `window` tokens with `engine` (an engine file) in the slot, or `legacy`.
@@ -94,28 +95,17 @@ pub async fn replay_checked_with(
         let originals = source.messages.clone();
         let (preamble, turns) = split_turns(source.messages);
         session.record(preamble).await.expect("record");
-        for (t, (user, replies)) in turns.into_iter().enumerate() {
+        for (t, recorded) in turns.into_iter().enumerate() {
             if restart_at == Some(t) {
                 session.close().await.expect("close before restart");
                 drop(session);
                 host = new_host();
                 session = host.open_session(spec.clone()).await.expect("reopen");
             }
-            let mut steps = model_steps(replies);
-            let last = steps.pop().unwrap_or_default();
-            let first = session
-                .begin_turn(TurnInput {
-                    user,
-                    is_heartbeat: false,
-                })
-                .await
-                .expect("begin turn");
-            checked.calls.push(check_assembly(path, n, t + 1, &first));
-            for step in steps {
-                let a = session.continue_turn(step).await.expect("continue turn");
-                checked.calls.push(check_assembly(path, n, t + 1, &a));
+            let (assemblies, stats) = drive_recorded(&session, recorded).await;
+            for a in &assemblies {
+                checked.calls.push(check_assembly(path, n, t + 1, a));
             }
-            let stats = session.end_turn(last).await.expect("end turn");
             assert!(
                 !stats.fallback,
                 "{} session {n} turn {}: fell back",
@@ -135,6 +125,26 @@ pub async fn replay_checked_with(
         checked.files.push(file);
     }
     checked
+}
+
+/// Drives one recorded turn through `session` with the library's turn driver; returns every
+/// model call's assembly and the turn's stats (a session error fails the test, naming where).
+pub async fn drive_recorded(
+    session: &SessionHandle,
+    recorded: RecordedTurn,
+) -> (Vec<Assembly>, TurnStats) {
+    session
+        .with(move |s| {
+            let mut assemblies = Vec::new();
+            let driven = drive_turn(s, recorded, |_, _, a| {
+                assemblies.push(a.clone());
+                Ok::<(), Infallible>(())
+            });
+            driven.map(|d| (assemblies, d.stats))
+        })
+        .await
+        .expect("session call")
+        .unwrap_or_else(|fault| panic!("turn failed: {fault:?}"))
 }
 
 pub fn check_assembly(path: &Path, session: usize, turn: usize, a: &Assembly) -> Call {

@@ -1,7 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
 use super::*;
-use crate::message::{Content, MessageBody, ToolResultMessage};
+use std::sync::Arc;
+
+use crate::message::{Content, Message, MessageBody, ToolResultMessage};
 
 fn msg(id: &str, text: &str) -> Arc<Message> {
     let mut m = Message::user(text);
