@@ -62,11 +62,12 @@ pub trait Connect: Send + Sync + std::fmt::Debug + 'static {
     /// The transport its instances run over.
     type Transport: Transport;
     /// A fresh instance: its `info`, the methods it defines and the transport to it.
-    fn connect(
-        &self,
-        cx: &InstanceContext,
-    ) -> Result<(EngineInfo, Vec<Method>, Self::Transport), EngineError>;
+    fn connect(&self, cx: &InstanceContext) -> Result<Connected<Self::Transport>, EngineError>;
 }
+
+/// A fresh instance as a [`Connect`] started it: its `info`, the methods it defines and the
+/// transport to it.
+pub type Connected<T> = (EngineInfo, Vec<Method>, T);
 
 /// One script engine instance serving one session, over transport `T`.
 #[derive(Debug)]
@@ -445,14 +446,14 @@ pub trait ConnectAny: EngineFactory {
     fn connect_any(
         &self,
         cx: &InstanceContext,
-    ) -> Result<(EngineInfo, Vec<Method>, Box<dyn Transport>), EngineError>;
+    ) -> Result<Connected<Box<dyn Transport>>, EngineError>;
 }
 
 impl<C: Connect> ConnectAny for Factory<C> {
     fn connect_any(
         &self,
         cx: &InstanceContext,
-    ) -> Result<(EngineInfo, Vec<Method>, Box<dyn Transport>), EngineError> {
+    ) -> Result<Connected<Box<dyn Transport>>, EngineError> {
         let (info, defined, transport) = self.connect.connect(cx)?;
         Ok((info, defined, Box::new(transport)))
     }
