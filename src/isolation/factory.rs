@@ -120,7 +120,14 @@ fn start(
     op: Op,
 ) -> Result<(ChildProc, FromChild), EngineError> {
     let command: &ChildCommand = &process.command;
-    let mut child = ChildProc::spawn(command, label)
+    // A reply carries at most a result and a state within the limits, escaped as JSON.
+    let max_line = opts
+        .limits
+        .results
+        .max_result_bytes
+        .saturating_mul(4)
+        .saturating_add(1 << 20);
+    let mut child = ChildProc::spawn(command, label, max_line)
         .map_err(|m| EngineError::new(op, label, EngineErrorKind::Host, m))?;
     let msg = ToChild::Load {
         path: path.to_path_buf(),

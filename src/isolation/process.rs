@@ -19,6 +19,13 @@ use crate::host::HostError;
 /// Lines of the child's log kept to explain its death.
 const LOG_TAIL: usize = 8;
 
+/// The longest log line of a child relayed whole (longer ones are cut, as an engine's own log
+/// lines are).
+const LOG_LINE_BYTES: usize = 4 << 10;
+
+/// Log lines of a child relayed per second at most; the rest are counted and reported.
+const LOG_LINES_PER_SECOND: u32 = 100;
+
 /// How often a waiting parent looks at its cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
 
@@ -59,7 +66,11 @@ pub(super) struct ChildProc {
 
 impl ChildProc {
     /// Starts `cmd`; `label` tags its log lines.
-    pub(super) fn spawn(cmd: &ChildCommand, label: &str) -> Result<Self, String> {
+    ///
+    /// A reply line longer than `max_line` bytes ends the child: what it says no longer fits
+    /// any result the limits allow, and reading it whole would let a runaway child fill the
+    /// parent's memory.
+    pub(super) fn spawn(cmd: &ChildCommand, label: &str, max_line: usize) -> Result<Self, String> {
         let mut command = Command::new(&cmd.program);
         command
             .args(&cmd.args)
@@ -79,7 +90,7 @@ impl ChildProc {
         if let Some(out) = child.stdout.take() {
             let label = label.to_owned();
             spawn_reader("ctxhost-child-out", move || {
-                read_replies(out, &tx, &label, pid)
+                read_replies(out, &tx, &label, pid, max_line)
             })?;
         }
         let log_tail = Arc::new(Mutex::new(VecDeque::new()));
@@ -87,14 +98,7 @@ impl ChildProc {
             let tail = Arc::clone(&log_tail);
             let label = label.to_owned();
             spawn_reader("ctxhost-child-log", move || {
-                for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    tracing::warn!(target: "ctxhost::isolation::child", engine = label, pid, "{line}");
-                    let mut tail = tail.lock();
-                    if tail.len() == LOG_TAIL {
-                        tail.pop_front();
-                    }
-                    tail.push_back(line);
-                }
+                relay_log(err, &tail, &label, pid)
             })?;
         }
         Ok(ChildProc {
@@ -268,16 +272,28 @@ fn read_replies(
     tx: &mpsc::Sender<FromChild>,
     label: &str,
     pid: u32,
+    max_line: usize,
 ) {
     let mut reader = BufReader::new(out);
-    let mut line = String::new();
+    let mut line = Vec::new();
     loop {
-        line.clear();
-        match reader.read_line(&mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        match read_line_within(&mut reader, &mut line, max_line) {
+            Ok(Line::End) | Err(_) => return,
+            Ok(Line::Whole) => {}
+            Ok(Line::Cut { dropped }) => {
+                // Nothing further is read: the parent sees the child gone and ends it.
+                tracing::error!(
+                    target: "ctxhost::isolation::child",
+                    engine = label,
+                    pid,
+                    "the engine process wrote a line of {} bytes, over the {max_line} any reply may take; ending it",
+                    line.len() + dropped
+                );
+                return;
+            }
         }
-        let text = line.trim_end();
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end();
         if text.is_empty() {
             continue;
         }
@@ -295,5 +311,138 @@ fn read_replies(
                 crate::error::cut_text(text.to_owned(), 200)
             ),
         }
+    }
+}
+
+/// Relays the child's stderr into the parent's log: each line cut at [`LOG_LINE_BYTES`], at
+/// most [`LOG_LINES_PER_SECOND`] a second (the lines dropped are counted in the next one
+/// relayed), the last few kept to explain a death.
+fn relay_log(
+    err: std::process::ChildStderr,
+    tail: &Mutex<VecDeque<String>>,
+    label: &str,
+    pid: u32,
+) {
+    let mut reader = BufReader::new(err);
+    let mut line = Vec::new();
+    let (mut window, mut relayed, mut dropped) = (Instant::now(), 0u32, 0u64);
+    loop {
+        let cut = match read_line_within(&mut reader, &mut line, LOG_LINE_BYTES) {
+            Ok(Line::End) | Err(_) => return,
+            Ok(Line::Whole) => 0,
+            Ok(Line::Cut { dropped }) => dropped,
+        };
+        let mut text = String::from_utf8_lossy(&line).trim_end().to_owned();
+        if cut > 0 {
+            text.push_str(&format!(" [{cut} more bytes cut]"));
+        }
+        if window.elapsed() >= Duration::from_secs(1) {
+            (window, relayed) = (Instant::now(), 0);
+        }
+        if relayed < LOG_LINES_PER_SECOND {
+            relayed += 1;
+            if dropped > 0 {
+                tracing::warn!(target: "ctxhost::isolation::child", engine = label, pid, "{dropped} log line(s) of the engine process dropped (over {LOG_LINES_PER_SECOND} a second)");
+                dropped = 0;
+            }
+            tracing::warn!(target: "ctxhost::isolation::child", engine = label, pid, "{text}");
+        } else {
+            dropped += 1;
+        }
+        let mut tail = tail.lock();
+        if tail.len() == LOG_TAIL {
+            tail.pop_front();
+        }
+        tail.push_back(text);
+    }
+}
+
+/// How a line was read.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// The stream ended before any byte of a new line.
+    End,
+    /// A whole line (without its newline) is in the buffer.
+    Whole,
+    /// The line was longer than the cap: its first `cap` bytes are in the buffer, and
+    /// `dropped` more were read past and thrown away (up to and without its newline).
+    Cut { dropped: usize },
+}
+
+/// Reads one line into `buf` (cleared first), holding at most `cap` bytes of it however long
+/// it is: the rest of an over-long line is consumed in chunks and not kept.
+fn read_line_within(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<Line> {
+    buf.clear();
+    let (mut any, mut dropped) = (false, 0usize);
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(if !any {
+                Line::End
+            } else if dropped > 0 {
+                Line::Cut { dropped }
+            } else {
+                Line::Whole
+            });
+        }
+        any = true;
+        let (part, newline) = match memchr::memchr(b'\n', chunk) {
+            Some(i) => (&chunk[..i], Some(i)),
+            None => (chunk, None),
+        };
+        let room = cap.saturating_sub(buf.len());
+        let keep = part.len().min(room);
+        buf.extend_from_slice(&part[..keep]);
+        dropped += part.len() - keep;
+        let used = newline.map_or(part.len(), |i| i + 1);
+        reader.consume(used);
+        if newline.is_some() {
+            return Ok(if dropped > 0 {
+                Line::Cut { dropped }
+            } else {
+                Line::Whole
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_over_the_cap_is_cut_and_the_next_one_is_read_whole() {
+        let input = format!("short\n{}\nafter\ntail", "x".repeat(10_000));
+        // A small buffer: the long line spans many fills.
+        let mut reader = BufReader::with_capacity(64, input.as_bytes());
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line_within(&mut reader, &mut buf, 100).ok(),
+            Some(Line::Whole)
+        );
+        assert_eq!(buf, b"short");
+        assert_eq!(
+            read_line_within(&mut reader, &mut buf, 100).ok(),
+            Some(Line::Cut { dropped: 9_900 })
+        );
+        assert_eq!(buf.len(), 100);
+        assert_eq!(
+            read_line_within(&mut reader, &mut buf, 100).ok(),
+            Some(Line::Whole)
+        );
+        assert_eq!(buf, b"after");
+        assert_eq!(
+            read_line_within(&mut reader, &mut buf, 100).ok(),
+            Some(Line::Whole)
+        );
+        assert_eq!(buf, b"tail");
+        assert_eq!(
+            read_line_within(&mut reader, &mut buf, 100).ok(),
+            Some(Line::End)
+        );
     }
 }
