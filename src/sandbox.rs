@@ -238,12 +238,12 @@ struct HostWaits {
 /// much longer before abandoning the VM. The script cannot run meanwhile (it is inside the host
 /// function), so nothing it does escapes the deadline. A deadline that had already passed stays
 /// passed. The call gives its place in the [`gate`] back while it waits. Outside a script call
-/// (or off a worker thread) this is just `f()`.
+/// (or off a worker thread) this is just `f()`, its time noted for [`crediting`].
 pub fn outside_deadline<R>(f: impl FnOnce() -> R) -> R {
     let running = RUNNING.with(|r| r.borrow().clone());
     let waits = SERVING.with(|w| w.borrow().clone());
     let Some(running) = running else {
-        return f();
+        return credited_outside(f);
     };
     let dog = watchdog();
     let key = running.lock().key;
@@ -309,12 +309,13 @@ thread_local! {
 /// host work done after the wait (a model summarizer that failed and falls back to the
 /// built-in one) is CPU work the script caused, so it counts against the call's deadline and
 /// the caller abandons the worker at deadline + grace as for any native step. The deadline
-/// keeps the credit of the wait before `f`. Anywhere else this is just `f()`.
+/// keeps the credit of the wait before `f`. Anywhere else this is just `f()` (its time taken
+/// back from a [`crediting`] wait around it).
 pub fn within_deadline<R>(f: impl FnOnce() -> R) -> R {
     let running = RUNNING.with(|r| r.borrow().clone());
     let waits = SERVING.with(|w| w.borrow().clone());
     let Some(running) = running else {
-        return f();
+        return credited_within(f);
     };
     let Some(mut out) = OUTSIDE.with(|o| o.borrow_mut().take()) else {
         return f();
@@ -334,6 +335,87 @@ pub fn within_deadline<R>(f: impl FnOnce() -> R) -> R {
     out.since = Instant::now();
     OUTSIDE.with(|o| *o.borrow_mut() = Some(out));
     r
+}
+
+/// Runs `f` (host work done off a worker thread for a script call running elsewhere: the
+/// parent serving an isolated child's host call) and says how much of its time was waits on
+/// something outside the process ([`outside_deadline`] stretches, less the work
+/// [`within_deadline`] did inside them). Only that much is credited to the call's deadline, so
+/// host work a child asks for counts against it as it would in process.
+pub(crate) fn crediting<R>(f: impl FnOnce() -> R) -> (R, Duration) {
+    let outer = CREDIT.with(|c| c.replace(Some(Credit::default())));
+    let r = f();
+    let got = CREDIT.with(|c| c.replace(outer)).unwrap_or_default();
+    (r, got.waited)
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Credit {
+    /// Waits so far.
+    waited: Duration,
+    /// Inside an [`outside_deadline`] stretch now.
+    outside: bool,
+    /// Work done back under the deadline within the current stretch.
+    within: Duration,
+}
+
+thread_local! {
+    /// The waits of host work done under [`crediting`] on this thread.
+    static CREDIT: std::cell::Cell<Option<Credit>> = const { std::cell::Cell::new(None) };
+}
+
+/// Times `f` under `state` and then updates the credit with what it took.
+fn credit_step<R>(
+    state: Credit,
+    f: impl FnOnce() -> R,
+    after: impl Fn(Credit, Duration) -> Credit,
+) -> R {
+    CREDIT.with(|cell| cell.set(Some(state)));
+    let t0 = Instant::now();
+    let r = f();
+    let took = t0.elapsed();
+    CREDIT.with(|cell| {
+        if let Some(c) = cell.get() {
+            cell.set(Some(after(c, took)));
+        }
+    });
+    r
+}
+
+fn credited_outside<R>(f: impl FnOnce() -> R) -> R {
+    match CREDIT.with(std::cell::Cell::get) {
+        Some(c) if !c.outside => {
+            let start = Credit {
+                outside: true,
+                within: Duration::ZERO,
+                ..c
+            };
+            credit_step(start, f, |c, took| Credit {
+                waited: c.waited + took.saturating_sub(c.within),
+                outside: false,
+                within: Duration::ZERO,
+            })
+        }
+        _ => f(),
+    }
+}
+
+fn credited_within<R>(f: impl FnOnce() -> R) -> R {
+    match CREDIT.with(std::cell::Cell::get) {
+        Some(c) if c.outside => credit_step(
+            Credit {
+                outside: false,
+                ..c
+            },
+            f,
+            |c, took| Credit {
+                outside: true,
+                within: c.within + took,
+                ..c
+            },
+        ),
+        _ => f(),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -136,3 +136,30 @@ fn work_back_within_the_deadline_after_a_wait_outside_it_expires_the_call() {
     assert_eq!(r, Ok(None), "both waits were credited");
     assert!(!w.is_abandoned());
 }
+
+#[test]
+fn host_work_off_a_worker_is_credited_only_for_its_waits() {
+    let nap = || std::thread::sleep(Duration::from_millis(30));
+    // Work that waits on nothing outside: no credit at all.
+    let ((), waited) = crediting(nap);
+    assert_eq!(waited, Duration::ZERO);
+    // A wait outside the deadline: credited.
+    let ((), waited) = crediting(|| outside_deadline(nap));
+    assert!(waited >= Duration::from_millis(30), "{waited:?}");
+    // Work back within the deadline inside the wait is taken back out of it.
+    let t0 = Instant::now();
+    let ((), waited) = crediting(|| {
+        outside_deadline(|| {
+            nap();
+            within_deadline(nap);
+        })
+    });
+    let total = t0.elapsed();
+    assert!(waited >= Duration::from_millis(30), "{waited:?}");
+    assert!(
+        waited + Duration::from_millis(30) <= total,
+        "the work within ({waited:?} of {total:?}) is not credited"
+    );
+    // Outside `crediting` nothing is noted.
+    assert_eq!(CREDIT.with(std::cell::Cell::get).map(|c| c.waited), None);
+}

@@ -545,6 +545,48 @@ fn host_complete_search_and_fetch_are_served_by_the_parent() {
     }
 }
 
+/// A call whose `host.search` finds the session's messages.
+fn searchable(ctx: &[Arc<Message>]) -> HostCall {
+    let recall = Arc::new(RecallIndex::default());
+    recall.add(ctx);
+    host_call(ctx, json!({})).with_recall(recall)
+}
+
+/// Host work the parent does for a child counts against the call's deadline, as in process: an
+/// engine that loops over `host.search` (served by the parent: CPU, no wait) is stopped at
+/// deadline + grace, not served for as long as it asks.
+#[test]
+fn host_work_served_for_a_child_counts_against_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = session();
+    let limits = Limits {
+        deadline_ms: 100,
+        grace_ms: 100,
+        ..Limits::default()
+    };
+    // Many searches: far past 200 ms of host work either way.
+    let body = "  for i = 1, 200000 do host.search(\"localhost\") end";
+    let path = dir.path().join("busy.lua");
+    std::fs::write(&path, lua_engine(body)).unwrap();
+    let opts = LoadOptions {
+        limits: limits.clone(),
+        ..LoadOptions::default()
+    };
+    let thread = ctxhost::engine::load(&path, &opts, &Default::default()).unwrap();
+    let mut vm = thread.instantiate(&cx(json!({}))).unwrap();
+    let e = vm
+        .assemble(&searchable(&ctx), &assemble_params())
+        .expect_err("over its deadline in process");
+    assert_eq!(e.kind, EngineErrorKind::Deadline, "{e}");
+
+    let factory = load_isolated(dir.path(), "busy_child.lua", &lua_engine(body), limits);
+    let mut engine = factory.instantiate_typed(&cx(json!({}))).unwrap();
+    let e = engine
+        .assemble(&searchable(&ctx), &assemble_params())
+        .expect_err("over its deadline in a child");
+    assert_eq!(e.kind, EngineErrorKind::Deadline, "{e}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Memory
 
