@@ -48,9 +48,7 @@ impl Engine for Pipeline {
             .collect();
         let f = fields([("entries", Json::Array(entries))]);
         self.run(call, Method::AfterAppend, &f, |_, _| Ok(()));
-        Ok(IngestBatchResult {
-            ingested_count: params.messages.len() as u64,
-        })
+        Ok(IngestBatchResult::all_of(params))
     }
 
     fn assemble(
