@@ -15,31 +15,18 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// Characters (code points) a message's text is cut to.
 const MAX_CHARS: usize = 1_500;
 
-/// One flat workload message (see `build_workload.py`).
-#[derive(Debug, Deserialize)]
-struct Flat {
-    role: String,
-    text: String,
-    #[serde(default)]
-    tool_calls: Vec<FlatCall>,
-    #[serde(default)]
-    tool_call_id: Option<String>,
-}
+#[allow(dead_code)] // the example reads the workload, nothing else of it
+#[path = "../benches/common/flat.rs"]
+mod flat;
 
-#[derive(Debug, Deserialize)]
-struct FlatCall {
-    id: String,
-    name: String,
-}
+use flat::Flat;
 
 fn shared_dir() -> PathBuf {
     match std::env::var_os("CTXHOST_SHARED") {
@@ -52,20 +39,8 @@ fn shared_dir() -> PathBuf {
 fn workload() -> Result<Vec<Flat>> {
     let script = shared_dir().join("data/workloads/build_workload.py");
     let tmp = tempfile::tempdir()?;
-    let run = Command::new("python3")
-        .arg(&script)
-        .arg(tmp.path())
-        .output()
-        .with_context(|| format!("python3 {}", script.display()))?;
-    if !run.status.success() {
-        bail!(
-            "python3 {} failed: {}",
-            script.display(),
-            String::from_utf8_lossy(&run.stderr)
-        );
-    }
-    let raw = std::fs::read(tmp.path().join("workload-10k.json"))?;
-    Ok(serde_json::from_slice(&raw)?)
+    flat::build(&script, tmp.path()).map_err(anyhow::Error::msg)?;
+    flat::read(&tmp.path().join("workload-10k.json")).map_err(anyhow::Error::msg)
 }
 
 /// `text` cut to at most [`MAX_CHARS`] characters.

@@ -5,6 +5,7 @@
 //! Each bench uses a part of it, hence `dead_code` is allowed here.
 #![allow(dead_code)]
 
+pub mod flat;
 pub mod workloads;
 
 use std::path::{Path, PathBuf};

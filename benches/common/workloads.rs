@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use ctxhost::contract::{
@@ -27,7 +26,8 @@ use ctxhost::message::{
     AssistantMessage, Content, ContentBlock, Extra, Message, MessageBody, ToolCallBlock,
     ToolResultMessage, UserMessage,
 };
-use serde::Deserialize;
+
+use super::flat::Flat;
 
 /// The policy's budget, in the workload's tokens.
 pub const BUDGET: u64 = 32_000;
@@ -112,48 +112,13 @@ pub fn generate(shared: &Path, out: &Path) -> Result<Vec<Workload>, String> {
     if !script.is_file() {
         return Err(format!("no {}", script.display()));
     }
-    let run = Command::new("python3")
-        .arg(&script)
-        .arg(out)
-        .output()
-        .map_err(|e| format!("python3 {}: {e}", script.display()))?;
-    if !run.status.success() {
-        return Err(format!(
-            "python3 {} failed ({}): {}",
-            script.display(),
-            run.status,
-            String::from_utf8_lossy(&run.stderr)
-        ));
-    }
+    super::flat::build(&script, out)?;
     SPECS.iter().map(|s| load(*s, &out.join(s.file))).collect()
-}
-
-/// One flat workload message.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Flat {
-    role: String,
-    text: String,
-    #[serde(default)]
-    tool_calls: Vec<FlatCall>,
-    #[serde(default)]
-    tool_call_id: Option<String>,
-    #[serde(default)]
-    tool_name: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FlatCall {
-    id: String,
-    name: String,
 }
 
 /// Reads a workload file into host messages.
 pub fn load(spec: Spec, path: &Path) -> Result<Workload, String> {
-    let raw = std::fs::read(path).map_err(|e| format!("read {}: {e}", path.display()))?;
-    let flat: Vec<Flat> =
-        serde_json::from_slice(&raw).map_err(|e| format!("parse {}: {e}", path.display()))?;
+    let flat = super::flat::read(path)?;
     if flat.len() != spec.len {
         return Err(format!(
             "{}: {} messages, expected {}",

@@ -107,9 +107,7 @@ pub trait Engine: Send {
         params: &IngestBatchParams,
     ) -> Result<IngestBatchResult, EngineError> {
         let _ = call;
-        Ok(IngestBatchResult {
-            ingested_count: params.messages.len() as u64,
-        })
+        Ok(IngestBatchResult::all_of(params))
     }
     /// Build the context for the model from `call.context()`.
     fn assemble(

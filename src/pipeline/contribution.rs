@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value as Json, json};
 
+use crate::engine::script::result::json_type;
 use crate::message::{Message, MessageBody};
 use crate::tokens::TokenCache;
 
@@ -60,7 +61,12 @@ impl Contributions {
         let map = match value {
             Json::Null => return Ok(()),
             Json::Object(m) => m,
-            other => return Err(format!("a contribution must be a map, got {}", kind(other))),
+            other => {
+                return Err(format!(
+                    "a contribution must be a map, got {}",
+                    json_type(other)
+                ));
+            }
         };
         let mut blocks = Vec::new();
         let mut system_prompt = None;
@@ -73,14 +79,19 @@ impl Contributions {
                     other => {
                         return Err(format!(
                             "systemPrompt must be a string, got {}",
-                            kind(other)
+                            json_type(other)
                         ));
                     }
                 },
                 "pluginData" => match v {
                     Json::Object(m) => data = Some(m.clone()),
                     Json::Null => {}
-                    other => return Err(format!("pluginData must be a map, got {}", kind(other))),
+                    other => {
+                        return Err(format!(
+                            "pluginData must be a map, got {}",
+                            json_type(other)
+                        ));
+                    }
                 },
                 k => {
                     let Some(field) = LIST_FIELDS.iter().copied().find(|f| *f == k) else {
@@ -95,7 +106,7 @@ impl Contributions {
                         other => {
                             return Err(format!(
                                 "{k} must be a list of blocks, got {}",
-                                kind(other)
+                                json_type(other)
                             ));
                         }
                     };
@@ -245,7 +256,7 @@ fn block(
 ) -> Result<Block, String> {
     let at = |m: String| format!("{field}[{}]: {m}", i + 1);
     let Json::Object(m) = b else {
-        return Err(at(format!("a block must be a map, got {}", kind(b))));
+        return Err(at(format!("a block must be a map, got {}", json_type(b))));
     };
     let mut out = Block {
         field,
@@ -270,7 +281,7 @@ fn block(
             ("metadata", v) => out.metadata = Some(v.clone()),
             (_, Json::Null) => {}
             ("text" | "source" | "id" | "priority" | "tokenEstimate", v) => {
-                return Err(at(format!("`{k}` has the wrong type ({})", kind(v))));
+                return Err(at(format!("`{k}` has the wrong type ({})", json_type(v))));
             }
             (k, _) => return Err(at(format!("unknown block field `{k}`"))),
         }
@@ -281,15 +292,4 @@ fn block(
     out.tokens = tokens.text(&text);
     out.text = text;
     Ok(out)
-}
-
-fn kind(v: &Json) -> &'static str {
-    match v {
-        Json::Null => "nothing",
-        Json::Bool(_) => "a boolean",
-        Json::Number(_) => "a number",
-        Json::String(_) => "a string",
-        Json::Array(_) => "a list",
-        Json::Object(_) => "a map",
-    }
 }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::contract::client::kind_of;
 use crate::error::{Error, Result};
 use crate::message::Message;
 
@@ -183,7 +184,7 @@ pub(crate) fn read_json_lines(bytes: &[u8]) -> JsonLines {
             Ok(Value::Object(value)) => lines.push(JsonLine { line, value }),
             Ok(other) => problems.push(LineProblem {
                 line,
-                message: format!("expected a JSON object, found {}", json_kind(&other)),
+                message: format!("expected a JSON object, found {}", kind_of(&other)),
             }),
             Err(e) => problems.push(LineProblem {
                 line,
@@ -200,18 +201,6 @@ pub(crate) fn read_json_lines(bytes: &[u8]) -> JsonLines {
         problems,
         warnings,
         missing_final_newline,
-    }
-}
-
-/// A short name for a JSON value's kind, for messages.
-pub(crate) fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -408,7 +408,7 @@ pub(crate) fn entry_to_body(mut entry: Map<String, Value>) -> Result<Option<Mess
             Some(Value::Object(m)) => pi_message_body(m).map(Some),
             Some(other) => Err(format!(
                 "message entry holds {} instead of an object",
-                super::json_kind(&other)
+                crate::contract::client::kind_of(&other)
             )),
             None => Err("message entry without a message".into()),
         },

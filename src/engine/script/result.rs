@@ -101,7 +101,9 @@ fn in_script_terms(key: &str, value: &Json, serde_message: &str) -> String {
     format!("`{key}` must be {wanted}, got {got}")
 }
 
-fn json_type(v: &Json) -> &'static str {
+/// A value's kind as a script author names it (`nothing`, `a list`, `a map`), for errors about
+/// what a script returned.
+pub(crate) fn json_type(v: &Json) -> &'static str {
     match v {
         Json::Null => "nothing",
         Json::Bool(_) => "a boolean",
