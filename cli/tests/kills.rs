@@ -6,10 +6,14 @@
 //! order (the session's own compaction summaries aside), and no acknowledged message is ever
 //! missing from a later `assemble` window.
 //!
+//! The counts (kills, messages acknowledged, stored twice, lost) and what each kill left on
+//! disk (messages stored before a session's first state save, or after its last; a summary
+//! stored after it; an empty transcript) are printed to stderr.
+//!
 //! `CTXHOST_KILL_RUNS` sets the number of kills (default 100), `CTXHOST_KILL_SEED` replays one
-//! sequence of calls and kill delays (the delays follow the measured round trip, so a replay
-//! hits nearby moments, not the same instants), `CTXHOST_KILL_LOG` passes a log level to the
-//! children (their stderr is shown then).
+//! run: the same conversations and the same kill plan (kill delays follow the measured round
+//! trip, so a replay hits nearby moments, not the same instants). `CTXHOST_KILL_LOG` passes a
+//! log level to the children and shows their stderr.
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
@@ -405,7 +409,10 @@ struct Conversation {
 #[derive(Default)]
 struct Tally {
     acknowledged: usize,
+    /// Messages (conversation: message) a transcript or a window held more than once, with
+    /// the most copies seen.
     twice: BTreeMap<String, usize>,
+    /// Acknowledged messages missing from the transcript or from a later window.
     lost: BTreeSet<String>,
     out_of_order: Vec<String>,
 }
@@ -435,20 +442,17 @@ impl Tally {
             self.out_of_order.push(format!("{} (window)", c.id));
         }
         for k in &c.acknowledged {
-            match seen.get(k) {
-                None => {
-                    if self.lost.insert(format!("{}: {k}", c.id)) {
-                        eprintln!(
-                            "kills: {}: {k:?} missing from a window after\n  {}",
-                            c.id,
-                            log[log.len().saturating_sub(16)..].join("\n  ")
-                        );
-                    }
-                }
-                Some(&n) if n > 1 => {
-                    self.twice.insert(format!("{}: {k} (window)", c.id), n);
-                }
-                _ => {}
+            let n = seen.get(k).copied().unwrap_or(0);
+            if n == 0 && self.lost.insert(format!("{}: {k}", c.id)) {
+                eprintln!(
+                    "kills: {}: {k:?} missing from a window after\n  {}",
+                    c.id,
+                    log[log.len().saturating_sub(16)..].join("\n  ")
+                );
+            }
+            if n > 1 {
+                let e = self.twice.entry(format!("{}: {k}", c.id)).or_default();
+                *e = (*e).max(n);
             }
         }
     }
@@ -611,10 +615,11 @@ fn sigkills_under_bridge_retries_store_nothing_twice_and_lose_nothing() {
         for k in &sent {
             match counts.get(k.as_str()) {
                 None => {
-                    tally.lost.insert(format!("{}: {k} (transcript)", c.id));
+                    tally.lost.insert(format!("{}: {k}", c.id));
                 }
                 Some(&n) if n > 1 => {
-                    tally.twice.insert(format!("{}: {k}", c.id), n);
+                    let e = tally.twice.entry(format!("{}: {k}", c.id)).or_default();
+                    *e = (*e).max(n);
                 }
                 _ => {}
             }
