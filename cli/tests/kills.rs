@@ -526,11 +526,19 @@ fn sigkills_under_bridge_retries_store_nothing_twice_and_lose_nothing() {
             c.view.push(question);
             c.acknowledged.insert(key_of(c.view.last().unwrap()));
             let before = c.view.len() - 1;
-            b.log
-                .push(format!("{}: assemble ({} messages)", c.id, c.view.len()));
+            // OpenClaw's view holds the question, or not yet (it is then the prompt).
+            let shown = if shape.one_in(3) {
+                before
+            } else {
+                c.view.len()
+            };
+            b.log.push(format!("{}: assemble ({shown} messages)", c.id));
             let r = b.call(
                 "assemble",
-                with(json!({"messages": c.view, "tokenBudget": 1_000_000, "prompt": "go on"})),
+                with(
+                    json!({"messages": c.view[..shown], "tokenBudget": 1_000_000,
+                            "prompt": format!("c{n} t{t} question")}),
+                ),
                 calls < 2,
             );
             calls += 1;
