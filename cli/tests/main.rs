@@ -13,6 +13,7 @@ mod contexts;
 mod crash;
 mod did_you_mean;
 mod isolation;
+mod kills;
 mod new_engine;
 mod progress;
 mod report;

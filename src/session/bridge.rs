@@ -394,6 +394,24 @@ impl Session {
             );
             mirror.fingerprints = prints;
             messages
+        } else if let Some(new) = (agree != seen.min(prints.len()))
+            .then(|| gaps(&mirror.fingerprints, &prints))
+            .flatten()
+        {
+            // Everything mirrored is in the view, in order, with messages between that never
+            // arrived (a call carrying them was given up while later ones got through): those
+            // are new, stored once (after what is stored; the transcript only appends).
+            tracing::info!(
+                session = &*self.id,
+                new = new.iter().filter(|n| **n).count(),
+                "the client's view holds messages the mirror lacks between mirrored ones"
+            );
+            mirror.fingerprints = prints;
+            messages
+                .into_iter()
+                .zip(new)
+                .filter_map(|(m, n)| n.then_some(m))
+                .collect()
         } else {
             // The view repeats, shortens or extends what was mirrored — or the client rewrote
             // history (pruning, an edit): either way keep the longest view seen, and append
@@ -423,6 +441,24 @@ impl Session {
         }
         Ok(Vec::new())
     }
+}
+
+/// Which messages of `view` are not in `mirror` when `mirror` is a subsequence of `view`
+/// (matched in order, each to its earliest match); `None` when it is not.
+fn gaps(mirror: &[String], view: &[String]) -> Option<Vec<bool>> {
+    let mut next = mirror.iter().peekable();
+    let new: Vec<bool> = view
+        .iter()
+        .map(|v| {
+            if next.peek() == Some(&v) {
+                next.next();
+                false
+            } else {
+                true
+            }
+        })
+        .collect();
+    next.peek().is_none().then_some(new)
 }
 
 /// A fingerprint of a client message that stays the same across processes and releases

@@ -172,6 +172,28 @@ async fn a_retried_ingest_is_stored_once_and_no_acknowledged_message_goes_missin
 }
 
 #[tokio::test]
+async fn a_view_given_up_before_the_next_ingest_stores_nothing_twice_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut c, _) = Client::on(dir.path(), &window_engine("v1", 1000, true)).await;
+    let (q1, a1, q2, a2) = (user("q1"), assistant("a1"), user("q2"), assistant("a2"));
+    c.ok("ingest", ingest("s", q1.clone())).await;
+    c.ok("assemble", view("s", std::slice::from_ref(&q1))).await;
+    // The afterTurn carrying a1 never arrives (the bridge gave it up after its retry died
+    // too); the next turn's ingest does.
+    c.ok("ingest", ingest("s", q2.clone())).await;
+    let turn = [q1, a1, q2, a2];
+    c.ok("afterTurn", after_turn("s", &turn)).await;
+    let r = c.ok("assemble", view("s", &turn)).await;
+    let mut got = texts(&r);
+    got.sort();
+    assert_eq!(got, ["a1", "a2", "q1", "q2"], "{r}");
+    c.close().await;
+    let mut stored = stored(&dir.path().join("state"), "s-");
+    stored.sort();
+    assert_eq!(stored, ["a1", "a2", "q1", "q2"]);
+}
+
+#[tokio::test]
 async fn a_kill_before_a_sessions_first_save_stores_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
