@@ -94,16 +94,14 @@ impl Serve {
         r["systemPromptAddition"].as_str().unwrap().to_owned()
     }
 
-    /// The process's threads now (`/proc/<pid>/status`).
+    /// The process's engine VM threads now (`/proc/<pid>/task/*/comm`): one per open session
+    /// (the runtime's own pools come and go on timers of their own, so they are not counted).
     fn threads(&self) -> usize {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("Threads:"))
+        std::fs::read_dir(format!("/proc/{}/task", self.child.id()))
             .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|name| name.trim() == "ctxhost-lua")
+            .count()
     }
 
     fn close(mut self) {
@@ -124,8 +122,8 @@ fn sessions_beyond_max_live_are_released_and_reopen_where_they_were() {
     let threads = serve.threads();
     // Each open session holds its engine's worker thread: 120 kept open would be 120 more.
     assert!(
-        threads <= baseline + 8 + 12,
-        "{threads} threads with 8 sessions open (baseline {baseline})"
+        threads <= baseline + 8,
+        "{threads} engine threads with 8 sessions open (baseline {baseline})"
     );
     // Released sessions reopen from what was saved: their state and their messages.
     for s in 0..120 {
@@ -137,7 +135,7 @@ fn sessions_beyond_max_live_are_released_and_reopen_where_they_were() {
 #[test]
 fn idle_sessions_are_released_and_reopen_where_they_were() {
     let dir = tempfile::tempdir().unwrap();
-    let mut serve = Serve::start(dir.path(), json!({"idleMs": 100}));
+    let mut serve = Serve::start(dir.path(), json!({"idleMs": 3000}));
     let baseline = serve.threads();
     for s in 0..30 {
         assert_eq!(serve.assemble(s, 1), "n=1 of 2");
@@ -145,16 +143,18 @@ fn idle_sessions_are_released_and_reopen_where_they_were() {
     let busy = serve.threads();
     // Released once idle: the threads go back to what the process had before.
     let mut threads = busy;
-    for _ in 0..100 {
+    for _ in 0..200 {
         std::thread::sleep(Duration::from_millis(100));
         threads = serve.threads();
-        if threads <= baseline + 4 {
+        if threads <= baseline {
             break;
         }
     }
+    // Open while in use (30, less any already idle for 3 s on a slow machine).
+    assert!(busy >= baseline + 10, "{busy} engine threads with 30 sessions in use");
     assert!(
-        threads <= baseline + 4,
-        "{threads} threads after every session went idle (baseline {baseline}, {busy} busy)"
+        threads <= baseline,
+        "{threads} engine threads after every session went idle (baseline {baseline}, {busy} busy)"
     );
     for s in 0..30 {
         assert_eq!(serve.assemble(s, 2), "n=2 of 4", "session {s}");
