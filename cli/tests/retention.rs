@@ -151,7 +151,10 @@ fn idle_sessions_are_released_and_reopen_where_they_were() {
         }
     }
     // Open while in use (30, less any already idle for 3 s on a slow machine).
-    assert!(busy >= baseline + 10, "{busy} engine threads with 30 sessions in use");
+    assert!(
+        busy >= baseline + 10,
+        "{busy} engine threads with 30 sessions in use"
+    );
     assert!(
         threads <= baseline,
         "{threads} engine threads after every session went idle (baseline {baseline}, {busy} busy)"

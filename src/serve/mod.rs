@@ -47,6 +47,7 @@ mod frame;
 mod identity;
 mod model;
 mod params;
+mod retention;
 mod server;
 
 use engine::Hosted;
@@ -104,7 +105,7 @@ where
     let server = Arc::new(Server {
         max_line: options.max_line_bytes,
         names: identity::Names::new(&options.state_dir),
-        retention: server::Retention::new(&crate::config::ServeSettings::default()),
+        retention: retention::Retention::new(&crate::config::ServeSettings::default()),
         options,
         peer: peer.clone(),
         hosted: tokio::sync::RwLock::new(None),

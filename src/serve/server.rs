@@ -19,6 +19,7 @@ use super::frame::{self, Incoming};
 use super::identity::Names;
 use super::params::*;
 use super::protocol::{self, Id, InitializeParams, InitializeResult, RpcError, code, method};
+use super::retention::Retention;
 use super::rpc::Peer;
 use super::state::{self, BridgeRecord};
 use super::{CLOSE_GRACE, Hosted, ServeOptions};
@@ -57,47 +58,20 @@ pub(super) struct Worker {
     pub(super) jobs: mpsc::UnboundedSender<Job>,
     pub(super) task: tokio::task::JoinHandle<()>,
     /// Asks the worker to release its session between calls (`host.serve.maxLive` reached).
-    release: Arc<tokio::sync::Notify>,
+    pub(super) release: Arc<tokio::sync::Notify>,
     /// The server's call count at the session's last call: the least recently used goes first.
-    used: u64,
+    pub(super) used: u64,
     /// Unique to this worker, so a worker that retires removes itself and never its successor.
-    serial: u64,
-}
-
-/// How long a session stays open without a call, and how many stay open at once.
-#[derive(Debug)]
-pub(super) struct Retention {
-    pub(super) idle: parking_lot::RwLock<std::time::Duration>,
-    pub(super) max_live: std::sync::atomic::AtomicUsize,
-    /// Calls so far (a logical clock for least recently used) and workers started.
-    calls: AtomicU64,
-    serials: AtomicU64,
-}
-
-impl Retention {
-    pub(super) fn new(settings: &crate::config::ServeSettings) -> Self {
-        Retention {
-            idle: parking_lot::RwLock::new(std::time::Duration::from_millis(settings.idle_ms)),
-            max_live: std::sync::atomic::AtomicUsize::new(settings.max_live.max(1)),
-            calls: AtomicU64::new(0),
-            serials: AtomicU64::new(0),
-        }
-    }
-
-    fn set(&self, settings: &crate::config::ServeSettings) {
-        *self.idle.write() = std::time::Duration::from_millis(settings.idle_ms);
-        self.max_live
-            .store(settings.max_live.max(1), Ordering::Relaxed);
-    }
+    pub(super) serial: u64,
 }
 
 /// What a session's worker task holds: its queue's receiving end and its flags.
 pub(super) struct WorkerSide {
-    key: String,
-    jobs: mpsc::UnboundedReceiver<Job>,
-    cancel: Arc<AtomicBool>,
-    release: Arc<tokio::sync::Notify>,
-    serial: u64,
+    pub(super) key: String,
+    pub(super) jobs: mpsc::UnboundedReceiver<Job>,
+    pub(super) cancel: Arc<AtomicBool>,
+    pub(super) release: Arc<tokio::sync::Notify>,
+    pub(super) serial: u64,
 }
 
 pub(super) struct Job {
@@ -378,44 +352,6 @@ impl Server {
                 )),
             );
         }
-    }
-
-    /// Asks the least recently used session other than `key` to release itself when more
-    /// than `host.serve.maxLive` are open (it does so between calls, after saving).
-    fn release_beyond_max_live(&self, sessions: &HashMap<String, Worker>, key: &str) {
-        if sessions.len() <= self.retention.max_live.load(Ordering::Relaxed) {
-            return;
-        }
-        if let Some((_, w)) = sessions
-            .iter()
-            .filter(|(k, _)| k.as_str() != key)
-            .min_by_key(|(_, w)| w.used)
-        {
-            w.release.notify_one();
-        }
-    }
-
-    /// Closes a session no one is calling (idle, or released for another): its state is saved
-    /// and its engine instance disposed. Returns whether the worker is done; a call that came
-    /// in meanwhile keeps it serving (the session reopens from what was saved).
-    async fn retire(&self, worker: &mut WorkerSide, served: &mut Option<Served>) -> bool {
-        if let Some(s) = served.take() {
-            if let Err(e) = s.handle.close().await {
-                tracing::warn!(session = %worker.key, "releasing the session failed: {e}");
-            }
-            tracing::debug!(session = %worker.key, "session released");
-        }
-        let mut sessions = self.sessions.lock();
-        if !worker.jobs.is_empty() {
-            return false;
-        }
-        if sessions
-            .get(&worker.key)
-            .is_some_and(|w| w.serial == worker.serial)
-        {
-            sessions.remove(&worker.key);
-        }
-        true
     }
 
     /// Forgets a job as queued (only its own entry: a later request may reuse the id).
