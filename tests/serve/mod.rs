@@ -7,6 +7,7 @@
 mod budget;
 mod cancel;
 mod compaction;
+mod corpus;
 mod durability;
 mod fuzz;
 mod identity;
