@@ -545,16 +545,19 @@ fn host_complete_search_and_fetch_are_served_by_the_parent() {
     }
 }
 
-/// A call whose `host.search` finds the session's messages.
-fn searchable(ctx: &[Arc<Message>]) -> HostCall {
+/// A call whose `host.search` looks through `n` stored assistant messages that all match.
+fn searchable(ctx: &[Arc<Message>], n: usize) -> HostCall {
     let recall = Arc::new(RecallIndex::default());
-    recall.add(ctx);
+    let stored: Vec<Arc<Message>> = (0..n)
+        .map(|i| Arc::new(Message::assistant(format!("localhost note {i}"))))
+        .collect();
+    recall.add(&stored);
     host_call(ctx, json!({})).with_recall(recall)
 }
 
 /// Host work the parent does for a child counts against the call's deadline, as in process: an
-/// engine that loops over `host.search` (served by the parent: CPU, no wait) is stopped at
-/// deadline + grace, not served for as long as it asks.
+/// engine whose few `host.search` calls are each costly (a role filter of 10,000 names checked
+/// against every one of 50,000 matches) is stopped at deadline + grace, not served for as long as it asks.
 #[test]
 fn host_work_served_for_a_child_counts_against_the_deadline() {
     let dir = tempfile::tempdir().unwrap();
@@ -564,8 +567,11 @@ fn host_work_served_for_a_child_counts_against_the_deadline() {
         grace_ms: 100,
         ..Limits::default()
     };
-    // Many searches: far past 200 ms of host work either way.
-    let body = "  for i = 1, 200000 do host.search(\"localhost\") end";
+    // Each search checks 50,000 matches against 10,000 roles: seconds for the twenty, all of
+    // it in the parent (the engine's own part is one small table).
+    let body = r#"  local roles = {}
+  for i = 1, 10000 do roles[i] = "user" end
+  for i = 1, 20 do host.search("localhost", { roles = roles }) end"#;
     let path = dir.path().join("busy.lua");
     std::fs::write(&path, lua_engine(body)).unwrap();
     let opts = LoadOptions {
@@ -575,14 +581,14 @@ fn host_work_served_for_a_child_counts_against_the_deadline() {
     let thread = ctxhost::engine::load(&path, &opts, &Default::default()).unwrap();
     let mut vm = thread.instantiate(&cx(json!({}))).unwrap();
     let e = vm
-        .assemble(&searchable(&ctx), &assemble_params())
+        .assemble(&searchable(&ctx, 50_000), &assemble_params())
         .expect_err("over its deadline in process");
     assert_eq!(e.kind, EngineErrorKind::Deadline, "{e}");
 
     let factory = load_isolated(dir.path(), "busy_child.lua", &lua_engine(body), limits);
     let mut engine = factory.instantiate_typed(&cx(json!({}))).unwrap();
     let e = engine
-        .assemble(&searchable(&ctx), &assemble_params())
+        .assemble(&searchable(&ctx, 50_000), &assemble_params())
         .expect_err("over its deadline in a child");
     assert_eq!(e.kind, EngineErrorKind::Deadline, "{e}");
 }
