@@ -21,13 +21,18 @@ use parking_lot::Mutex;
 
 use crate::contract::client::ClientCall;
 
+/// How many names a server keeps in memory: a gateway sees every session it ever served, and
+/// the disk has them all anyway.
+const KNOWN_NAMES: usize = 65_536;
+
 /// A conversation's identity: the `sessionId` that started it.
 pub(super) type Conversation = String;
 
 /// The names a server has learnt: keys to conversations, successor ids to conversations.
 pub(super) struct Names {
     dir: PathBuf,
-    /// What was read or written, so a call reads the disk only for a name not seen yet.
+    /// What was read or written, so a call reads the disk only for a name not seen yet (at
+    /// most [`KNOWN_NAMES`]; past that it starts afresh and names are read again as needed).
     known: Mutex<HashMap<PathBuf, Option<String>>>,
 }
 
@@ -96,7 +101,7 @@ impl Names {
             return v.clone();
         }
         let v = std::fs::read_to_string(file).ok().filter(|s| !s.is_empty());
-        self.known.lock().insert(file.to_owned(), v.clone());
+        self.note(file, v.clone());
         v
     }
 
@@ -106,9 +111,7 @@ impl Names {
         if self.read(file).as_deref() == Some(value) {
             return;
         }
-        self.known
-            .lock()
-            .insert(file.to_owned(), Some(value.to_owned()));
+        self.note(file, Some(value.to_owned()));
         let written = std::fs::create_dir_all(&self.dir).and_then(|()| {
             let tmp = file.with_extension("tmp");
             std::fs::write(&tmp, value)?;
@@ -117,6 +120,15 @@ impl Names {
         if let Err(e) = written {
             tracing::warn!(file = %file.display(), "cannot note a session name: {e}");
         }
+    }
+
+    /// Keeps `value` as what `file` holds.
+    fn note(&self, file: &Path, value: Option<String>) {
+        let mut known = self.known.lock();
+        if known.len() >= KNOWN_NAMES {
+            known.clear();
+        }
+        known.insert(file.to_owned(), value);
     }
 }
 
