@@ -10,9 +10,16 @@
 //!   that flag, because reading the clock inside an interrupt made loops ~6× slower.
 //! - [`Worker`]: a thread that owns one VM and runs calls sent over a channel; the caller waits
 //!   at most deadline + grace and, past that, abandons the VM for good (it is stuck in C code).
+//!
+//! Host waits on something outside the process (a model call, the client's compaction) move a
+//! call's deadline by their time ([`outside_deadline`], in `sandbox/outside.rs`).
 
 pub mod alloc;
 pub mod gate;
+mod outside;
+
+pub(crate) use outside::crediting;
+pub use outside::{outside_deadline, within_deadline};
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
@@ -230,192 +237,6 @@ struct HostWaits {
     waiting: AtomicBool,
     /// Nanoseconds spent in host waits on this worker, ever (callers take differences).
     waited_ns: std::sync::atomic::AtomicU64,
-}
-
-/// Runs `f` (a host function's wait on something outside the process: the client's
-/// compaction, a model call) without its time counting against the running script call's
-/// deadline: the deadline moves later by the time `f` took, and the worker's caller waits that
-/// much longer before abandoning the VM. The script cannot run meanwhile (it is inside the host
-/// function), so nothing it does escapes the deadline. A deadline that had already passed stays
-/// passed. The call gives its place in the [`gate`] back while it waits. Outside a script call
-/// (or off a worker thread) this is just `f()`, its time noted for [`crediting`].
-pub fn outside_deadline<R>(f: impl FnOnce() -> R) -> R {
-    let running = RUNNING.with(|r| r.borrow().clone());
-    let waits = SERVING.with(|w| w.borrow().clone());
-    let Some(running) = running else {
-        return credited_outside(f);
-    };
-    let dog = watchdog();
-    let key = running.lock().key;
-    let pending = dog.shared.state.lock().timers.remove(&key).is_some();
-    if let Some(w) = &waits {
-        w.waiting.store(true, Ordering::SeqCst);
-    }
-    let outer = OUTSIDE.with(|o| {
-        o.borrow_mut().replace(Outside {
-            key,
-            since: Instant::now(),
-            pending,
-        })
-    });
-    // Waiting uses no core: another script call may run meanwhile.
-    let r = gate::cores().outside(f);
-    let Some(out) = OUTSIDE.with(|o| std::mem::replace(&mut *o.borrow_mut(), outer)) else {
-        return r;
-    };
-    back_inside(&running, waits.as_deref(), dog, &out);
-    r
-}
-
-/// Ends a stretch outside the deadline: the caller's wait is credited with its time, and a
-/// deadline that had not passed is armed again that much later. Returns the new deadline.
-fn back_inside(
-    running: &Mutex<Armed>,
-    waits: Option<&HostWaits>,
-    dog: &Watchdog,
-    out: &Outside,
-) -> (Instant, u64) {
-    let waited = out.since.elapsed();
-    if let Some(w) = waits {
-        let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
-        w.waited_ns.fetch_add(ns, Ordering::SeqCst);
-        w.waiting.store(false, Ordering::SeqCst);
-    }
-    let mut armed = running.lock();
-    if out.pending {
-        let flag = Arc::clone(&armed.flag);
-        armed.key = dog.insert(out.key.0 + waited, flag);
-    }
-    armed.key
-}
-
-/// The state of an [`outside_deadline`] wait on this thread.
-#[derive(Debug)]
-struct Outside {
-    /// The deadline as it stood when the current stretch outside began.
-    key: (Instant, u64),
-    /// When the current stretch outside began.
-    since: Instant,
-    /// Whether the deadline had not passed yet (its timer was still armed).
-    pending: bool,
-}
-
-thread_local! {
-    /// The [`outside_deadline`] wait this thread is in, if any.
-    static OUTSIDE: std::cell::RefCell<Option<Outside>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `f` back under the script call's deadline from inside an [`outside_deadline`] wait:
-/// host work done after the wait (a model summarizer that failed and falls back to the
-/// built-in one) is CPU work the script caused, so it counts against the call's deadline and
-/// the caller abandons the worker at deadline + grace as for any native step. The deadline
-/// keeps the credit of the wait before `f`. Anywhere else this is just `f()` (its time taken
-/// back from a [`crediting`] wait around it).
-pub fn within_deadline<R>(f: impl FnOnce() -> R) -> R {
-    let running = RUNNING.with(|r| r.borrow().clone());
-    let waits = SERVING.with(|w| w.borrow().clone());
-    let Some(running) = running else {
-        return credited_within(f);
-    };
-    let Some(mut out) = OUTSIDE.with(|o| o.borrow_mut().take()) else {
-        return f();
-    };
-    let dog = watchdog();
-    let key = back_inside(&running, waits.as_deref(), dog, &out);
-    if out.pending {
-        out.key = key;
-    }
-    let r = f();
-    if out.pending {
-        out.pending = dog.shared.state.lock().timers.remove(&out.key).is_some();
-    }
-    if let Some(w) = &waits {
-        w.waiting.store(true, Ordering::SeqCst);
-    }
-    out.since = Instant::now();
-    OUTSIDE.with(|o| *o.borrow_mut() = Some(out));
-    r
-}
-
-/// Runs `f` (host work done off a worker thread for a script call running elsewhere: the
-/// parent serving an isolated child's host call) and says how much of its time was waits on
-/// something outside the process ([`outside_deadline`] stretches, less the work
-/// [`within_deadline`] did inside them). Only that much is credited to the call's deadline, so
-/// host work a child asks for counts against it as it would in process.
-pub(crate) fn crediting<R>(f: impl FnOnce() -> R) -> (R, Duration) {
-    let outer = CREDIT.with(|c| c.replace(Some(Credit::default())));
-    let r = f();
-    let got = CREDIT.with(|c| c.replace(outer)).unwrap_or_default();
-    (r, got.waited)
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct Credit {
-    /// Waits so far.
-    waited: Duration,
-    /// Inside an [`outside_deadline`] stretch now.
-    outside: bool,
-    /// Work done back under the deadline within the current stretch.
-    within: Duration,
-}
-
-thread_local! {
-    /// The waits of host work done under [`crediting`] on this thread.
-    static CREDIT: std::cell::Cell<Option<Credit>> = const { std::cell::Cell::new(None) };
-}
-
-/// Times `f` under `state` and then updates the credit with what it took.
-fn credit_step<R>(
-    state: Credit,
-    f: impl FnOnce() -> R,
-    after: impl Fn(Credit, Duration) -> Credit,
-) -> R {
-    CREDIT.with(|cell| cell.set(Some(state)));
-    let t0 = Instant::now();
-    let r = f();
-    let took = t0.elapsed();
-    CREDIT.with(|cell| {
-        if let Some(c) = cell.get() {
-            cell.set(Some(after(c, took)));
-        }
-    });
-    r
-}
-
-fn credited_outside<R>(f: impl FnOnce() -> R) -> R {
-    match CREDIT.with(std::cell::Cell::get) {
-        Some(c) if !c.outside => {
-            let start = Credit {
-                outside: true,
-                within: Duration::ZERO,
-                ..c
-            };
-            credit_step(start, f, |c, took| Credit {
-                waited: c.waited + took.saturating_sub(c.within),
-                outside: false,
-                within: Duration::ZERO,
-            })
-        }
-        _ => f(),
-    }
-}
-
-fn credited_within<R>(f: impl FnOnce() -> R) -> R {
-    match CREDIT.with(std::cell::Cell::get) {
-        Some(c) if c.outside => credit_step(
-            Credit {
-                outside: false,
-                ..c
-            },
-            f,
-            |c, took| Credit {
-                outside: true,
-                within: c.within + took,
-                ..c
-            },
-        ),
-        _ => f(),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -161,5 +161,8 @@ fn host_work_off_a_worker_is_credited_only_for_its_waits() {
         "the work within ({waited:?} of {total:?}) is not credited"
     );
     // Outside `crediting` nothing is noted.
-    assert_eq!(CREDIT.with(std::cell::Cell::get).map(|c| c.waited), None);
+    assert_eq!(
+        outside::CREDIT.with(std::cell::Cell::get).map(|c| c.waited),
+        None
+    );
 }
