@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
 use crate::common;
+use crate::rng::{Rng, env_u64};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -66,22 +67,6 @@ fn entries(file: &Path) -> Vec<String> {
             _ => format!("unparsed: {line}"),
         })
         .collect()
-}
-
-/// A small deterministic generator (xorshift), so a failing sequence of kills can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
 /// What one killed run left behind, checked against the complete run.

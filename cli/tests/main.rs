@@ -18,6 +18,7 @@ mod new_engine;
 mod progress;
 mod report;
 mod retention;
+mod rng;
 mod serve;
 mod snapshots;
 mod terminal;
