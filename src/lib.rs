@@ -34,6 +34,7 @@ pub mod serve;
 pub mod session;
 pub mod status;
 pub mod stdlib;
+pub mod store;
 pub mod summarize;
 pub mod tokens;
 pub mod transcript;

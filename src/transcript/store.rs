@@ -47,6 +47,8 @@ pub struct TranscriptStore {
     needs_newline: bool,
     /// When appended entries are forced to disk.
     durability: Durability,
+    /// The header's `timestamp`: when the session was created.
+    created_at: Option<String>,
 }
 
 /// When appended entries are forced to disk (`fsync`). Every mode writes each append through
@@ -72,11 +74,12 @@ impl TranscriptStore {
             .create_new(true)
             .open(&path)
             .map_err(|e| Error::io("create transcript", &path, e))?;
+        let created_at = iso_now();
         let header = json!({
             "type": "session",
             "version": SESSION_VERSION,
             "id": session_id,
-            "timestamp": iso_now(),
+            "timestamp": created_at,
             "cwd": cwd,
         });
         let mut line = serde_json::to_string(&header).map_err(|e| Error::Transcript {
@@ -100,6 +103,7 @@ impl TranscriptStore {
             len: 0,
             needs_newline: false,
             durability: Durability::default(),
+            created_at: Some(created_at),
         })
     }
 
@@ -173,6 +177,11 @@ impl TranscriptStore {
             .get("version")
             .and_then(Value::as_u64)
             .unwrap_or(1);
+        let created_at = header
+            .value
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
 
         let mut messages = Vec::new();
         let mut max_id: u64 = 0;
@@ -214,6 +223,7 @@ impl TranscriptStore {
             len: messages.len(),
             needs_newline: parsed.missing_final_newline,
             durability: Durability::default(),
+            created_at,
         };
         Ok((store, messages, problems))
     }
@@ -222,7 +232,52 @@ impl TranscriptStore {
     /// writes them through to the OS (and with [`Durability::Entry`], to disk) before it returns.
     /// Returns the stored messages.
     pub fn append(&mut self, messages: Vec<Message>) -> Result<Vec<Arc<Message>>> {
-        if messages.is_empty() {
+        let mut next_id = self.next_id;
+        let stored: Vec<Arc<Message>> = messages
+            .into_iter()
+            .map(|mut m| {
+                m.id = format!("{next_id:08x}");
+                next_id = next_id.saturating_add(1);
+                Arc::new(m)
+            })
+            .collect();
+        // Ids are consumed even if the write fails, so a partly written entry is never reused.
+        let consumed = next_id;
+        let written = self.write_entries(stored);
+        self.next_id = self.next_id.max(consumed);
+        written
+    }
+
+    /// Appends messages that were stored elsewhere, keeping their ids (`ctxhost store
+    /// migrate`); an id that is not after the ones already here is refused.
+    pub fn append_stored(&mut self, messages: &[Arc<Message>]) -> Result<Vec<Arc<Message>>> {
+        let mut next = self.next_id;
+        for m in messages {
+            match u64::from_str_radix(&m.id, 16) {
+                Ok(n) if n >= next => next = n.saturating_add(1),
+                _ => {
+                    return Err(Error::Transcript {
+                        path: self.path.clone(),
+                        line: 0,
+                        message: format!(
+                            "cannot copy message \"{}\": its id is not a hex number after {:08x}",
+                            m.id,
+                            next.saturating_sub(1)
+                        ),
+                    });
+                }
+            }
+        }
+        let written =
+            self.write_entries(messages.iter().map(|m| Arc::new((**m).clone())).collect());
+        self.next_id = self.next_id.max(next);
+        written
+    }
+
+    /// Writes messages (ids already given) as entries chained to the previous one, through to
+    /// the OS and, with [`Durability::Entry`], to disk.
+    fn write_entries(&mut self, mut stored: Vec<Arc<Message>>) -> Result<Vec<Arc<Message>>> {
+        if stored.is_empty() {
             return Ok(Vec::new());
         }
         let Some(file) = self.file.as_mut() else {
@@ -240,29 +295,21 @@ impl TranscriptStore {
         if self.needs_newline {
             buf.push('\n');
         }
-        let mut stored = Vec::with_capacity(messages.len());
-        let mut next_id = self.next_id;
         let mut parent = self.last_id.clone();
-        for mut message in messages {
-            let id = format!("{next_id:08x}");
-            next_id = next_id.saturating_add(1);
-            message.id = id.clone();
+        for message in &mut stored {
+            let message = Arc::make_mut(message);
             let timestamp = iso_now();
-            let entry =
-                message_to_entry(&mut message, parent.as_deref(), &timestamp).map_err(|e| {
-                    Error::Transcript {
-                        path: self.path.clone(),
-                        line: 0,
-                        message: format!("cannot encode message {id}: {e}"),
-                    }
-                })?;
+            let entry = message_to_entry(message, parent.as_deref(), &timestamp).map_err(|e| {
+                Error::Transcript {
+                    path: self.path.clone(),
+                    line: 0,
+                    message: format!("cannot encode message {}: {e}", message.id),
+                }
+            })?;
             buf.push_str(&entry);
             buf.push('\n');
-            parent = Some(id);
-            stored.push(Arc::new(message));
+            parent = Some(message.id.clone());
         }
-        // Ids are consumed even if the write fails, so a partly written entry is never reused.
-        self.next_id = next_id;
         let written = file
             .write_all(buf.as_bytes())
             .and_then(|()| file.flush())
@@ -279,6 +326,21 @@ impl TranscriptStore {
         self.last_id = parent;
         self.len += stored.len();
         Ok(stored)
+    }
+
+    /// The file's length in bytes as written so far (what a commit mark accounts for).
+    pub fn byte_len(&self) -> Result<u64> {
+        let meta = match &self.file {
+            Some(f) => f.metadata(),
+            None => std::fs::metadata(&self.path),
+        };
+        meta.map(|m| m.len())
+            .map_err(|e| Error::io("measure transcript", &self.path, e))
+    }
+
+    /// When the session was created (the header's `timestamp`), if the header says.
+    pub fn created_at(&self) -> Option<&str> {
+        self.created_at.as_deref()
     }
 
     /// Sets when appends are forced to disk.

@@ -1,0 +1,190 @@
+//! Sessions kept in memory only: for embedders that persist elsewhere and for tests. A commit
+//! is what a crash would keep, so a test can "crash" a session by dropping it uncommitted and
+//! opening it again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use super::{Backend, Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
+use crate::error::{Error, Result};
+use crate::message::Message;
+
+const KIND: &str = "memory";
+
+/// What one session has committed.
+#[derive(Clone, Debug, Default)]
+struct Committed {
+    messages: Vec<Arc<Message>>,
+    state: Option<Value>,
+    meta: SessionMeta,
+    next_id: u64,
+}
+
+/// Sessions in memory, shared by every store opened from it.
+#[derive(Debug, Default)]
+pub struct MemoryBackend {
+    sessions: Arc<Mutex<BTreeMap<String, Committed>>>,
+}
+
+impl MemoryBackend {
+    /// An empty backend.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// One session's store over a [`MemoryBackend`]: appends wait in `pending` until a commit.
+#[derive(Debug)]
+pub struct MemoryStore {
+    id: String,
+    sessions: Arc<Mutex<BTreeMap<String, Committed>>>,
+    committed_len: usize,
+    pending: Vec<Arc<Message>>,
+    next_id: u64,
+    last_id: Option<String>,
+    meta: SessionMeta,
+}
+
+impl Backend for MemoryBackend {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn open(&self, id: &str, _cwd: &str) -> Result<Opened> {
+        let mut sessions = self.sessions.lock();
+        let committed = sessions.entry(id.to_owned()).or_insert_with(|| Committed {
+            meta: SessionMeta {
+                created_at: Some(crate::transcript::iso_now()),
+                turns: Some(0),
+            },
+            next_id: 1,
+            ..Committed::default()
+        });
+        let store = MemoryStore {
+            id: id.to_owned(),
+            sessions: Arc::clone(&self.sessions),
+            committed_len: committed.messages.len(),
+            pending: Vec::new(),
+            next_id: committed.next_id,
+            last_id: committed.messages.last().map(|m| m.id.clone()),
+            meta: committed.meta.clone(),
+        };
+        Ok(Opened {
+            store: Box::new(store),
+            messages: committed.messages.clone(),
+            state: committed.state.clone(),
+        })
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionSummary>> {
+        Ok(self
+            .sessions
+            .lock()
+            .iter()
+            .map(|(id, c)| SessionSummary {
+                id: id.clone(),
+                messages: c.messages.len() as u64,
+                meta: c.meta.clone(),
+            })
+            .collect())
+    }
+
+    fn import(
+        &self,
+        id: &str,
+        messages: &[Arc<Message>],
+        state: Option<&Value>,
+        meta: &SessionMeta,
+    ) -> Result<bool> {
+        let mut sessions = self.sessions.lock();
+        if let Some(existing) = sessions.get(id)
+            && !existing.messages.is_empty()
+        {
+            if super::messages_digest(&existing.messages) == super::messages_digest(messages) {
+                return Ok(false);
+            }
+            return Err(Error::Store {
+                backend: KIND,
+                op: "import session",
+                session: Some(id.to_owned()),
+                message: format!(
+                    "it already holds {} other messages; nothing was copied",
+                    existing.messages.len()
+                ),
+                lost_lease: false,
+            });
+        }
+        let next_id = messages
+            .iter()
+            .filter_map(|m| u64::from_str_radix(&m.id, 16).ok())
+            .max()
+            .unwrap_or(0)
+            + 1;
+        sessions.insert(
+            id.to_owned(),
+            Committed {
+                messages: messages.to_vec(),
+                state: state.cloned(),
+                meta: meta.clone(),
+                next_id,
+            },
+        );
+        Ok(true)
+    }
+}
+
+impl SessionStore for MemoryStore {
+    fn append(&mut self, messages: Vec<Message>) -> Result<Vec<Arc<Message>>> {
+        let mut stored = Vec::with_capacity(messages.len());
+        for mut m in messages {
+            m.id = format!("{:08x}", self.next_id);
+            self.next_id += 1;
+            let m = Arc::new(m);
+            self.last_id = Some(m.id.clone());
+            stored.push(Arc::clone(&m));
+            self.pending.push(m);
+        }
+        Ok(stored)
+    }
+
+    fn commit(&mut self, commit: Commit<'_>) -> Result<()> {
+        let mut sessions = self.sessions.lock();
+        let c = sessions.entry(self.id.clone()).or_default();
+        c.messages.truncate(self.committed_len);
+        c.messages.append(&mut self.pending);
+        self.committed_len = c.messages.len();
+        c.next_id = self.next_id;
+        if let Some(state) = commit.state {
+            c.state = Some(state.clone());
+        }
+        if commit.turn_ended {
+            self.meta.turns = Some(self.meta.turns.unwrap_or(0) + 1);
+        }
+        c.meta = self.meta.clone();
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.committed_len + self.pending.len()
+    }
+
+    fn cursor(&self) -> StorageCursor {
+        StorageCursor {
+            backend: KIND.into(),
+            session_id: self.id.clone(),
+            seq: self.len() as u64,
+            entry_id: self.last_id.clone(),
+        }
+    }
+
+    fn meta(&self) -> SessionMeta {
+        self.meta.clone()
+    }
+
+    fn location(&self) -> String {
+        format!("memory:{}", self.id)
+    }
+}

@@ -1,0 +1,173 @@
+//! Where sessions are kept: one seam, [`SessionStore`], for everything a session keeps (its
+//! entries, the engine's state with a client's record inside it, and its metadata), and one
+//! for the place that holds many sessions, [`Backend`].
+//!
+//! A turn's writes commit together: entries appended since the last [`SessionStore::commit`]
+//! and the state passed to it become visible at once, so after a crash a session opens either
+//! before the turn or after it, on every backend.
+//!
+//! - [`jsonl`]: the default, the pi/OpenClaw v3 session file plus `transcript.jsonl.state.json`
+//!   beside it (files an earlier ctxhost wrote open unchanged).
+//! - [`memory`]: nothing on disk, for embedders and tests.
+//! - `sqlite` and `postgres`: one database for many sessions (see their modules).
+
+pub mod jsonl;
+pub mod memory;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::message::Message;
+
+/// Where a lifecycle call's session stands in its store, so an engine can name a point in the
+/// history that survives a restart (`storageCursor` in the lifecycle context).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageCursor {
+    /// `fs-jsonl`, `sqlite`, `postgres` or `memory`.
+    pub backend: String,
+    /// The session the store keeps.
+    pub session_id: String,
+    /// How many messages the store holds (the next message is number `seq + 1`).
+    pub seq: u64,
+    /// The id of the newest stored message, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry_id: Option<String>,
+}
+
+/// What a store knows about its session beyond the entries, for the lifecycle context and
+/// `doctor`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMeta {
+    /// When the session was created (ISO 8601), when the backend knows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// Turns committed so far, when the backend knows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u64>,
+}
+
+/// What one commit makes durable together with the entries appended since the last one.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Commit<'a> {
+    /// The session's state (the engine's `p.state` and a client's record), or `None` to keep
+    /// the committed one.
+    pub state: Option<&'a Value>,
+    /// Whether a turn ended with this commit (counted in [`SessionMeta::turns`]).
+    pub turn_ended: bool,
+}
+
+/// A session as a store opened it: its store, what it holds, and its committed state.
+#[derive(Debug)]
+pub struct Opened {
+    /// Where the session's next writes go.
+    pub store: Box<dyn SessionStore>,
+    /// Every committed message, in order, with the ids the store gave them.
+    pub messages: Vec<Arc<Message>>,
+    /// The state the last commit carried, if any.
+    pub state: Option<Value>,
+}
+
+/// One session's storage. The session appends what a turn adds and commits at the turn's end;
+/// nothing else writes to it.
+pub trait SessionStore: Send + std::fmt::Debug {
+    /// Appends messages as new entries with fresh ids and returns them as stored. They are
+    /// part of the session from now on, and durable once [`commit`](Self::commit) returns.
+    /// On an error nothing of this call counts as stored.
+    fn append(&mut self, messages: Vec<Message>) -> Result<Vec<Arc<Message>>>;
+
+    /// Makes everything appended since the last commit durable together with `commit.state`:
+    /// after a crash the session opens as it was before this commit or as it is after it.
+    fn commit(&mut self, commit: Commit<'_>) -> Result<()>;
+
+    /// How many messages the store holds, committed or not.
+    fn len(&self) -> usize;
+
+    /// Whether the store holds no message.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Where the session stands, for the lifecycle context's `storageCursor`.
+    fn cursor(&self) -> StorageCursor;
+
+    /// When the session was created and how many turns it committed, where known.
+    fn meta(&self) -> SessionMeta {
+        SessionMeta::default()
+    }
+
+    /// A name for the session's storage in messages and in the lifecycle context's
+    /// `sessionFile`: the file for JSONL, `sqlite:<file>#<id>` or `postgres:<id>` for databases.
+    fn location(&self) -> String;
+
+    /// The transcript file, for backends that keep one (tools that read it as JSONL).
+    fn file(&self) -> Option<&Path> {
+        None
+    }
+}
+
+/// Something a [`Backend`] lists: one session it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    /// The session id.
+    pub id: String,
+    /// Committed messages.
+    pub messages: u64,
+    /// When it was created and how many turns it committed, where known.
+    #[serde(flatten)]
+    pub meta: SessionMeta,
+}
+
+/// A place that holds many sessions, each opened by id.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// `fs-jsonl`, `sqlite`, `postgres` or `memory`.
+    fn kind(&self) -> &'static str;
+
+    /// Opens the session `id`, creating it (empty, with `cwd` recorded where the backend
+    /// records one) when it does not exist yet.
+    fn open(&self, id: &str, cwd: &str) -> Result<Opened>;
+
+    /// Every session the backend holds, for `doctor` and `store migrate`.
+    fn sessions(&self) -> Result<Vec<SessionSummary>>;
+
+    /// Copies a whole session into this backend as it was stored elsewhere (ids kept), in one
+    /// commit: afterwards the session is there entirely or not at all. A session already
+    /// holding exactly these messages is left as it is (`Ok(false)`); one holding others is
+    /// refused.
+    fn import(
+        &self,
+        id: &str,
+        messages: &[Arc<Message>],
+        state: Option<&Value>,
+        meta: &SessionMeta,
+    ) -> Result<bool>;
+
+    /// Bytes the backend occupies, when it can tell cheaply (for `doctor`).
+    fn size_bytes(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// A digest of a session's messages (ids and bodies, in order), so a copy can be checked
+/// against its source without comparing them field by field.
+pub fn messages_digest(messages: &[Arc<Message>]) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for m in messages {
+        ctx.update(m.id.as_bytes());
+        ctx.update(b"\0");
+        // A message always serializes (plain data); an unencodable one would hash as empty.
+        ctx.update(&serde_json::to_vec(&m.body).unwrap_or_default());
+        ctx.update(b"\n");
+    }
+    ctx.finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
