@@ -178,9 +178,6 @@ pub struct HostSettings {
     pub window: u64,
     /// When transcript appends are forced to disk: `entry` (default), `turn` or `none`.
     pub durability: crate::transcript::Durability,
-    /// Where sessions are kept: `{kind: "jsonl"}` (default: files under the state
-    /// directory), `{kind: "sqlite", path}` or `{kind: "postgres", url, passwordEnv}`.
-    pub store: StoreSettings,
     /// Built-in compaction.
     pub compaction: CompactionSettings,
     /// Which summarizer writes compaction summaries: `{kind: "builtin"}` (default, offline)
@@ -323,7 +320,6 @@ impl Default for HostSettings {
             tokenizer: Tokenizer::Estimate,
             window: 32_000,
             durability: crate::transcript::Durability::default(),
-            store: StoreSettings::default(),
             compaction: CompactionSettings::default(),
             summarizer: crate::llm::SummarizerSettings::default(),
             complete: crate::llm::ModelLimits::default(),
@@ -587,35 +583,3 @@ fn explain_serde_message(raw: &str) -> String {
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;
-
-/// `host.store`: where sessions are kept.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
-pub enum StoreSettings {
-    /// Files under the state directory: `sessions/<id>/transcript.jsonl` and its state.
-    #[default]
-    Jsonl,
-    /// One SQLite database file for every session (WAL mode, so readers never wait).
-    #[serde(rename_all = "camelCase")]
-    Sqlite {
-        /// The database file; relative to the config file. Default `ctxhost.db` in the
-        /// state directory.
-        #[serde(default)]
-        path: Option<PathBuf>,
-    },
-    /// A Postgres database shared by many `ctxhost serve` processes, each session leased to
-    /// one of them at a time.
-    #[serde(rename_all = "camelCase")]
-    Postgres {
-        /// `postgres://user@host:port/db` or `host=/run/postgresql dbname=ctxhost`; without
-        /// a password (it comes from `passwordEnv`).
-        url: String,
-        /// The environment variable holding the password. Default `CTXHOST_PG_PASSWORD`.
-        #[serde(default)]
-        password_env: Option<String>,
-        /// How long a session's lease lasts without a write before another process may take
-        /// the session over, in ms. Default 30,000.
-        #[serde(default)]
-        lease_ms: Option<u64>,
-    },
-}

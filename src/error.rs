@@ -83,17 +83,14 @@ pub enum Error {
     /// A session store (a database, or the files of one) refused or failed an operation.
     #[error("{backend} store, {op}{}: {message}", .session.as_ref().map(|s| format!(" of session \"{s}\"")).unwrap_or_default())]
     Store {
-        /// `fs-jsonl`, `sqlite`, `postgres` or `memory`.
+        /// `fs-jsonl` or `memory`.
         backend: &'static str,
         /// What the host was doing (`open session`, `commit turn`, `take lease`, ...).
         op: &'static str,
         /// The session, when the operation was on one.
         session: Option<String>,
-        /// What went wrong (never a password).
+        /// What went wrong.
         message: String,
-        /// Whether the session was taken over by another process (its lease moved): the
-        /// session must be opened again, not retried.
-        lost_lease: bool,
     },
 }
 

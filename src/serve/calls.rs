@@ -11,7 +11,7 @@ use crate::contract::client::{self, ClientCall as Call};
 use crate::contract::{
     CommitStatus, CompactionTarget, ContextMode, MaintainReason, SubagentEndReason,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::host::ClientCompaction;
 use crate::runtime::{Host, SessionSpec};
 use crate::session::{ClientAssemble, ClientCall, ClientMirror, Session};
@@ -265,13 +265,7 @@ impl Server {
         key: &str,
         cancel: &Arc<AtomicBool>,
     ) -> Result<Served> {
-        let dir = state::open_session_dir(&self.options.state_dir, key).map_err(|e| {
-            Error::io(
-                "create session directory",
-                state::session_dir(&self.options.state_dir, key),
-                e,
-            )
-        })?;
+        let dir = state::open_session_dir(&self.options.state_dir, key)?;
         let file = dir.join("transcript.jsonl");
         let spec = SessionSpec {
             cancel: Some(Arc::clone(cancel)),

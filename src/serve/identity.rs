@@ -14,6 +14,7 @@
 //! <state dir>/names/id-<sha256 of the id>     the conversation a successor id continues
 //! ```
 
+use crate::store::jsonl::digest;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -134,11 +135,4 @@ impl Names {
 
 fn non_empty(s: Option<&String>) -> Option<&str> {
     s.map(String::as_str).filter(|s| !s.is_empty())
-}
-
-/// The SHA-256 of `s` in hex: names chosen by others (a Discord channel's key) cannot be made
-/// to collide.
-pub(super) fn digest(s: &str) -> String {
-    let d = ring::digest::digest(&ring::digest::SHA256, s.as_bytes());
-    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::session::ClientMirror;
+use crate::store::jsonl::JsonlBackend;
+use crate::transcript::Durability;
 
 /// How many `advancementKey`s a session remembers (the oldest are forgotten first).
 pub const COMMIT_RECORD_LEN: usize = 4096;
@@ -42,66 +44,16 @@ pub fn default_state_dir() -> Option<PathBuf> {
         .or_else(|| env("HOME").map(|h| h.join(".local/state/ctxhost")))
 }
 
-/// The directory of the conversation `id`: a readable slug plus the SHA-256 of the whole id,
-/// so distinct conversations never share a directory (whatever names others choose) and no id
-/// can climb out of the state directory.
+/// The directory of the conversation `id` (the JSONL store's layout:
+/// [`JsonlBackend::session_dir`]).
 pub fn session_dir(state_dir: &Path, id: &str) -> PathBuf {
-    state_dir
-        .join("sessions")
-        .join(format!("{}-{}", slug(id, 48), super::identity::digest(id)))
+    JsonlBackend::new(state_dir, Durability::default()).session_dir(id)
 }
 
-/// Where an earlier ctxhost kept the session keyed `key` (a 32-bit hash: two keys could share
-/// it). Read once, when the conversation has no directory of its own yet, and moved.
-fn legacy_session_dir(state_dir: &Path, key: &str) -> PathBuf {
-    let mut h = crate::session::Fnv::new();
-    h.write(key.as_bytes());
-    state_dir
-        .join("sessions")
-        .join(format!("{}-{:08x}", slug(key, 64), h.0 as u32))
-}
-
-fn slug(s: &str, max: usize) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(max)
-        .collect()
-}
-
-/// The directory of the conversation `id`, taking over the directory an earlier ctxhost kept
-/// under the same name when its transcript says it holds this very conversation. A directory
-/// kept under a `sessionKey` another conversation shares stays where it is, untouched: a new
-/// `sessionId` starts empty.
-pub fn open_session_dir(state_dir: &Path, id: &str) -> std::io::Result<PathBuf> {
-    let dir = session_dir(state_dir, id);
-    if !dir.exists() {
-        let old = legacy_session_dir(state_dir, id);
-        if header_id(&old.join("transcript.jsonl")).as_deref() == Some(id) {
-            tracing::info!(from = %old.display(), to = %dir.display(), "moving a session an earlier ctxhost kept");
-            std::fs::rename(&old, &dir)?;
-        }
-    }
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
-/// The session id a transcript's header names.
-fn header_id(transcript: &Path) -> Option<String> {
-    use std::io::{BufRead, Read};
-    let file = std::fs::File::open(transcript).ok()?;
-    let mut line = String::new();
-    std::io::BufReader::new(file)
-        .take(1 << 16)
-        .read_line(&mut line)
-        .ok()?;
-    let header: serde_json::Value = serde_json::from_str(&line).ok()?;
-    header.get("id")?.as_str().map(str::to_owned)
+/// The directory of the conversation `id`, created if missing, taking over one an earlier
+/// ctxhost kept for it ([`JsonlBackend::open_session_dir`]).
+pub fn open_session_dir(state_dir: &Path, id: &str) -> crate::error::Result<PathBuf> {
+    JsonlBackend::new(state_dir, Durability::default()).open_session_dir(id)
 }
 
 /// Where the parent of a subagent is noted: OpenClaw's `onSubagentEnded` names only the child,
@@ -109,7 +61,7 @@ fn header_id(transcript: &Path) -> Option<String> {
 fn subagent_file(state_dir: &Path, child: &str) -> PathBuf {
     state_dir
         .join("subagents")
-        .join(super::identity::digest(child))
+        .join(crate::store::jsonl::digest(child))
 }
 
 /// Notes `parent` (a conversation) as the one that prepared the spawn of `child` (a key).

@@ -155,7 +155,6 @@ impl JsonlStore {
             op: "encode state",
             session: Some(self.transcript.session_id().to_owned()),
             message: e.to_string(),
-            lost_lease: false,
         })?;
         write_atomic(&self.state_file, &text, self.durability != Durability::None)?;
         self.mark = Some(mark);
@@ -451,7 +450,6 @@ impl Backend for JsonlBackend {
                         file.display(),
                         opened.messages.len()
                     ),
-                    lost_lease: false,
                 });
             }
             drop(opened);

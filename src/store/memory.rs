@@ -114,7 +114,6 @@ impl Backend for MemoryBackend {
                     "it already holds {} other messages; nothing was copied",
                     existing.messages.len()
                 ),
-                lost_lease: false,
             });
         }
         let next_id = messages

@@ -9,7 +9,10 @@
 //! - [`jsonl`]: the default, the pi/OpenClaw v3 session file plus `transcript.jsonl.state.json`
 //!   beside it (files an earlier ctxhost wrote open unchanged).
 //! - [`memory`]: nothing on disk, for embedders and tests.
-//! - `sqlite` and `postgres`: one database for many sessions (see their modules).
+//!
+//! Not yet: [`crate::session::Session`] still writes through [`crate::transcript::Store`];
+//! moving it (and `ctxhost serve`) onto this seam, and database backends behind it, are the
+//! next steps of the storage work.
 
 pub mod jsonl;
 pub mod memory;
@@ -28,7 +31,7 @@ use crate::message::Message;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StorageCursor {
-    /// `fs-jsonl`, `sqlite`, `postgres` or `memory`.
+    /// `fs-jsonl` or `memory`.
     pub backend: String,
     /// The session the store keeps.
     pub session_id: String,
@@ -102,7 +105,7 @@ pub trait SessionStore: Send + std::fmt::Debug {
     }
 
     /// A name for the session's storage in messages and in the lifecycle context's
-    /// `sessionFile`: the file for JSONL, `sqlite:<file>#<id>` or `postgres:<id>` for databases.
+    /// `sessionFile`: the file for JSONL, `memory:<id>` in memory.
     fn location(&self) -> String;
 
     /// The transcript file, for backends that keep one (tools that read it as JSONL).
@@ -126,7 +129,7 @@ pub struct SessionSummary {
 
 /// A place that holds many sessions, each opened by id.
 pub trait Backend: Send + Sync + std::fmt::Debug {
-    /// `fs-jsonl`, `sqlite`, `postgres` or `memory`.
+    /// `fs-jsonl` or `memory`.
     fn kind(&self) -> &'static str;
 
     /// Opens the session `id`, creating it (empty, with `cwd` recorded where the backend
@@ -171,3 +174,7 @@ pub fn messages_digest(messages: &[Arc<Message>]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

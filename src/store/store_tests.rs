@@ -1,0 +1,174 @@
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::jsonl::{JsonlBackend, JsonlStore, state_path};
+use super::memory::MemoryBackend;
+use super::*;
+use crate::message::Message;
+use crate::transcript::Durability;
+
+fn texts(messages: &[Arc<Message>]) -> Vec<String> {
+    messages.iter().map(|m| m.text()).collect()
+}
+
+#[test]
+fn a_commit_keeps_entries_state_and_turns_together_across_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.jsonl");
+    let mut opened = JsonlStore::create(&file, "s1", "/w", Durability::Entry).unwrap();
+    let stored = opened
+        .store
+        .append(vec![Message::user("one"), Message::assistant("two")])
+        .unwrap();
+    let state = json!({"engine": "e", "state": {"n": 2}});
+    opened
+        .store
+        .commit(Commit {
+            state: Some(&state),
+            turn_ended: true,
+        })
+        .unwrap();
+    assert_eq!(
+        opened.store.cursor().entry_id.as_deref(),
+        Some(&*stored[1].id)
+    );
+    drop(opened);
+
+    let again = JsonlStore::open(&file, "s1", Durability::Entry).unwrap();
+    assert_eq!(texts(&again.messages), ["one", "two"]);
+    assert_eq!(again.state, Some(state));
+    assert_eq!(again.store.meta().turns, Some(1));
+    assert!(again.store.meta().created_at.is_some());
+    let cursor = again.store.cursor();
+    assert_eq!((cursor.backend.as_str(), cursor.seq), ("fs-jsonl", 2));
+}
+
+#[test]
+fn a_turn_that_never_committed_is_set_aside_and_the_session_opens_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.jsonl");
+    let mut opened = JsonlStore::create(&file, "s1", "", Durability::Entry).unwrap();
+    opened.store.append(vec![Message::user("kept")]).unwrap();
+    let state = json!({"engine": "e", "state": 1});
+    opened
+        .store
+        .commit(Commit {
+            state: Some(&state),
+            turn_ended: true,
+        })
+        .unwrap();
+    // The next turn appends, then the process dies before its commit.
+    opened
+        .store
+        .append(vec![Message::user("lost turn")])
+        .unwrap();
+    drop(opened);
+    // ... and a torn line after it.
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes.extend_from_slice(b"{\"type\":\"mess");
+    std::fs::write(&file, &bytes).unwrap();
+
+    let mut again = JsonlStore::open(&file, "s1", Durability::Entry).unwrap();
+    assert_eq!(texts(&again.messages), ["kept"]);
+    assert_eq!(again.state, Some(state));
+    let aside = std::fs::read_to_string(dir.path().join("t.jsonl.uncommitted")).unwrap();
+    assert!(aside.contains("lost turn"), "{aside}");
+    assert!(aside.contains("{\"type\":\"mess"), "{aside}");
+
+    // The session goes on from its last commit, with readable lines only.
+    again.store.append(vec![Message::user("retried")]).unwrap();
+    again.store.commit(Commit::default()).unwrap();
+    drop(again);
+    let last = JsonlStore::open(&file, "s1", Durability::Entry).unwrap();
+    assert_eq!(texts(&last.messages), ["kept", "retried"]);
+}
+
+#[test]
+fn a_state_file_an_earlier_ctxhost_wrote_opens_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.jsonl");
+    let mut t = crate::transcript::TranscriptStore::create(&file, "old", "").unwrap();
+    t.append(vec![Message::user("a"), Message::user("b")])
+        .unwrap();
+    drop(t);
+    let old = json!({"engine": "e", "state": {"k": "v"}, "client": {"mirror": {}}, "stored": 2});
+    std::fs::write(state_path(&file), serde_json::to_vec(&old).unwrap()).unwrap();
+
+    let opened = JsonlStore::open(&file, "old", Durability::Entry).unwrap();
+    assert_eq!(texts(&opened.messages), ["a", "b"]);
+    assert_eq!(opened.state, Some(old));
+    assert!(!dir.path().join("t.jsonl.uncommitted").exists());
+}
+
+#[test]
+fn the_memory_store_forgets_what_was_not_committed() {
+    let backend = MemoryBackend::new();
+    let mut s = backend.open("m", "").unwrap();
+    s.store.append(vec![Message::user("one")]).unwrap();
+    s.store.commit(Commit::default()).unwrap();
+    s.store.append(vec![Message::user("uncommitted")]).unwrap();
+    drop(s);
+    let again = backend.open("m", "").unwrap();
+    assert_eq!(texts(&again.messages), ["one"]);
+    assert_eq!(backend.sessions().unwrap()[0].messages, 1);
+}
+
+#[test]
+fn a_session_imports_with_its_ids_once_and_a_different_one_is_refused() {
+    let source = MemoryBackend::new();
+    let mut s = source.open("conv", "").unwrap();
+    s.store
+        .append(vec![Message::user("q"), Message::assistant("a")])
+        .unwrap();
+    let state = json!({"engine": "e", "state": null});
+    s.store
+        .commit(Commit {
+            state: Some(&state),
+            turn_ended: true,
+        })
+        .unwrap();
+    let meta = s.store.meta();
+    drop(s);
+    let messages = source.open("conv", "").unwrap().messages;
+
+    let dir = tempfile::tempdir().unwrap();
+    let target = JsonlBackend::new(dir.path(), Durability::None);
+    assert!(
+        target
+            .import("conv", &messages, Some(&state), &meta)
+            .unwrap()
+    );
+    assert!(
+        !target
+            .import("conv", &messages, Some(&state), &meta)
+            .unwrap()
+    );
+    let copied = target.open("conv", "").unwrap();
+    assert_eq!(
+        messages_digest(&copied.messages),
+        messages_digest(&messages)
+    );
+    assert_eq!(copied.state, Some(state.clone()));
+    assert_eq!(copied.store.meta().turns, Some(1));
+    drop(copied);
+
+    let other = vec![Arc::new(Message {
+        id: "00000001".into(),
+        ..Message::user("something else")
+    })];
+    let err = target.import("conv", &other, None, &meta).unwrap_err();
+    assert!(err.to_string().contains("nothing was copied"), "{err}");
+    let listed = target.sessions().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].id.as_str(), listed[0].messages), ("conv", 2));
+}
+
+#[test]
+fn a_session_id_never_names_a_path_outside_the_state_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = JsonlBackend::new(dir.path(), Durability::None);
+    let session = backend.session_dir("../../etc/passwd");
+    assert!(session.starts_with(dir.path().join("sessions")));
+    assert_eq!(session.parent().unwrap(), dir.path().join("sessions"));
+}
