@@ -111,7 +111,7 @@ impl Session {
         if std::fs::read(&path).is_ok_and(|old| old == text) {
             return Ok(());
         }
-        write_atomic(&path, &text, self.setup.durability != Durability::None)
+        crate::store::jsonl::write_atomic(&path, &text, self.setup.durability != Durability::None)
     }
 }
 
@@ -158,34 +158,4 @@ struct SavedState {
     /// How many transcript messages `client` accounts for (see `Session::client_stored`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stored: Option<usize>,
-}
-
-/// Replaces `path` with `bytes` so that a reader sees the old state or the new, never a mix:
-/// written to a temporary file, synced, renamed over, and the directory synced (the rename is
-/// durable only then). With `durable` false the two syncs are skipped (replays into a scratch
-/// directory).
-fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
-    use std::io::Write;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut file =
-        std::fs::File::create(&tmp).map_err(|e| Error::io("write engine state", &tmp, e))?;
-    file.write_all(bytes)
-        .and_then(|()| if durable { file.sync_all() } else { Ok(()) })
-        .map_err(|e| Error::io("write engine state", &tmp, e))?;
-    drop(file);
-    std::fs::rename(&tmp, path).map_err(|e| Error::io("replace engine state", path, e))?;
-    if durable
-        && let Some(dir) = path.parent()
-        && let Ok(dir) = std::fs::File::open(if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        })
-    {
-        dir.sync_all()
-            .map_err(|e| Error::io("sync engine state directory", path, e))?;
-    }
-    Ok(())
 }

@@ -302,7 +302,7 @@ fn set_aside_uncommitted(file: &Path, committed: u64) -> Result<()> {
 /// written to a temporary file, synced, renamed over, and the directory synced (the rename is
 /// durable only then). With `durable` false the two syncs are skipped (replays into a scratch
 /// directory).
-fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
     use std::io::Write;
     let tmp = beside(path, ".tmp");
     let mut file =
@@ -436,22 +436,10 @@ impl Backend for JsonlBackend {
         let file = self.open_session_dir(id)?.join("transcript.jsonl");
         if file.exists() {
             let opened = JsonlStore::open(&file, id, self.durability)?;
-            if opened.messages.is_empty() {
-                // An empty session (created, never written): copied into below, kept as it is.
-            } else if super::messages_digest(&opened.messages) == super::messages_digest(messages) {
+            if !super::may_import(KIND, id, &opened.messages, messages)? {
                 return Ok(false);
-            } else {
-                return Err(Error::Store {
-                    backend: KIND,
-                    op: "import session",
-                    session: Some(id.to_owned()),
-                    message: format!(
-                        "{} already holds {} other messages; nothing was copied",
-                        file.display(),
-                        opened.messages.len()
-                    ),
-                });
             }
+            // An empty session (created, never written) is replaced by the copy.
             drop(opened);
             std::fs::remove_file(&file)
                 .map_err(|e| Error::io("replace empty transcript", &file, e))?;

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::{Backend, Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::message::Message;
 
 const KIND: &str = "memory";
@@ -101,20 +101,9 @@ impl Backend for MemoryBackend {
     ) -> Result<bool> {
         let mut sessions = self.sessions.lock();
         if let Some(existing) = sessions.get(id)
-            && !existing.messages.is_empty()
+            && !super::may_import(KIND, id, &existing.messages, messages)?
         {
-            if super::messages_digest(&existing.messages) == super::messages_digest(messages) {
-                return Ok(false);
-            }
-            return Err(Error::Store {
-                backend: KIND,
-                op: "import session",
-                session: Some(id.to_owned()),
-                message: format!(
-                    "it already holds {} other messages; nothing was copied",
-                    existing.messages.len()
-                ),
-            });
+            return Ok(false);
         }
         let next_id = messages
             .iter()

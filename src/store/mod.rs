@@ -157,6 +157,32 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// Whether [`Backend::import`] should copy `incoming` into a session holding `existing`:
+/// yes into an empty one, no (already copied) when they are the same messages, and an error
+/// when it holds others, so nothing is overwritten.
+fn may_import(
+    backend: &'static str,
+    id: &str,
+    existing: &[Arc<Message>],
+    incoming: &[Arc<Message>],
+) -> Result<bool> {
+    if existing.is_empty() {
+        return Ok(true);
+    }
+    if messages_digest(existing) == messages_digest(incoming) {
+        return Ok(false);
+    }
+    Err(crate::error::Error::Store {
+        backend,
+        op: "import session",
+        session: Some(id.to_owned()),
+        message: format!(
+            "it already holds {} other messages; nothing was copied",
+            existing.len()
+        ),
+    })
+}
+
 /// A digest of a session's messages (ids and bodies, in order), so a copy can be checked
 /// against its source without comparing them field by field.
 pub fn messages_digest(messages: &[Arc<Message>]) -> String {

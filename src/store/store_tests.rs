@@ -12,6 +12,15 @@ fn texts(messages: &[Arc<Message>]) -> Vec<String> {
     messages.iter().map(|m| m.text()).collect()
 }
 
+fn commit_turn(store: &mut dyn SessionStore, state: &serde_json::Value) {
+    store
+        .commit(Commit {
+            state: Some(state),
+            turn_ended: true,
+        })
+        .unwrap();
+}
+
 #[test]
 fn a_commit_keeps_entries_state_and_turns_together_across_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -22,13 +31,7 @@ fn a_commit_keeps_entries_state_and_turns_together_across_a_reopen() {
         .append(vec![Message::user("one"), Message::assistant("two")])
         .unwrap();
     let state = json!({"engine": "e", "state": {"n": 2}});
-    opened
-        .store
-        .commit(Commit {
-            state: Some(&state),
-            turn_ended: true,
-        })
-        .unwrap();
+    commit_turn(&mut *opened.store, &state);
     assert_eq!(
         opened.store.cursor().entry_id.as_deref(),
         Some(&*stored[1].id)
@@ -51,13 +54,7 @@ fn a_turn_that_never_committed_is_set_aside_and_the_session_opens_before_it() {
     let mut opened = JsonlStore::create(&file, "s1", "", Durability::Entry).unwrap();
     opened.store.append(vec![Message::user("kept")]).unwrap();
     let state = json!({"engine": "e", "state": 1});
-    opened
-        .store
-        .commit(Commit {
-            state: Some(&state),
-            turn_ended: true,
-        })
-        .unwrap();
+    commit_turn(&mut *opened.store, &state);
     // The next turn appends, then the process dies before its commit.
     opened
         .store
