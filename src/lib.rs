@@ -18,6 +18,7 @@ pub mod error;
 pub(crate) mod fit;
 pub mod guarantee;
 pub mod host;
+pub mod inert;
 pub mod isolation;
 pub mod limits;
 pub mod llm;

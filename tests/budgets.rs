@@ -8,6 +8,7 @@ use std::path::Path;
 
 use ctxhost::config::{Config, Entry, SlowEnginePolicy};
 use ctxhost::error::EngineErrorKind;
+use ctxhost::limits::Isolation;
 use ctxhost::message::Message;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::{Session, TurnInput};
@@ -190,26 +191,42 @@ fn config_for(path: &Path, host: &str) -> Config {
 }
 
 /// The state cap counts the state as written: control characters are escaped to six bytes
-/// each, so 300 KB of them is 1.8 MB on disk, over a 1 MiB cap, and never reaches the disk.
+/// each, so 300 KB of them is 1.8 MB on disk, over a 1 MiB cap, and never reaches the disk (nor
+/// crosses from a child process to its parent). In both isolation modes.
 fn state_counts_as_written(file: &str, source: &str) {
+    for mode in [Isolation::Thread, Isolation::Process] {
+        state_counts_as_written_in(file, source, mode);
+    }
+}
+
+fn state_counts_as_written_in(file: &str, source: &str, mode: Isolation) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(file);
     std::fs::write(&path, source).unwrap();
-    let h = Host::new(config_for(
-        &path,
-        "{ limits: { results: { maxResultBytes: 1048576 } } }",
-    ))
-    .unwrap();
+    let h = crate::modes::host_in(
+        config_for(
+            &path,
+            "{ limits: { results: { maxResultBytes: 1048576 } } }",
+        ),
+        mode,
+    );
     let spec = SessionSpec::new("s", dir.path().join("s.jsonl"));
     let mut s = Session::create(h.session_setup(&spec), &spec.file, "").unwrap();
     turn(&mut s);
     let failure = h.engine_failure().expect("quarantined");
-    assert_eq!(failure.kind, EngineErrorKind::Limit, "{failure}");
-    assert!(failure.to_string().contains("as written"), "{failure}");
+    assert_eq!(failure.kind, EngineErrorKind::Limit, "{mode:?}: {failure}");
+    assert!(
+        failure.to_string().contains("as written"),
+        "{mode:?}: {failure}"
+    );
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let entry = entry.unwrap();
         let len = entry.metadata().unwrap().len();
-        assert!(len < 1 << 20, "{} is {len} bytes", entry.path().display());
+        assert!(
+            len < 1 << 20,
+            "{mode:?}: {} is {len} bytes",
+            entry.path().display()
+        );
     }
 }
 
@@ -240,23 +257,36 @@ fn compact(p) { host::delegateCompaction(p) }
 
 /// A summary bigger than the whole token budget could never be sent: it is an invalid result
 /// (the engine quarantined, `legacy` compacts), not one more megabyte on disk per compaction.
+/// In both isolation modes.
 fn oversized_summary_is_refused(file: &str, source: &str) {
+    for mode in [Isolation::Thread, Isolation::Process] {
+        oversized_summary_is_refused_in(file, source, mode);
+    }
+}
+
+fn oversized_summary_is_refused_in(file: &str, source: &str, mode: Isolation) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(file);
     std::fs::write(&path, source).unwrap();
-    let h = Host::new(config_for(&path, "{ window: 8000 }")).unwrap();
+    // A long deadline: building a megabyte of summary is not what is tested.
+    let host = "{ window: 8000, limits: { deadlineMs: 10000 } }";
+    let h = crate::modes::host_in(config_for(&path, host), mode);
     let spec = SessionSpec::new("s", dir.path().join("s.jsonl"));
     let mut s = Session::create(h.session_setup(&spec), &spec.file, "").unwrap();
     turn(&mut s);
     s.compact_now(None).unwrap();
     let failure = h.engine_failure().expect("quarantined");
-    assert_eq!(failure.kind, EngineErrorKind::InvalidResult, "{failure}");
+    assert_eq!(
+        failure.kind,
+        EngineErrorKind::InvalidResult,
+        "{mode:?}: {failure}"
+    );
     assert!(
         failure.to_string().contains("over the whole token budget"),
-        "{failure}"
+        "{mode:?}: {failure}"
     );
     let size = std::fs::metadata(&spec.file).unwrap().len();
-    assert!(size < 100_000, "session file is {size} bytes");
+    assert!(size < 100_000, "{mode:?}: session file is {size} bytes");
 }
 
 #[test]

@@ -48,11 +48,7 @@ use crate::common::fake_model::{FakeModel, Reply};
 /// The library's engine child program (`src/bin/engine_child.rs`), which cargo builds for
 /// this test binary.
 fn child_command() -> ChildCommand {
-    ChildCommand {
-        program: PathBuf::from(env!("CARGO_BIN_EXE_ctxhost-engine-child")),
-        args: Vec::new(),
-        env: Vec::new(),
-    }
+    crate::modes::engine_child()
 }
 
 fn process_options() -> ProcessOptions {
@@ -557,9 +553,33 @@ fn searchable(ctx: &[Arc<Message>], n: usize) -> HostCall {
 
 /// Host work the parent does for a child counts against the call's deadline, as in process: an
 /// engine whose few `host.search` calls are each costly (a role filter of 10,000 names checked
-/// against every one of 50,000 matches) is stopped at deadline + grace, not served for as long as it asks.
+/// against every one of 50,000 matches) is stopped at deadline + grace, not served for as long
+/// as it asks. In Lua and Rhai.
 #[test]
 fn host_work_served_for_a_child_counts_against_the_deadline() {
+    // Each search checks 50,000 matches against 10,000 roles: seconds for the twenty, all of
+    // it in the parent (the engine's own part is one small table).
+    let lua = lua_engine(
+        r#"  local roles = {}
+  for i = 1, 10000 do roles[i] = "user" end
+  for i = 1, 20 do host.search("localhost", { roles = roles }) end"#,
+    );
+    let rhai = r#"fn info() { #{ id: "guarded", name: "Guarded" } }
+fn ingest(p) { #{ ingested: true } }
+fn assemble(p) {
+    let roles = [];
+    roles.pad(10000, "user");
+    for i in 0..20 { host::search("localhost", #{ roles: roles }); }
+    #{ messages: p.messages, estimatedTokens: 0 }
+}
+fn compact(p) { host::delegateCompaction(p) }
+"#;
+    for (file, source) in [("busy.lua", lua.as_str()), ("busy.rhai", rhai)] {
+        search_past_the_deadline(file, source);
+    }
+}
+
+fn search_past_the_deadline(file: &str, source: &str) {
     let dir = tempfile::tempdir().unwrap();
     let ctx = session();
     let limits = Limits {
@@ -567,13 +587,8 @@ fn host_work_served_for_a_child_counts_against_the_deadline() {
         grace_ms: 100,
         ..Limits::default()
     };
-    // Each search checks 50,000 matches against 10,000 roles: seconds for the twenty, all of
-    // it in the parent (the engine's own part is one small table).
-    let body = r#"  local roles = {}
-  for i = 1, 10000 do roles[i] = "user" end
-  for i = 1, 20 do host.search("localhost", { roles = roles }) end"#;
-    let path = dir.path().join("busy.lua");
-    std::fs::write(&path, lua_engine(body)).unwrap();
+    let path = dir.path().join(file);
+    std::fs::write(&path, source).unwrap();
     let opts = LoadOptions {
         limits: limits.clone(),
         ..LoadOptions::default()
@@ -583,14 +598,14 @@ fn host_work_served_for_a_child_counts_against_the_deadline() {
     let e = vm
         .assemble(&searchable(&ctx, 50_000), &assemble_params())
         .expect_err("over its deadline in process");
-    assert_eq!(e.kind, EngineErrorKind::Deadline, "{e}");
+    assert_eq!(e.kind, EngineErrorKind::Deadline, "{file}: {e}");
 
-    let factory = load_isolated(dir.path(), "busy_child.lua", &lua_engine(body), limits);
+    let factory = load_isolated(dir.path(), &format!("child_{file}"), source, limits);
     let mut engine = factory.instantiate_typed(&cx(json!({}))).unwrap();
     let e = engine
         .assemble(&searchable(&ctx, 50_000), &assemble_params())
         .expect_err("over its deadline in a child");
-    assert_eq!(e.kind, EngineErrorKind::Deadline, "{e}");
+    assert_eq!(e.kind, EngineErrorKind::Deadline, "{file}: {e}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::M
 
 #[macro_use]
 mod common;
+#[macro_use]
+mod modes;
 mod sessions;
 
 mod adapters;

@@ -8,37 +8,9 @@
 //! never writes a raw control character, and a bidi or C1 character inside a JSON string
 //! written as `\u202e` decodes to the same string.
 
-use std::borrow::Cow;
 use std::io::{self, Write};
 
-/// Whether `c` must not reach a terminal raw: C0 controls other than newline and tab, DEL, the
-/// C1 controls, the bidi embeddings, overrides, isolates and marks, and the line and paragraph
-/// separators.
-fn is_unsafe(c: char) -> bool {
-    matches!(c,
-        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
-        | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}'
-        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
-/// `text` with every character a terminal would act on written as an escape (`\r`, else
-/// `\uXXXX`); newlines and tabs stay.
-pub(crate) fn escape(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_unsafe) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if !is_unsafe(c) {
-            out.push(c);
-        } else if c == '\r' {
-            out.push_str("\\r");
-        } else {
-            out.push_str(&format!("\\u{:04x}", u32::from(c)));
-        }
-    }
-    Cow::Owned(out)
-}
+pub(crate) use ctxhost::inert::escape;
 
 /// A writer that passes everything through [`escape`]. A UTF-8 sequence split across two
 /// writes is held back until it is whole; bytes that are not UTF-8 pass unchanged (a terminal
@@ -105,16 +77,6 @@ mod tests {
     #![allow(clippy::unwrap_used)] // test code: a panic is a failure
 
     use super::*;
-
-    #[test]
-    fn terminal_controls_are_escaped_and_text_is_kept() {
-        let hostile = "a\u{1b}[2J\u{1b}]0;pwned\u{7}b\rc\0d\u{202e}e\u{9b}f\ng\th é";
-        assert_eq!(
-            escape(hostile),
-            "a\\u001b[2J\\u001b]0;pwned\\u0007b\\rc\\u0000d\\u202ee\\u009bf\ng\th é"
-        );
-        assert!(matches!(escape("plain ✓ text\n"), Cow::Borrowed(_)));
-    }
 
     #[test]
     fn the_writer_escapes_across_split_writes_and_keeps_json_valid() {

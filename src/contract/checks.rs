@@ -2,6 +2,8 @@
 //! load (with "did you mean" hints), unmet host requirements per operation, and the limits
 //! and consistency of `assemble` and `compact` results.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use super::info::{EngineInfo, HOST_CAPABILITIES, INFO_FIELDS, Operation};
@@ -190,11 +192,14 @@ pub fn check_hook_shape(info: &EngineInfo, members: &[(String, bool)]) -> Vec<Lo
 /// The capabilities an operation needs that this host lacks, with the engine's message.
 pub fn unmet_requirements(info: &EngineInfo, op: Operation) -> Option<String> {
     let req = info.host_requirements.get(&op)?;
-    let missing: Vec<&str> = req
+    // The names and the message are the engine's: quoted inert, so an error a terminal or a
+    // client shows carries no control sequence (an ESC in a name shows as `\u001b`).
+    let missing: Vec<Cow<'_, str>> = req
         .required_capabilities
         .iter()
         .map(String::as_str)
         .filter(|c| !HOST_CAPABILITIES.contains(c))
+        .map(crate::inert::escape)
         .collect();
     if missing.is_empty() {
         return None;
@@ -205,13 +210,13 @@ pub fn unmet_requirements(info: &EngineInfo, op: Operation) -> Option<String> {
         .unwrap_or_default();
     let mut msg = format!(
         "context engine \"{}\" cannot run operation \"{op_name}\" on ctxhost. Missing host capabilities: {}. Host capabilities: {}.",
-        info.id,
+        crate::inert::escape(&info.id),
         missing.join(", "),
         HOST_CAPABILITIES.join(", ")
     );
     if let Some(extra) = &req.unsupported_message {
         msg.push(' ');
-        msg.push_str(extra);
+        msg.push_str(&crate::inert::escape(extra));
     }
     Some(msg)
 }
@@ -222,7 +227,8 @@ pub fn unmet_requirements(info: &EngineInfo, op: Operation) -> Option<String> {
 pub struct ResultLimits {
     /// Most messages one result may hold. Default 100,000.
     pub max_result_messages: usize,
-    /// Most bytes of text in one result (all strings added up). Default 64 MiB.
+    /// Most bytes of text in one result (all strings added up, as written: JSON-escaped, a
+    /// control character six bytes). Default 64 MiB.
     pub max_result_bytes: usize,
     /// Most bytes in one summary or `systemPromptAddition`. Default 1 MiB.
     pub max_text_bytes: usize,

@@ -36,6 +36,21 @@ pub const LOG_BYTES_PER_CALL: usize = 64 << 10;
 
 pub use crate::error::{cut_text as cut_log_text, cut_text_beyond as cut_log_text_beyond};
 
+/// Room a cut line keeps under [`LOG_CAP`] for its note (`… (N more bytes cut)`), so the line,
+/// note included, is within the cap and cutting it again changes nothing.
+pub const LOG_NOTE_ROOM: usize = 64;
+
+/// A script's log line as the log keeps it: whole up to [`LOG_CAP`], else cut to
+/// `LOG_CAP - LOG_NOTE_ROOM` bytes with a note of how many were cut. The result is within the
+/// cap, so a line cut where the script runs (an engine's child process, before it is sent to
+/// the parent) reaches the log exactly as it would in process.
+pub fn cut_log_line(text: String) -> String {
+    if text.len() <= LOG_CAP {
+        return text;
+    }
+    cut_log_text(text, LOG_CAP - LOG_NOTE_ROOM)
+}
+
 /// What one lifecycle call has logged so far, against [`LOG_BYTES_PER_CALL`].
 #[derive(Debug, Default)]
 pub struct CallLog {
@@ -139,7 +154,7 @@ fn gates() -> &'static Mutex<HashMap<String, LogGate>> {
 }
 
 /// Logs a script's line at `level`, tagged with the engine and, inside a call, the session;
-/// the text is cut to [`LOG_CAP`] by [`cut_log_text`], and past [`LOG_LINES_PER_SECOND`] lines
+/// the text is cut to [`LOG_CAP`] by [`cut_log_line`], and past [`LOG_LINES_PER_SECOND`] lines
 /// the engine's lines are dropped and counted.
 pub fn log(engine: &str, session: Option<&str>, level: LogLevel, text: String) {
     log_within(engine, session, level, text, None);
@@ -153,7 +168,7 @@ pub fn log_within(
     text: String,
     call: Option<&CallLog>,
 ) {
-    let text = cut_log_text(text, LOG_CAP);
+    let text = cut_log_line(text);
     if call.is_some_and(|c| !c.admit(text.len())) {
         return;
     }

@@ -47,7 +47,9 @@ pub use api::{API, Args, Ctx, HostFn, HostScope, MAX_PARAMS, Param};
 pub use compaction::{COMPACT_FIELDS, ClientCompaction, ClientCompactor};
 pub use complete::{Completions, SessionModel};
 pub use forward::HostForward;
-pub use log::{LOG_CAP, LogLevel, cut_log_text, cut_log_text_beyond, log};
+pub use log::{
+    LOG_CAP, LOG_NOTE_ROOM, LogLevel, cut_log_line, cut_log_text, cut_log_text_beyond, log,
+};
 pub use summarize::{SummarizeOptions, SummarizeOutput};
 pub use timing::{CallTimes, MethodTimes};
 pub use tokens::HeldMessage;

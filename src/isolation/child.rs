@@ -22,7 +22,9 @@ use crate::engine::script::{Expect, Feed, Returned};
 use crate::engine::{InstanceContext, LoadOptions};
 use crate::error::{EngineError, EngineErrorKind, Op};
 use crate::host::api::HostFn;
-use crate::host::{ClientParams, HostCall, HostError, HostForward, HostOut, SessionServices};
+use crate::host::{
+    ClientParams, HostCall, HostError, HostForward, HostOut, HostValue, SessionServices,
+};
 use crate::message::Message;
 use crate::summarize::BuiltinSummarizer;
 use crate::tokens::TokenCache;
@@ -383,6 +385,15 @@ impl HostForward for Forwarder {
         name: &str,
         args: crate::host::Args,
     ) -> Result<HostOut, HostError> {
+        // A log line is cut here as the parent's log would cut it: a 200 MB line is never
+        // copied into a request, and the parent logs exactly what it logs in process.
+        let args = match f.path {
+            ["log", _] => args.map(|a| match a {
+                HostValue::Text(text) => HostValue::Text(crate::host::cut_log_line(text)),
+                other => other,
+            }),
+            _ => args,
+        };
         let mut json = Vec::with_capacity(f.params.len());
         for a in args.into_iter().take(f.params.len()) {
             let what = a.describe();

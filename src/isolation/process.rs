@@ -26,6 +26,18 @@ const LOG_LINE_BYTES: usize = 4 << 10;
 /// Log lines of a child relayed per second at most; the rest are counted and reported.
 const LOG_LINES_PER_SECOND: u32 = 100;
 
+/// Bytes of a child's log relayed per second at most (what one lifecycle call may log in
+/// process, [`crate::host::log::LOG_BYTES_PER_CALL`]); the lines over it are counted and reported.
+const LOG_BYTES_PER_SECOND: usize = crate::host::log::LOG_BYTES_PER_CALL;
+
+/// The most bytes of the engine's name a relayed line carries (the name is the engine's own
+/// `info.id`: a 64 KiB one must not ride on every line).
+const LABEL_BYTES: usize = 128;
+
+/// The most a child's reply reader keeps allocated between replies; a longer reply's buffer is
+/// given back once it is parsed.
+const KEPT_LINE_BUFFER: usize = 1 << 20;
+
 /// How often a waiting parent looks at its cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
 
@@ -85,10 +97,11 @@ impl ChildProc {
             )
         })?;
         let pid = child.id();
+        let label = crate::error::cut_text(label.to_owned(), LABEL_BYTES);
         let stdin = child.stdin.take();
         let (tx, replies) = mpsc::channel();
         if let Some(out) = child.stdout.take() {
-            let label = label.to_owned();
+            let label = label.clone();
             spawn_reader("ctxhost-child-out", move || {
                 read_replies(out, &tx, &label, pid, max_line)
             })?;
@@ -96,7 +109,6 @@ impl ChildProc {
         let log_tail = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(err) = child.stderr.take() {
             let tail = Arc::clone(&log_tail);
-            let label = label.to_owned();
             spawn_reader("ctxhost-child-log", move || {
                 relay_log(err, &tail, &label, pid)
             })?;
@@ -299,26 +311,33 @@ fn read_replies(
         if text.is_empty() {
             continue;
         }
-        match serde_json::from_str::<FromChild>(text) {
-            Ok(reply) => {
-                if tx.send(reply).is_err() {
-                    return;
-                }
-            }
-            Err(e) => tracing::debug!(
+        let parsed = serde_json::from_str::<FromChild>(text);
+        if let Err(e) = &parsed {
+            tracing::debug!(
                 target: "ctxhost::isolation::child",
                 engine = label,
                 pid,
                 "not a protocol line ({e}): {}",
                 crate::error::cut_text(text.to_owned(), 200)
-            ),
+            );
+        }
+        // A long reply's buffer goes back before the reply is used (typed, checked, written),
+        // and is not kept for the child's life: each live session has a reader.
+        if line.capacity() > KEPT_LINE_BUFFER {
+            line = Vec::new();
+        }
+        if let Ok(reply) = parsed
+            && tx.send(reply).is_err()
+        {
+            return;
         }
     }
 }
 
-/// Relays the child's stderr into the parent's log: each line cut at [`LOG_LINE_BYTES`], at
-/// most [`LOG_LINES_PER_SECOND`] a second (the lines dropped are counted in the next one
-/// relayed), the last few kept to explain a death.
+/// Relays the child's stderr into the parent's log: blank lines skipped, each line cut at
+/// [`LOG_LINE_BYTES`], at most [`LOG_LINES_PER_SECOND`] lines and [`LOG_BYTES_PER_SECOND`]
+/// bytes a second (the lines dropped are counted in the next one relayed), the last few kept to
+/// explain a death.
 fn relay_log(
     err: std::process::ChildStderr,
     tail: &Mutex<VecDeque<String>>,
@@ -327,7 +346,7 @@ fn relay_log(
 ) {
     let mut reader = BufReader::new(err);
     let mut line = Vec::new();
-    let (mut window, mut relayed, mut dropped) = (Instant::now(), 0u32, 0u64);
+    let (mut window, mut relayed, mut bytes, mut dropped) = (Instant::now(), 0u32, 0usize, 0u64);
     loop {
         let cut = match read_line_within(&mut reader, &mut line, LOG_LINE_BYTES) {
             Ok(Line::End) | Err(_) => return,
@@ -335,16 +354,20 @@ fn relay_log(
             Ok(Line::Cut { dropped }) => dropped,
         };
         let mut text = String::from_utf8_lossy(&line).trim_end().to_owned();
+        if text.trim_start().is_empty() {
+            continue;
+        }
         if cut > 0 {
             text.push_str(&format!(" [{cut} more bytes cut]"));
         }
         if window.elapsed() >= Duration::from_secs(1) {
-            (window, relayed) = (Instant::now(), 0);
+            (window, relayed, bytes) = (Instant::now(), 0, 0);
         }
-        if relayed < LOG_LINES_PER_SECOND {
+        if relayed < LOG_LINES_PER_SECOND && bytes + text.len() <= LOG_BYTES_PER_SECOND {
             relayed += 1;
+            bytes += text.len();
             if dropped > 0 {
-                tracing::warn!(target: "ctxhost::isolation::child", engine = label, pid, "{dropped} log line(s) of the engine process dropped (over {LOG_LINES_PER_SECOND} a second)");
+                tracing::warn!(target: "ctxhost::isolation::child", engine = label, pid, "{dropped} log line(s) of the engine process dropped (over {LOG_LINES_PER_SECOND} lines or {LOG_BYTES_PER_SECOND} bytes a second)");
                 dropped = 0;
             }
             tracing::warn!(target: "ctxhost::isolation::child", engine = label, pid, "{text}");

@@ -78,6 +78,10 @@ pub struct ServeOptions {
     pub client_timeout: Duration,
     /// Where engine VMs run, over the config's `host.isolation` (`serve --isolation`).
     pub isolation: Option<crate::isolation::Isolation>,
+    /// The program started as each engine's child under process isolation (default: this
+    /// program with [`crate::isolation::CHILD_ARG`]; see
+    /// [`HostBuilder::child_command`](crate::runtime::HostBuilder::child_command)).
+    pub child_command: Option<crate::isolation::ChildCommand>,
 }
 
 impl ServeOptions {
@@ -90,6 +94,7 @@ impl ServeOptions {
             max_line_bytes: rpc::DEFAULT_MAX_LINE_BYTES,
             client_timeout: Duration::from_secs(120),
             isolation: None,
+            child_command: None,
         }
     }
 }

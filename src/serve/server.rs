@@ -483,11 +483,11 @@ impl Server {
         let seen = engine_path.clone().map(EngineFile::new);
         let model =
             super::model::client_model(&self.peer, &p.capabilities, self.options.client_timeout);
-        let host = Arc::new(
-            Host::start_with_client_model(config, model)
-                .await
-                .map_err(internal)?,
-        );
+        let mut builder = Host::builder(config).model(model);
+        if let Some(child) = &self.options.child_command {
+            builder = builder.child_command(child.clone());
+        }
+        let host = Arc::new(builder.start().await.map_err(internal)?);
         let info = engine_info(&host);
         if let Some(client) = &p.client_info {
             tracing::info!(client = %client.name, version = %client.version, engine = %info.id, "initialized");

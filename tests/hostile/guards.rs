@@ -6,8 +6,9 @@
 
 use ctxhost::EngineErrorKind;
 use ctxhost::config::{Config, Entry};
+use ctxhost::limits::Isolation;
 use ctxhost::message::Message;
-use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::runtime::SessionSpec;
 use ctxhost::session::TurnInput;
 
 /// Runs one turn of an engine written inline (`file` names its language) under `limits`;
@@ -16,6 +17,16 @@ fn one_turn(
     file: &str,
     source: &str,
     limits: impl FnOnce(&mut ctxhost::limits::HostLimits),
+) -> Option<ctxhost::EngineError> {
+    one_turn_in(file, source, limits, Isolation::Thread)
+}
+
+/// [`one_turn`] with the engine in `mode`.
+fn one_turn_in(
+    file: &str,
+    source: &str,
+    limits: impl FnOnce(&mut ctxhost::limits::HostLimits),
+    mode: Isolation,
 ) -> Option<ctxhost::EngineError> {
     use ctxhost::session::Session;
     let dir = tempfile::tempdir().unwrap();
@@ -31,7 +42,7 @@ fn one_turn(
             ..Entry::default()
         },
     );
-    let host = Host::new(config).unwrap();
+    let host = crate::modes::host_in(config, mode);
     let spec = SessionSpec::new("s", dir.path().join("s.jsonl"));
     let mut s = Session::create(host.session_setup(&spec), &spec.file, "").unwrap();
     s.begin_turn(TurnInput {
@@ -224,15 +235,23 @@ fn compact(p) {{ host::delegateCompaction(p) }}
     )
 }
 
-/// Host calls whose cost a script controls are refused past a size, in both languages.
+/// Host calls whose cost a script controls are refused past a size, in both languages and
+/// both isolation modes (a child runs `host.tokens` and the built-in `host.summarize` itself).
 mod host_call_guards {
     use super::*;
 
     fn refused(file: &str, source: &str, says: &str) {
-        // A long deadline: building the input is not what is tested.
-        let failure = one_turn(file, source, |l| l.script.deadline_ms = 30_000).expect("refused");
-        assert_eq!(failure.kind, EngineErrorKind::Runtime, "{failure}");
-        assert!(failure.to_string().contains(says), "{failure}");
+        for mode in [Isolation::Thread, Isolation::Process] {
+            // A long deadline: building the input is not what is tested.
+            let failure = one_turn_in(file, source, |l| l.script.deadline_ms = 30_000, mode)
+                .unwrap_or_else(|| panic!("{mode:?}: refused"));
+            assert_eq!(
+                failure.kind,
+                EngineErrorKind::Runtime,
+                "{mode:?}: {failure}"
+            );
+            assert!(failure.to_string().contains(says), "{mode:?}: {failure}");
+        }
     }
 
     #[test]

@@ -100,6 +100,7 @@ async fn replay_with(host: Arc<Host>, id: &str) -> (ctxhost::EngineError, f64) {
 }
 
 mod attacks;
+mod forwarded;
 mod guards;
 
 /// A runtime error thrown in `method` on the first turn it runs.

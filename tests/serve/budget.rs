@@ -1,9 +1,11 @@
 //! Under `serve` a slow engine stops by default: over its turn budget `strikes` turns in a
 //! row, it is quarantined and `legacy` answers (`onExceed: "quarantine"` is the serve default),
-//! unless the config says `report`.
+//! unless the config says `report`. In both languages, the engine in this process or in a
+//! child process of its own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+use ctxhost::limits::Isolation;
 use serde_json::json;
 
 use super::*;
@@ -36,14 +38,17 @@ fn commitTurn(p) { #{ status: "committed" } }
     }
 }
 
-/// Runs four turns (assemble, commitTurn) and returns each assemble's addition.
-async fn four_turns(dir: &Path, lang: &str, config: &str) -> Vec<Value> {
+/// Runs four turns (assemble, commitTurn) with the engine in `mode` and returns each
+/// assemble's addition.
+async fn four_turns(dir: &Path, lang: &str, mode: Isolation, config: &str) -> Vec<Value> {
     let (file, source) = slow(lang);
     let engine = write_engine(dir, file, source);
     let config_file = dir.join("ctxhost.json5");
     std::fs::write(&config_file, config).unwrap();
     let mut options = ServeOptions::new(dir.join("state"));
     options.config = Some(config_file);
+    options.isolation = Some(mode);
+    options.child_command = Some(crate::modes::engine_child());
     let mut c = Client::start_with(options);
     c.init(&engine).await;
     let mut additions = Vec::new();
@@ -64,27 +69,32 @@ async fn four_turns(dir: &Path, lang: &str, config: &str) -> Vec<Value> {
 #[tokio::test]
 async fn a_slow_engine_is_quarantined_after_three_slow_turns_under_serve() {
     for lang in ["lua", "rhai"] {
-        let dir = tempfile::tempdir().unwrap();
-        let additions = four_turns(dir.path(), lang, "{host: {turnBudget: {engineMs: 20}}}").await;
-        assert_eq!(
-            additions,
-            [
-                json!("slow engine"),
-                json!("slow engine"),
-                json!("slow engine"),
-                Value::Null
-            ],
-            "{lang}: three slow turns, then legacy answers"
-        );
+        for mode in [Isolation::Thread, Isolation::Process] {
+            let dir = tempfile::tempdir().unwrap();
+            let config = "{host: {turnBudget: {engineMs: 20}}}";
+            let additions = four_turns(dir.path(), lang, mode, config).await;
+            assert_eq!(
+                additions,
+                [
+                    json!("slow engine"),
+                    json!("slow engine"),
+                    json!("slow engine"),
+                    Value::Null
+                ],
+                "{lang} {mode:?}: three slow turns, then legacy answers"
+            );
+        }
     }
 }
 
 #[tokio::test]
 async fn a_config_that_says_report_keeps_a_slow_engine_serving() {
     for lang in ["lua", "rhai"] {
-        let dir = tempfile::tempdir().unwrap();
-        let config = r#"{host: {turnBudget: {engineMs: 20, onExceed: "report"}}}"#;
-        let additions = four_turns(dir.path(), lang, config).await;
-        assert_eq!(additions, vec![json!("slow engine"); 4], "{lang}");
+        for mode in [Isolation::Thread, Isolation::Process] {
+            let dir = tempfile::tempdir().unwrap();
+            let config = r#"{host: {turnBudget: {engineMs: 20, onExceed: "report"}}}"#;
+            let additions = four_turns(dir.path(), lang, mode, config).await;
+            assert_eq!(additions, vec![json!("slow engine"); 4], "{lang} {mode:?}");
+        }
     }
 }

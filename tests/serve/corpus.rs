@@ -1,7 +1,8 @@
 //! The wire corpus kept in the repository (`tests/fixtures/corpus/wire/frames.jsonl`): frames
 //! at the edges of JSON-RPC and of what real clients send, each with what the server owes it (an
 //! answer with its id, an answer with `id: null`, or nothing). Replayed before and after
-//! `initialize`; the generated frames of [`super::fuzz`] cover the space around them.
+//! `initialize`; the generated frames of [`super::fuzz`] cover the space around them, and its
+//! mutations of these frames the space near them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -12,8 +13,8 @@ use serde_json::Value;
 use super::*;
 
 /// Each case: its name, the frame's text, and the id it is owed an answer with (`None`: owed
-/// nothing).
-fn corpus() -> Vec<(String, String, Option<Value>)> {
+/// nothing). [`super::fuzz`] mutates them too.
+pub(super) fn corpus() -> Vec<(String, String, Option<Value>)> {
     let file =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus/wire/frames.jsonl");
     let cases: Vec<_> = std::fs::read_to_string(&file)
@@ -41,7 +42,7 @@ fn corpus() -> Vec<(String, String, Option<Value>)> {
 }
 
 /// How many answers each id is owed, as text (ids of any type, `null` among them).
-fn tally(ids: impl IntoIterator<Item = Value>) -> BTreeMap<String, usize> {
+pub(super) fn tally(ids: impl IntoIterator<Item = Value>) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for id in ids {
         *out.entry(id.to_string()).or_insert(0) += 1;

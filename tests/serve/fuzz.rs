@@ -1,7 +1,11 @@
-//! A property test over generated frames: objects, arrays, wrong types, unicode, lone
+//! Property tests over generated frames: objects, arrays, wrong types, unicode, lone
 //! surrogates, deep nesting, ids of every type. Every request with a readable id is answered
 //! once with that id, every other answer carries `id: null`, notifications and answers are
-//! never answered, and the server neither panics nor stops.
+//! never answered, and the server neither panics nor stops. A second one takes the wire corpus
+//! kept in the repository (`tests/fixtures/corpus/wire/frames.jsonl`) as its seeds: frames of
+//! it, some with bytes cut, flipped or spliced in; the frames left whole get what the corpus
+//! says they are owed, no frame is answered twice, and the server goes on. Both run a fixed
+//! number of cases (a bounded time in CI, with `cargo test`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -247,5 +251,123 @@ proptest! {
     ) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(run(frames));
+    }
+}
+
+/// A byte-level change to a corpus frame: cut at, flip at, or splice bytes in at a fraction of
+/// its length (never a newline: one frame stays one line).
+#[derive(Clone, Debug)]
+enum Change {
+    Cut(f64),
+    Flip(f64, u8),
+    Splice(f64, Vec<u8>),
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        (0.0..1.0f64).prop_map(Change::Cut),
+        (0.0..1.0f64, any::<u8>()).prop_map(|(at, b)| Change::Flip(at, b)),
+        (
+            0.0..1.0f64,
+            prop::collection::vec(
+                prop_oneof![
+                    any::<u8>(),
+                    Just(b'{'),
+                    Just(b'"'),
+                    Just(b']'),
+                    Just(b'\\'),
+                    Just(b',')
+                ],
+                0..8
+            )
+        )
+            .prop_map(|(at, with)| Change::Splice(at, with)),
+    ]
+}
+
+fn apply(text: &str, change: &Change) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    let at = |f: f64, len: usize| ((len as f64 * f) as usize).min(len);
+    match change {
+        Change::Cut(f) => bytes.truncate(at(*f, bytes.len())),
+        Change::Flip(f, b) => {
+            let i = at(*f, bytes.len());
+            if i < bytes.len() {
+                bytes[i] ^= b | 1;
+            }
+        }
+        Change::Splice(f, with) => {
+            let i = at(*f, bytes.len());
+            bytes.splice(i..i, with.iter().copied());
+        }
+    }
+    for b in &mut bytes {
+        if matches!(*b, b'\n' | b'\r') {
+            *b = b' ';
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Sends corpus frames (`picks`, each changed or not) before `initialize`, where every answer
+/// is written in order, then a sentinel; checks what each frame got.
+async fn run_mutated(picks: Vec<(prop::sample::Index, Option<Change>)>) {
+    let cases = super::corpus::corpus();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Client::start(&dir.path().join("state"));
+    let (mut owed, mut changed, mut sent) = (Vec::new(), 0usize, Vec::new());
+    for (pick, change) in &picks {
+        let (_, frame, owes) = &cases[pick.index(cases.len())];
+        let text = match change {
+            Some(change) => {
+                changed += 1;
+                apply(frame, change)
+            }
+            None => {
+                owed.extend(owes.clone());
+                frame.clone()
+            }
+        };
+        c.send_raw(&text).await;
+        sent.push(text);
+    }
+    c.send_raw(r#"{"jsonrpc":"2.0","id":"sentinel","method":"info"}"#)
+        .await;
+    let mut answered = Vec::new();
+    loop {
+        let r = c.recv().await;
+        if r["id"] == "sentinel" {
+            break;
+        }
+        answered.push(r["id"].clone());
+    }
+    // The frames left whole got what they are owed (as a multiset: a changed frame may owe an
+    // answer with the same id), and no frame got two answers.
+    let got = super::corpus::tally(answered.iter().cloned());
+    for (id, n) in super::corpus::tally(owed.iter().cloned()) {
+        assert!(
+            got.get(&id).copied().unwrap_or(0) >= n,
+            "{id} owed {n}, got {got:?}; frames: {sent:#?}"
+        );
+    }
+    assert!(
+        answered.len() <= owed.len() + changed,
+        "{} answers to {} frames owed {} and {changed} changed: {sent:#?}",
+        answered.len(),
+        sent.len(),
+        owed.len()
+    );
+    c.close().await;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn corpus_frames_changed_or_whole_get_what_they_are_owed(
+        picks in prop::collection::vec((any::<prop::sample::Index>(), prop::option::weighted(0.6, change())), 1..10)
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(run_mutated(picks));
     }
 }

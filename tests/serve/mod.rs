@@ -12,6 +12,8 @@ mod durability;
 mod fuzz;
 mod identity;
 mod lifecycle;
+mod requirements;
+mod stored;
 mod wire;
 
 use std::path::{Path, PathBuf};

@@ -174,7 +174,7 @@ fn text_of<'a>(args: impl Iterator<Item = &'a Value>) -> String {
     // Joined only up to the log cap: 24 arguments of 40 MB each must not become one 1 GB string
     // just to be cut. What is left unread is counted for the cut note, which fits within the
     // cap so the log does not cut the line a second time.
-    let cap = crate::host::LOG_CAP - 64;
+    let cap = crate::host::LOG_CAP - crate::host::LOG_NOTE_ROOM;
     let mut out = String::new();
     let mut beyond = 0usize;
     for (i, v) in args.enumerate() {

@@ -93,7 +93,7 @@ fn conv(
         Value::Number(n) => script::number(*n),
         Value::String(s) => {
             let bytes = s.as_bytes();
-            budget.take(bytes.len())?;
+            budget.take(script::written_len(&bytes))?;
             match std::str::from_utf8(&bytes) {
                 Ok(s) => Ok(Json::String(s.to_owned())),
                 Err(e) => Err(ConvError::new(format!("string is not valid UTF-8 ({e})"))),

@@ -11,6 +11,8 @@ pub const MAX_DEPTH: usize = 128;
 pub struct ConvError {
     path: Vec<String>,
     message: String,
+    /// The value is over the conversion's byte budget (rather than of a shape no result takes).
+    over_budget: bool,
 }
 
 impl ConvError {
@@ -19,7 +21,13 @@ impl ConvError {
         ConvError {
             path: Vec::new(),
             message: message.into(),
+            over_budget: false,
         }
+    }
+
+    /// Whether the value was refused for its size, over the conversion's byte budget.
+    pub fn is_over_budget(&self) -> bool {
+        self.over_budget
     }
 
     /// The same failure, one level down (`name` or `[i]`).
@@ -53,8 +61,23 @@ impl ConvError {
 /// each value bounds a conversion's time and memory by the same cap as its text.
 pub const VALUE_BYTES: usize = std::mem::size_of::<Json>();
 
-/// Byte budget of one conversion (all strings added up, plus [`VALUE_BYTES`] a value), and the
-/// nesting guard.
+/// The bytes `text` takes written as a JSON string's contents, as serde_json writes it: `"`,
+/// `\\`, backspace, form feed, newline, CR and tab take two, the other C0 controls six
+/// (`\u0001`), every other byte one. Caps count text as written, so a result or a state of
+/// control characters cannot pass a cap that its escaped copy on the wire or on disk is six
+/// times over.
+pub fn written_len(text: &[u8]) -> usize {
+    text.iter()
+        .map(|&b| match b {
+            b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 2,
+            0x00..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
+}
+
+/// Byte budget of one conversion (all strings added up as written, JSON-escaped, plus
+/// [`VALUE_BYTES`] a value), and the nesting guard.
 #[derive(Debug)]
 pub struct Budget {
     /// Bytes still allowed.
@@ -93,16 +116,18 @@ impl Budget {
     }
 
     fn over(&self) -> ConvError {
-        ConvError::new(format!(
-            "the result holds more than {} bytes (its text, and {VALUE_BYTES} bytes for each \
-             value or table entry)",
+        let mut e = ConvError::new(format!(
+            "the result holds more than {} bytes (its text as written, JSON-escaped, and \
+             {VALUE_BYTES} bytes for each value or table entry)",
             self.cap
-        ))
+        ));
+        e.over_budget = true;
+        e
     }
 
-    /// A string counted against the budget.
+    /// A string counted against the budget, as written ([`written_len`]).
     pub fn string(&mut self, s: &str) -> Result<Json, ConvError> {
-        self.take(s.len())?;
+        self.take(written_len(s.as_bytes()))?;
         Ok(Json::String(s.to_owned()))
     }
 }

@@ -156,13 +156,17 @@ impl Site {
 
     /// The state could not be saved (it holds something JSON cannot).
     pub fn state_error(&self, e: ConvError) -> EngineError {
-        EngineError::new(
-            Op::SaveState,
-            &self.engine,
-            EngineErrorKind::InvalidResult,
-            e.describe("state"),
-        )
-        .at(located(&self.file, None))
+        // Too big is a limit, as when the session writes the state (both count it as written).
+        let (kind, message) = if e.is_over_budget() {
+            let cap = self.limits.results.max_result_bytes;
+            (
+                EngineErrorKind::Limit,
+                format!("the engine state is over {cap} bytes as written (escaped JSON)"),
+            )
+        } else {
+            (EngineErrorKind::InvalidResult, e.describe("state"))
+        };
+        EngineError::new(Op::SaveState, &self.engine, kind, message).at(located(&self.file, None))
     }
 
     /// Checks saved state before restoring it: `Ok(None)` for an empty state, the object
