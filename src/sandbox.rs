@@ -18,7 +18,7 @@ pub mod alloc;
 pub mod gate;
 mod outside;
 
-pub(crate) use outside::crediting;
+pub(crate) use outside::{crediting, outside_deadline_crediting};
 pub use outside::{outside_deadline, within_deadline};
 
 use std::collections::BTreeMap;

@@ -361,8 +361,8 @@ fn limit_address_space(memory_bytes: usize) {
     let _ = memory_bytes;
 }
 
-/// Sends chosen `host` functions to the parent and waits for the answer (outside the call's
-/// deadline: the parent's own wait is extended by the same time).
+/// Sends chosen `host` functions to the parent and waits for the answer; only the waits the
+/// parent reports move the call's deadline (the parent's own wait moves by the same).
 #[derive(Debug)]
 struct Forwarder {
     out: Out,
@@ -407,17 +407,26 @@ impl HostForward for Forwarder {
             name: name.to_owned(),
             args: json,
         };
-        crate::sandbox::outside_deadline(|| {
-            write(&self.out, &request)
-                .map_err(|e| HostError::host(format!("{name}: the host is gone ({e})")))?;
+        // Only the parent's waits (a model, the client's compaction) move the deadline: the
+        // host work it does for this call counts against it here, as it would in process, so
+        // a script looping over such calls is stopped at its next step past the deadline.
+        crate::sandbox::outside_deadline_crediting(|| {
+            if let Err(e) = write(&self.out, &request) {
+                let gone = HostError::host(format!("{name}: the host is gone ({e})"));
+                return (Err(gone), std::time::Duration::ZERO);
+            }
             loop {
                 let next = self.input.lock().recv();
                 match next {
-                    Ok(ToChild::HostReply { reply }) => {
-                        return reply.map(Into::into).map_err(Into::into);
+                    Ok(ToChild::HostReply { reply, waited_us }) => {
+                        let waited = std::time::Duration::from_micros(waited_us);
+                        return (reply.map(Into::into).map_err(Into::into), waited);
                     }
                     Ok(_) => continue,
-                    Err(_) => return Err(HostError::host(format!("{name}: the host is gone"))),
+                    Err(_) => {
+                        let gone = HostError::host(format!("{name}: the host is gone"));
+                        return (Err(gone), std::time::Duration::ZERO);
+                    }
                 }
             }
         })

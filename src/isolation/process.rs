@@ -184,7 +184,8 @@ impl ChildProc {
                     let (reply, waited) = crate::sandbox::crediting(|| serve((path, name, args)));
                     let reply = reply.map_err(Into::into);
                     served += waited;
-                    if self.send(&ToChild::HostReply { reply }).is_err() {
+                    let waited_us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+                    if self.send(&ToChild::HostReply { reply, waited_us }).is_err() {
                         return Err(self.died());
                     }
                 }

@@ -84,6 +84,11 @@ pub enum ToChild {
     HostReply {
         /// What the `host` function returned.
         reply: Result<HostOutWire, HostErrorWire>,
+        /// How much of the parent's time serving it was a wait outside the process (a model,
+        /// the client's compaction), in microseconds: only that moves the call's deadline in
+        /// the child; the parent's host work counts against it, as in process.
+        #[serde(default)]
+        waited_us: u64,
     },
     /// Stop the running call (kind `Cancelled`); read even while a call runs.
     Cancel,

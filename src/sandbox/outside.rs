@@ -20,10 +20,28 @@ use super::{Armed, HostWaits, RUNNING, SERVING, Watchdog, gate, watchdog};
 /// passed. The call gives its place in the [`gate`] back while it waits. Outside a script call
 /// (or off a worker thread) this is just `f()`, its time noted for [`crediting`].
 pub fn outside_deadline<R>(f: impl FnOnce() -> R) -> R {
+    outside_deadline_by(|| (f(), None))
+}
+
+/// [`outside_deadline`] for a stretch only part of which is a wait: `f` returns its result and
+/// how much of its time was waiting on something outside the process. Only that much moves the
+/// deadline; the rest counts against it, as host work in process does. An isolated child sends
+/// a `host` call to its parent this way, and the parent says how much of its serving was a
+/// wait (a model, the client's compaction): a script that loops over host work the parent does
+/// for it meets its deadline in the child, at the next step, as it would in process.
+pub(crate) fn outside_deadline_crediting<R>(f: impl FnOnce() -> (R, Duration)) -> R {
+    outside_deadline_by(|| {
+        let (r, waited) = f();
+        (r, Some(waited))
+    })
+}
+
+/// [`outside_deadline`], crediting the whole stretch (`None`) or only the wait `f` reports.
+fn outside_deadline_by<R>(f: impl FnOnce() -> (R, Option<Duration>)) -> R {
     let running = RUNNING.with(|r| r.borrow().clone());
     let waits = SERVING.with(|w| w.borrow().clone());
     let Some(running) = running else {
-        return credited_outside(f);
+        return credited_outside(|| f().0);
     };
     let dog = watchdog();
     let key = running.lock().key;
@@ -39,23 +57,26 @@ pub fn outside_deadline<R>(f: impl FnOnce() -> R) -> R {
         })
     });
     // Waiting uses no core: another script call may run meanwhile.
-    let r = gate::cores().outside(f);
+    let (r, reported) = gate::cores().outside(f);
     let Some(out) = OUTSIDE.with(|o| std::mem::replace(&mut *o.borrow_mut(), outer)) else {
         return r;
     };
-    back_inside(&running, waits.as_deref(), dog, &out);
+    back_inside(&running, waits.as_deref(), dog, &out, reported);
     r
 }
 
-/// Ends a stretch outside the deadline: the caller's wait is credited with its time, and a
-/// deadline that had not passed is armed again that much later. Returns the new deadline.
+/// Ends a stretch outside the deadline: the caller's wait is credited with its time (at most
+/// `reported`, when the stretch said how much of it was a wait), and a deadline that had not
+/// passed is armed again that much later. Returns the new deadline.
 fn back_inside(
     running: &Mutex<Armed>,
     waits: Option<&HostWaits>,
     dog: &Watchdog,
     out: &Outside,
+    reported: Option<Duration>,
 ) -> (Instant, u64) {
-    let waited = out.since.elapsed();
+    let elapsed = out.since.elapsed();
+    let waited = reported.map_or(elapsed, |w| w.min(elapsed));
     if let Some(w) = waits {
         let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
         w.waited_ns.fetch_add(ns, Ordering::SeqCst);
@@ -101,7 +122,7 @@ pub fn within_deadline<R>(f: impl FnOnce() -> R) -> R {
         return f();
     };
     let dog = watchdog();
-    let key = back_inside(&running, waits.as_deref(), dog, &out);
+    let key = back_inside(&running, waits.as_deref(), dog, &out, None);
     if out.pending {
         out.key = key;
     }
