@@ -21,12 +21,14 @@
 //!   `host.log.*` (so the per-engine log limit holds across sessions) and `host.summarize`
 //!   when the host's summarizer asks a model are sent back to the parent during the call and
 //!   answered from the parent's [`HostCall`](crate::host::HostCall) through the same
-//!   [`API`](crate::host::API) table. Their time is outside the deadline, as in process.
+//!   [`API`](crate::host::API) table. As in process, only their waits (a model, the client's
+//!   compaction) are outside the deadline: the parent's reply says how much of its time was a
+//!   wait, and the rest counts against the call's deadline in the child as in the parent.
 //! - Results come back as the script returned them (converted to JSON by the child's VM) and
 //!   are typed by the one [`Instance`](crate::engine::Instance) and checked by the session in
 //!   the parent, like any engine's: the child is never trusted with the contract.
-//! - Deadline: the parent waits deadline + grace (plus the time it spent serving the child's
-//!   `host` requests), then SIGKILLs and reaps the child; the call fails with kind `Deadline`
+//! - Deadline: the parent waits deadline + grace (plus the waits of the `host` requests it
+//!   served for the child), then SIGKILLs and reaps the child; the call fails with kind `Deadline`
 //!   (the engine is quarantined and `legacy` answers). A child that dies (crash, abort, OOM
 //!   kill) fails the call with kind `Runtime` naming the exit status and its last log line
 //!   (`Memory` when it died of a failed allocation). A dead child is never reused; the next
