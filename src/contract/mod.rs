@@ -12,6 +12,8 @@
 mod checks;
 pub mod client;
 mod info;
+pub mod limits;
+pub mod message;
 mod method;
 mod params;
 mod results;
