@@ -9,6 +9,8 @@
 //! }"#, "inline").unwrap();
 //! assert_eq!(cfg.engine_entry().unwrap().0, "recent");
 //! ```
+//!
+#![doc = include_str!("../docs/configuration.md")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

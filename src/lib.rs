@@ -7,6 +7,8 @@
 //!
 //! Data flows one way: [`transcript`] store → [`session`] → turn driver → [`engine`] → result
 //! validation ([`contract`]) and [`services::pairing`] repair → the context the model sees.
+//!
+#![doc = include_str!("../docs/embedding.md")]
 
 // The layers, bottom to top: `contract` (plain data and its checks), `services` (what the host
 // computes: tokens, summaries, compaction, fitting, pairing), `engine` (the seam, the adapters,

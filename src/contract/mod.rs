@@ -8,6 +8,8 @@
 //! as `contract::X`: `method` (the lifecycle methods), `info` (an engine's `info` record),
 //! `settings` (`runtimeSettings`), `params` and `results` (each method's input and output), and
 //! `checks` (what the host checks at load and on every result).
+//!
+#![doc = include_str!("../../docs/contract.md")]
 
 mod checks;
 pub mod client;
