@@ -9,8 +9,8 @@
 use std::path::PathBuf;
 
 use ctxhost::config::Config;
-use ctxhost::isolation::ChildCommand;
-use ctxhost::limits::Isolation;
+use ctxhost::contract::limits::Isolation;
+use ctxhost::engine::isolation::ChildCommand;
 use ctxhost::runtime::Host;
 
 /// Runs each case in Lua and Rhai, each in thread and in process isolation:
@@ -23,7 +23,7 @@ macro_rules! each_language_and_mode {
             #[allow(unused_imports)]
             use super::*;
             use $crate::common::engine::Lang;
-            use ctxhost::limits::Isolation;
+            use ctxhost::contract::limits::Isolation;
 
             each_language_and_mode!(@test lua_thread, $f, Lang::Lua, Isolation::Thread, [$($arg),*], $($await)?);
             each_language_and_mode!(@test lua_process, $f, Lang::Lua, Isolation::Process, [$($arg),*], $($await)?);

@@ -10,7 +10,7 @@
 
 use std::io::{self, Write};
 
-pub(crate) use ctxhost::inert::escape;
+pub(crate) use ctxhost::contract::inert::escape;
 
 /// A writer that passes everything through [`escape`]. A UTF-8 sequence split across two
 /// writes is held back until it is whole; bytes that are not UTF-8 pass unchanged (a terminal

@@ -224,7 +224,7 @@ fn compact(p) { host::delegateCompaction(p) }
         let (process, _) = replay_logging(file, source, "warn", "process");
         let relayed: Vec<&str> = process
             .lines()
-            .filter(|l| l.contains("ctxhost::isolation::child"))
+            .filter(|l| l.contains("ctxhost::engine::isolation::child"))
             .collect();
         assert!(
             !relayed.is_empty(),

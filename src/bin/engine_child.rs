@@ -1,5 +1,5 @@
 //! The engine child on its own: a program that only serves `host.isolation: "process"`
-//! instances ([`ctxhost::isolation::child_main`] over stdin and stdout). An embedding program
+//! instances ([`ctxhost::engine::isolation::child_main`] over stdin and stdout). An embedding program
 //! can name it in `host.childCommand` instead of answering `__engine-child` in its own `main`;
 //! the isolation tests start it (`CARGO_BIN_EXE_ctxhost-engine-child`).
 
@@ -7,8 +7,9 @@
 /// script makes by plain assignment (`a = [a, a]`) and stops it at its next operation, as in
 /// the `ctxhost` program's own children; without it such an engine ran on to deadline + grace.
 #[global_allocator]
-static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
+static ALLOC: ctxhost::engine::sandbox::alloc::MeteredAlloc =
+    ctxhost::engine::sandbox::alloc::MeteredAlloc;
 
 fn main() {
-    std::process::exit(ctxhost::isolation::child_main());
+    std::process::exit(ctxhost::engine::isolation::child_main());
 }

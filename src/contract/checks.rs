@@ -199,7 +199,7 @@ pub fn unmet_requirements(info: &EngineInfo, op: Operation) -> Option<String> {
         .iter()
         .map(String::as_str)
         .filter(|c| !HOST_CAPABILITIES.contains(c))
-        .map(crate::inert::escape)
+        .map(super::inert::escape)
         .collect();
     if missing.is_empty() {
         return None;
@@ -210,13 +210,13 @@ pub fn unmet_requirements(info: &EngineInfo, op: Operation) -> Option<String> {
         .unwrap_or_default();
     let mut msg = format!(
         "context engine \"{}\" cannot run operation \"{op_name}\" on ctxhost. Missing host capabilities: {}. Host capabilities: {}.",
-        crate::inert::escape(&info.id),
+        super::inert::escape(&info.id),
         missing.join(", "),
         HOST_CAPABILITIES.join(", ")
     );
     if let Some(extra) = &req.unsupported_message {
         msg.push(' ');
-        msg.push_str(&crate::inert::escape(extra));
+        msg.push_str(&super::inert::escape(extra));
     }
     Some(msg)
 }

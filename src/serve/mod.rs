@@ -77,11 +77,11 @@ pub struct ServeOptions {
     /// How long a request to the client may take (default 120 s).
     pub client_timeout: Duration,
     /// Where engine VMs run, over the config's `host.isolation` (`serve --isolation`).
-    pub isolation: Option<crate::isolation::Isolation>,
+    pub isolation: Option<crate::engine::isolation::Isolation>,
     /// The program started as each engine's child under process isolation (default: this
-    /// program with [`crate::isolation::CHILD_ARG`]; see
+    /// program with [`crate::engine::isolation::CHILD_ARG`]; see
     /// [`HostBuilder::child_command`](crate::runtime::HostBuilder::child_command)).
-    pub child_command: Option<crate::isolation::ChildCommand>,
+    pub child_command: Option<crate::engine::isolation::ChildCommand>,
 }
 
 impl ServeOptions {

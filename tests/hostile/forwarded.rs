@@ -8,8 +8,8 @@
 
 use ctxhost::EngineErrorKind;
 use ctxhost::config::{Config, Entry};
-use ctxhost::limits::Isolation;
-use ctxhost::message::Message;
+use ctxhost::contract::limits::Isolation;
+use ctxhost::contract::message::Message;
 use ctxhost::runtime::SessionSpec;
 use ctxhost::session::{Session, TurnInput};
 

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
-use ctxhost::limits::Isolation;
+use ctxhost::contract::limits::Isolation;
 use serde_json::json;
 
 use super::*;
