@@ -410,7 +410,7 @@ impl HostForward for Forwarder {
         // Only the parent's waits (a model, the client's compaction) move the deadline: the
         // host work it does for this call counts against it here, as it would in process, so
         // a script looping over such calls is stopped at its next step past the deadline.
-        crate::engine::sandbox::outside_deadline_crediting(|| {
+        crate::sandbox::outside_deadline_crediting(|| {
             if let Err(e) = write(&self.out, &request) {
                 let gone = HostError::host(format!("{name}: the host is gone ({e})"));
                 return (Err(gone), std::time::Duration::ZERO);
