@@ -52,4 +52,4 @@ pub use runtime::{Host, HostBuilder, SessionHandle, SessionSpec};
 pub use session::{Assembly, Session, TurnInput, TurnStats};
 pub use summarize::Summarizer;
 pub use tokens::TokenCounter;
-pub use transcript::{Durability, Store, TranscriptStore};
+pub use transcript::{Durability, TranscriptStore};

@@ -10,9 +10,9 @@
 //!   beside it (files an earlier ctxhost wrote open unchanged).
 //! - [`memory`]: nothing on disk, for embedders and tests.
 //!
-//! Not yet: [`crate::session::Session`] still writes through [`crate::transcript::Store`];
-//! moving it (and `ctxhost serve`) onto this seam, and database backends behind it, are the
-//! next steps of the storage work.
+//! [`crate::session::Session`] appends through its store and commits after every call it
+//! makes durable (with `host.durability: "turn"`, at the end of each turn); `ctxhost serve`
+//! opens its sessions through a [`Backend`].
 
 pub mod jsonl;
 pub mod memory;
