@@ -21,5 +21,6 @@ mod retention;
 mod rng;
 mod serve;
 mod snapshots;
+mod store;
 mod terminal;
 mod watch;

@@ -13,7 +13,6 @@ use tokio::sync::mpsc;
 use crate::contract::Method;
 use crate::contract::client::ClientCall;
 use crate::runtime::{Host, SessionHandle};
-use crate::store::jsonl::JsonlBackend;
 
 use super::engine::{EngineFile, engine_info};
 use super::frame::{self, Incoming};
@@ -493,10 +492,8 @@ impl Server {
         if let Some(client) = &p.client_info {
             tracing::info!(client = %client.name, version = %client.version, engine = %info.id, "initialized");
         }
-        let backend: Arc<dyn crate::store::Backend> = Arc::new(JsonlBackend::new(
-            &self.options.state_dir,
-            host.config().host.durability,
-        ));
+        let backend =
+            crate::store::open_backend(host.config(), &self.options.state_dir).map_err(internal)?;
         let hosted = Arc::new(Hosted {
             backend,
             seen: tokio::sync::Mutex::new(seen),

@@ -197,3 +197,48 @@ async fn crash_before_the_commit(earlier_ctxhost: bool) {
     let saved: Value = serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
     assert_eq!(saved["state"]["ingested"], 6, "{saved}");
 }
+
+/// `host.store: {kind: "sqlite"}`: a served session lives in the database (no session files),
+/// and the next client process continues it, each message stored once.
+#[tokio::test]
+async fn a_session_kept_in_sqlite_continues_in_the_next_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, true));
+    let db = dir.path().join("db").join("sessions.db");
+    let config = dir.path().join("ctxhost.json5");
+    std::fs::write(
+        &config,
+        format!(
+            "{{ host: {{ store: {{ kind: \"sqlite\", path: {:?} }} }} }}",
+            db.display().to_string()
+        ),
+    )
+    .unwrap();
+    let init = json!({"engine": engine, "config": config});
+    let mut c = Client::start(&state);
+    c.ok("initialize", init.clone()).await;
+    c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+    c.close().await;
+    assert!(
+        db.exists(),
+        "the database was created where the config says"
+    );
+    assert!(!state.join("sessions").exists(), "no session files");
+
+    let mut c = Client::start(&state);
+    c.ok("initialize", init).await;
+    let r = c.ok("assemble", assemble_params(&history(3), 10_000)).await;
+    let expected: Vec<String> = (0..3)
+        .flat_map(|i| [format!("question {i}"), format!("answer {i}")])
+        .collect();
+    assert_eq!(texts(&r), expected);
+    assert_eq!(r["systemPromptAddition"], "v1 n=2 kept 6 of 6");
+    c.close().await;
+    let backend =
+        ctxhost::store::sqlite::SqliteBackend::open(&db, ctxhost::transcript::Durability::Entry)
+            .unwrap();
+    let listed = ctxhost::store::Backend::sessions(&backend).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].messages, 6);
+}

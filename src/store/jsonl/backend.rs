@@ -66,6 +66,68 @@ impl JsonlBackend {
     }
 }
 
+impl JsonlBackend {
+    /// Copies the state directory's sessions (and serve's names beside them) to `dest`, which
+    /// must not exist, while they may be written: per session the state and journal first and
+    /// the transcript last. A transcript only grows, so the copy holds every byte the copied
+    /// commit accounts for; bytes of a commit made during the copy are set aside when the copy
+    /// is opened, as after a crash.
+    fn copy_to(&self, dest: &Path) -> Result<()> {
+        if dest.exists() {
+            return Err(Error::Store {
+                backend: KIND,
+                op: "back up",
+                session: None,
+                message: format!("{} exists; nothing was written", dest.display()),
+            });
+        }
+        for sub in ["names", "subagents"] {
+            copy_flat(&self.state_dir.join(sub), &dest.join(sub), |_| true)?;
+        }
+        let sessions = self.state_dir.join("sessions");
+        let entries = match std::fs::read_dir(&sessions) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return std::fs::create_dir_all(dest.join("sessions"))
+                    .map_err(|e| Error::io("create backup directory", dest, e));
+            }
+            Err(e) => return Err(Error::io("list sessions", &sessions, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list sessions", &sessions, e))?;
+            if !entry.path().is_dir() {
+                continue;
+            }
+            let to = dest.join("sessions").join(entry.file_name());
+            let not_transcript = |n: &str| n != "transcript.jsonl" && !n.ends_with(".tmp");
+            copy_flat(&entry.path(), &to, not_transcript)?;
+            copy_flat(&entry.path(), &to, |n| n == "transcript.jsonl")?;
+        }
+        Ok(())
+    }
+}
+
+/// Copies the files of `from` (not its directories) whose names `keep` to `to`, creating it;
+/// a missing `from` copies nothing.
+fn copy_flat(from: &Path, to: &Path, keep: impl Fn(&str) -> bool) -> Result<()> {
+    let entries = match std::fs::read_dir(from) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("read for backup", from, e)),
+    };
+    std::fs::create_dir_all(to).map_err(|e| Error::io("create backup directory", to, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("read for backup", from, e))?;
+        let name = entry.file_name();
+        if !entry.path().is_file() || !keep(&name.to_string_lossy()) {
+            continue;
+        }
+        std::fs::copy(entry.path(), to.join(&name))
+            .map_err(|e| Error::io("copy for backup", entry.path(), e))?;
+    }
+    Ok(())
+}
+
 impl Backend for JsonlBackend {
     fn kind(&self) -> &'static str {
         KIND
@@ -132,6 +194,14 @@ impl Backend for JsonlBackend {
         }
         JsonlStore::import(&file, id, messages, state, meta, self.durability)?;
         Ok(true)
+    }
+
+    fn location(&self) -> String {
+        self.state_dir.join("sessions").display().to_string()
+    }
+
+    fn backup(&self, dest: &Path) -> Result<()> {
+        self.copy_to(dest)
     }
 
     fn size_bytes(&self) -> Option<u64> {
