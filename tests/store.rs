@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use ctxhost::config::{Config, Entry};
-use ctxhost::message::Message;
+use ctxhost::Message;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::{Session, TurnInput};
 use ctxhost::store::{Backend, Commit, messages_digest};

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use ctxhost::message::Message;
+use ctxhost::Message;
 use ctxhost::store::jsonl::JsonlBackend;
 use ctxhost::store::sqlite::SqliteBackend;
 use ctxhost::store::{Backend, Commit, messages_digest};

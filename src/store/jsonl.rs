@@ -35,8 +35,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Commit, Opened, SessionMeta, SessionStore, StorageCursor};
+use crate::contract::message::Message;
 use crate::error::{Error, Result};
-use crate::message::Message;
 use crate::transcript::{Durability, TranscriptStore};
 
 const KIND: &str = "fs-jsonl";

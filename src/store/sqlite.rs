@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use super::{Backend, Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
 use crate::error::{Error, Result};
-use crate::message::{Message, MessageBody};
+use crate::contract::message::{Message, MessageBody};
 use crate::transcript::Durability;
 
 const KIND: &str = "sqlite";
