@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use ctxhost::config::{Config, Entry};
 use ctxhost::Message;
+use ctxhost::config::{Config, Entry};
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::{Session, TurnInput};
 use ctxhost::store::{Backend, Commit, messages_digest};
@@ -239,11 +239,11 @@ each_backend! {
 fn sqlite_opened_by_many_at_once_migrates_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ctxhost.db");
-    let opened: Vec<_> = std::thread::scope(|scope| {
+    let opened: Vec<ctxhost::Result<()>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..8)
             .map(|i| {
                 let path = path.clone();
-                scope.spawn(move || {
+                scope.spawn(move || -> ctxhost::Result<()> {
                     let b = ctxhost::store::sqlite::SqliteBackend::open(
                         &path,
                         ctxhost::transcript::Durability::Entry,
@@ -251,7 +251,7 @@ fn sqlite_opened_by_many_at_once_migrates_once() {
                     let mut s = b.open(&format!("s{i}"), "")?;
                     s.store.append(vec![Message::user(format!("from {i}"))])?;
                     s.store.commit(Commit::default())?;
-                    ctxhost::Result::Ok(())
+                    Ok(())
                 })
             })
             .collect();

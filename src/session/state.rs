@@ -142,11 +142,12 @@ impl Session {
         committed
     }
 
-    /// After a call outside a turn's end: with `durability` other than `turn`, what the call
-    /// appended is committed now (whether the call succeeded or not: what was stored stays
-    /// stored); with `turn` it waits for the turn's end. The call's own error comes first.
+    /// After a call outside a turn's end: with `durability: entry` what the call appended is
+    /// committed now (whether the call succeeded or not: what was stored stays stored); with
+    /// `turn` (and `none`, which keeps nothing across a crash anyway) it waits for the turn's
+    /// end. The call's own error comes first.
     pub(super) fn after_call<R>(&mut self, r: Result<R>) -> Result<R> {
-        if self.setup.durability == Durability::Turn {
+        if self.setup.durability != Durability::Entry {
             return r;
         }
         let committed = self.commit_entries(false);

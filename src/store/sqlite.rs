@@ -26,8 +26,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
 
 use super::{Backend, Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
-use crate::error::{Error, Result};
 use crate::contract::message::{Message, MessageBody};
+use crate::error::{Error, Result};
 use crate::transcript::Durability;
 
 const KIND: &str = "sqlite";

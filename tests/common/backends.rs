@@ -56,12 +56,12 @@ impl Kind {
     }
 }
 
-/// Runs each case on every backend, one test per backend: `name => f(args);` makes
-/// `name::jsonl`, `name::sqlite` and `name::memory`, calling `f(Kind::Jsonl, args)` and so on.
-/// `durable:` first leaves memory out (for cases that reopen from disk in a new process).
+/// Runs each case on every backend, one test per backend: `name => f;` makes `name::Jsonl`,
+/// `name::Sqlite` and `name::Memory`, calling `f(Kind::Jsonl)` and so on. `durable:` first
+/// leaves memory out (for cases that read what a backend left on disk from a new process).
 #[allow(unused_macros)]
 macro_rules! each_backend {
-    (@one $name:ident $f:path [$($arg:expr),*] [$($kind:ident)*]) => {
+    (@one $name:ident $f:path, $($kind:ident)*) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
@@ -69,15 +69,15 @@ macro_rules! each_backend {
                 #[test]
                 #[allow(non_snake_case)]
                 fn $kind() {
-                    $f($crate::common::backends::Kind::$kind $(, $arg)*);
+                    $f($crate::common::backends::Kind::$kind);
                 }
             )*
         }
     };
-    (durable: $($name:ident => $f:path $(, $arg:expr)*;)*) => {$(
-        each_backend!(@one $name $f [$($arg),*] [Jsonl Sqlite]);
+    (durable: $($name:ident => $f:path;)*) => {$(
+        each_backend!(@one $name $f, Jsonl Sqlite);
     )*};
-    ($($name:ident => $f:path $(, $arg:expr)*;)*) => {$(
-        each_backend!(@one $name $f [$($arg),*] [Jsonl Sqlite Memory]);
+    ($($name:ident => $f:path;)*) => {$(
+        each_backend!(@one $name $f, Jsonl Sqlite Memory);
     )*};
 }

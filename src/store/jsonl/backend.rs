@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{JsonlStore, KIND, Mark, read_committed};
-use crate::error::{Error, Result};
 use crate::contract::message::Message;
+use crate::error::{Error, Result};
 use crate::store::{Backend, Opened, SessionMeta, SessionSummary};
 use crate::transcript::{Durability, TranscriptStore};
 
