@@ -113,13 +113,13 @@ impl JsonlStore {
         let mut store = JsonlStore {
             state_file: state_path(file),
             synced: transcript.byte_len()?,
+            created_at: transcript.created_at().map(str::to_owned),
             transcript,
             durability,
             state: None,
             mark: None,
             slots: durable,
             reader: None,
-            created_at: Some(crate::transcript::iso_now()),
             last_id: None,
         };
         // A mark from the start: a crash in the first turn leaves nothing half-committed.
