@@ -10,9 +10,10 @@
 //!
 #![doc = include_str!("../docs/embedding.md")]
 
-// The layers, bottom to top: `contract` (plain data and its checks), `services` (what the host
+// The layers, bottom to top: `contract` (plain data and its checks), `sandbox` (the limits any
+// call runs under: deadline, memory, the per-core gate), `services` (what the host
 // computes: tokens, summaries, compaction, fitting, pairing), `engine` (the seam, the adapters,
-// the script API, the sandbox), `transcript` and `store` (what a session keeps), `session`
+// the script API), `transcript` and `store` (what a session keeps), `session`
 // (one conversation and its turn driver), and the front doors: `runtime` (the `Host` an
 // embedder builds), `serve` (the wire) and `tools` (replay, check, compare).
 pub mod config;
@@ -20,6 +21,7 @@ pub mod contract;
 pub mod engine;
 pub mod error;
 pub mod runtime;
+pub mod sandbox;
 pub mod serve;
 pub mod services;
 pub mod session;
