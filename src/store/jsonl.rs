@@ -87,8 +87,6 @@ pub struct JsonlStore {
     synced: u64,
     /// Both journal slots exist with their directory entries synced.
     slots: bool,
-    /// A read handle on the transcript, for the bytes a journal record carries.
-    reader: Option<std::fs::File>,
     created_at: Option<String>,
     last_id: Option<String>,
 }
@@ -119,7 +117,6 @@ impl JsonlStore {
             state: None,
             mark: None,
             slots: durable,
-            reader: None,
             last_id: None,
         };
         // A mark from the start: a crash in the first turn leaves nothing half-committed.
@@ -164,7 +161,6 @@ impl JsonlStore {
             last_id: messages.last().map(|m| m.id.clone()),
             synced: transcript.byte_len()?,
             slots: journal::slots_exist(file),
-            reader: None,
             transcript,
             durability,
             state: committed.state.clone(),
@@ -200,7 +196,6 @@ impl JsonlStore {
             state: state.cloned(),
             mark: None,
             slots: false,
-            reader: None,
             created_at: meta.created_at.clone(),
             last_id: messages.last().map(|m| m.id.clone()),
         };
@@ -251,16 +246,12 @@ impl JsonlStore {
         })
     }
 
-    /// The transcript's bytes from `from` to `to` (what a journal record carries).
-    fn transcript_bytes(&mut self, from: u64, to: u64) -> Result<Vec<u8>> {
+    /// The transcript's bytes from `from` to `to` (what a journal record carries), read back
+    /// from the OS's cache (no handle is kept: a gateway holds thousands of sessions).
+    fn transcript_bytes(&self, from: u64, to: u64) -> Result<Vec<u8>> {
         let path = self.transcript.path();
         let io = |e| Error::io("read transcript for the commit journal", path, e);
-        if self.reader.is_none() {
-            self.reader = Some(std::fs::File::open(path).map_err(io)?);
-        }
-        let Some(reader) = self.reader.as_mut() else {
-            return Ok(Vec::new());
-        };
+        let mut reader = std::fs::File::open(path).map_err(io)?;
         let mut bytes = Vec::with_capacity(to.saturating_sub(from) as usize);
         reader
             .seek(SeekFrom::Start(from))
