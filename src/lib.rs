@@ -30,8 +30,8 @@ pub mod tools;
 pub mod transcript;
 
 // The surface an embedder needs, at the root: the host and its sessions, the messages they
-// carry, the configuration, and the seams an embedder implements (an `Engine`, a transcript
-// `Store`, a `Summarizer`, a `TokenCounter`).
+// carry, the configuration, and the seams an embedder implements (an `Engine`, a
+// `store::SessionStore` or `store::Backend`, a `Summarizer`, a `TokenCounter`).
 pub use config::{Config, Entry, FailurePolicy};
 pub use contract::message::Message;
 pub use engine::Quarantine;
@@ -42,4 +42,4 @@ pub use runtime::{Host, HostBuilder, SessionHandle, SessionSpec};
 pub use services::summarize::Summarizer;
 pub use services::tokens::TokenCounter;
 pub use session::{Assembly, Session, TurnInput, TurnStats};
-pub use transcript::{Durability, Store, TranscriptStore};
+pub use transcript::{Durability, TranscriptStore};

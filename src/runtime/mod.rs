@@ -356,6 +356,19 @@ impl Host {
         let session = blocking(move || Session::open(setup, &spec.file)).await??;
         Ok(SessionHandle::new(session))
     }
+
+    /// Opens the session `spec.id` in `backend` (engine state restored), creating it empty
+    /// when the backend does not hold it yet; `spec.file` is not used.
+    pub async fn open_in(
+        &self,
+        backend: Arc<dyn crate::store::Backend>,
+        spec: SessionSpec,
+    ) -> Result<SessionHandle> {
+        let setup = self.session_setup(&spec);
+        let session =
+            blocking(move || Session::in_backend(setup, backend.as_ref(), &spec.cwd)).await??;
+        Ok(SessionHandle::new(session))
+    }
 }
 
 /// A shared handle on a running session; calls run on the blocking pool, one at a time.
@@ -364,7 +377,7 @@ impl Host {
 #[derive(Clone, Debug)]
 pub struct SessionHandle {
     inner: Arc<Shared>,
-    file: Arc<Path>,
+    file: Option<Arc<Path>>,
 }
 
 /// The session behind every clone of one handle.
@@ -389,7 +402,7 @@ impl Drop for Shared {
 impl SessionHandle {
     fn new(session: Session) -> Self {
         SessionHandle {
-            file: Arc::from(session.file()),
+            file: session.file().map(Arc::from),
             inner: Arc::new(Shared {
                 session: Mutex::new(Some(session)),
             }),
@@ -440,9 +453,9 @@ impl SessionHandle {
         self.with(|s| s.close()).await?
     }
 
-    /// The transcript file.
-    pub fn file(&self) -> PathBuf {
-        self.file.to_path_buf()
+    /// The transcript file, for stores that keep one (JSONL).
+    pub fn file(&self) -> Option<PathBuf> {
+        self.file.as_deref().map(Path::to_path_buf)
     }
 }
 
