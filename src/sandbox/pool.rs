@@ -13,7 +13,7 @@
 //! and a task no thread is free for starts a new one. A thread idle for [`IDLE_EXIT`] ends.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -39,8 +39,12 @@ pub struct Pool {
     stack: usize,
     state: Mutex<PoolState>,
     ready: Condvar,
-    /// `state.queue.len()`, read by polling threads without the lock.
-    queued: AtomicUsize,
+    /// Tasks queued and not yet taken, read by polling threads without the lock. Changed just
+    /// after the lock is released, so that a polling thread that sees a task rarely finds the
+    /// lock still held (a thread that waits for a `parking_lot` lock may sleep, and waking it
+    /// costs more than the hand-off); it may run a moment behind the queue, never wrongly:
+    /// threads look at the queue itself under the lock before they sleep.
+    queued: AtomicIsize,
 }
 
 #[derive(Default)]
@@ -80,7 +84,7 @@ impl Pool {
                         stack,
                         state: Mutex::new(PoolState::default()),
                         ready: Condvar::new(),
-                        queued: AtomicUsize::new(0),
+                        queued: AtomicIsize::new(0),
                     })
                 }),
         )
@@ -98,9 +102,11 @@ impl Pool {
         let mut s = self.state.lock();
         s.queue.push_back(task);
         let queued = s.queue.len();
-        self.queued.store(queued, Ordering::Release);
         if s.waiting >= queued {
-            if s.waiting - s.asleep < queued && s.asleep > 0 {
+            let wake = s.waiting - s.asleep < queued && s.asleep > 0;
+            drop(s);
+            self.queued.fetch_add(1, Ordering::Release);
+            if wake {
                 self.ready.notify_one();
             }
             return Ok(());
@@ -109,6 +115,7 @@ impl Pool {
         s.threads += 1;
         s.waiting += 1;
         drop(s);
+        self.queued.fetch_add(1, Ordering::Release);
         let pool = Arc::clone(self);
         let started = std::thread::Builder::new()
             .name(self.name.clone())
@@ -120,8 +127,10 @@ impl Pool {
             s.waiting -= 1;
             if s.threads == 0 {
                 // Nobody is left to take what is queued: give it back (its caller sees `Gone`).
+                let dropped = s.queue.len();
                 s.queue.clear();
-                self.queued.store(0, Ordering::Release);
+                self.queued
+                    .fetch_sub(isize::try_from(dropped).unwrap_or(0), Ordering::Release);
             }
             return Err(format!("cannot start a {} thread: {e}", self.name));
         }
@@ -133,9 +142,9 @@ impl Pool {
         let mut s = self.state.lock();
         loop {
             if let Some(task) = s.queue.pop_front() {
-                self.queued.store(s.queue.len(), Ordering::Release);
                 s.waiting -= 1;
                 drop(s);
+                self.queued.fetch_sub(1, Ordering::Release);
                 // A task reports its own failures; one that panics must not end the thread
                 // with the pool's counts wrong.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task));
@@ -159,9 +168,9 @@ impl Pool {
     fn poll(&self) {
         let start = Instant::now();
         let mut spins = 0u32;
-        while self.queued.load(Ordering::Acquire) == 0 {
+        while self.queued.load(Ordering::Acquire) <= 0 {
             spins += 1;
-            if spins < 256 {
+            if spins < 32 {
                 std::hint::spin_loop();
                 continue;
             }

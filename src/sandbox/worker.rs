@@ -246,7 +246,7 @@ fn poll<T>(window: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> 
             return Some(v);
         }
         spins += 1;
-        if spins < 256 {
+        if spins < 32 {
             std::hint::spin_loop();
             continue;
         }
