@@ -335,13 +335,49 @@ fn accept_identifier(text: &str, found: Found, start: usize, end: usize) -> Opti
 
 /// Every identifier of `text` with its kind, in order of appearance (repeats included).
 pub fn find_identifiers(text: &str) -> Vec<(IdKind, &str)> {
-    IDENT_RE
-        .find_iter(text)
-        .filter_map(|m| {
-            let found = *FOUND.get(m.pattern().as_usize())?;
-            accept_identifier(text, found, m.start(), m.end())
-        })
-        .collect()
+    let mut out = Vec::new();
+    let mut search = |range: std::ops::Range<usize>| {
+        if range.is_empty() {
+            return;
+        }
+        let input = regex_automata::Input::new(text).range(range);
+        for m in IDENT_RE.find_iter(input) {
+            if let Some(&found) = FOUND.get(m.pattern().as_usize())
+                && let Some(id) = accept_identifier(text, found, m.start(), m.end())
+            {
+                out.push(id);
+            }
+        }
+    };
+    // The DFA treats `\b` as Unicode needs only while it reads ASCII: at a non-ASCII byte it
+    // gives the search up to a slower engine, which then runs to the search's end. No identifier
+    // holds whitespace, so the text is searched in stretches cut at ASCII whitespace (matches
+    // and their look-around are the same: a search of a range still sees the bytes around it),
+    // and only the whitespace-free stretches holding a non-ASCII byte reach the slower engine.
+    let bytes = text.as_bytes();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let Some(q) = bytes[pos..]
+            .iter()
+            .position(|b| !b.is_ascii())
+            .map(|i| pos + i)
+        else {
+            search(pos..bytes.len());
+            break;
+        };
+        let start = bytes[pos..q]
+            .iter()
+            .rposition(u8::is_ascii_whitespace)
+            .map_or(pos, |i| pos + i);
+        let end = bytes[q..]
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .map_or(bytes.len(), |i| q + i);
+        search(pos..start);
+        search(start..end);
+        pos = end;
+    }
+    out
 }
 
 /// Adds every identifier of `text` to `out`, in order of appearance.
