@@ -23,7 +23,8 @@
 //! 20 ms, 15 samples a round. The table at the end holds medians over every sample of this run,
 //! the range of the rounds' medians, and the ratios of medians; nothing is copied from another run.
 //!
-//! `cargo bench --bench workloads`; set `CTXHOST_SHARED` when `../shared` is elsewhere.
+//! `cargo bench --bench workloads`; set `CTXHOST_SHARED` when `../shared` is elsewhere, and
+//! `CTXHOST_BENCH_ONLY=<name>` to time only the ctxhost engines whose name holds it (no peers).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -233,13 +234,19 @@ fn main() {
         }
     }
 
+    // `CTXHOST_BENCH_ONLY=rhai` times only the engines whose name holds it, and no peer (for
+    // profiling one engine); the table then says so by leaving the peers out.
+    let only = std::env::var("CTXHOST_BENCH_ONLY").ok();
+    if let Some(only) = &only {
+        runs.retain(|(engine, ..)| engine.contains(only.as_str()));
+    }
     let peers_dir = root.join("benches/peers");
     let node = Command::new("node").arg("--version").output().is_ok();
     let mut series: BTreeMap<(String, &'static str), Series> = BTreeMap::new();
     let mut notes: BTreeMap<String, String> = BTreeMap::new();
     for round in 1..=rounds {
         eprintln!("round {round} of {rounds}: peers");
-        for w in &loaded {
+        for w in loaded.iter().filter(|_| only.is_none()) {
             let file = out.path().join(w.spec.file);
             let mut lines = run_peer("python3", &peers_dir.join("keep_recent.py"), &file)
                 .unwrap_or_else(|e| fail(&e));
