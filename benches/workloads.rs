@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use ctxhost::contract::{AssembleParams, AssembleResult, ResultLimits, check_assemble};
 use ctxhost::engine::Engine;
-use ctxhost::host::HostCall;
+use ctxhost::engine::api::HostCall;
 
 mod common;
 

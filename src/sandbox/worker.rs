@@ -42,7 +42,7 @@ static ABANDONED_RUNNING: AtomicUsize = AtomicUsize::new(0);
 
 /// How many abandoned workers' calls still run (each stuck in a native step past its call's
 /// deadline + grace, holding a pool thread). Shown by `ctxhost doctor`; new engines are refused
-/// past [`Limits::max_abandoned_workers`](crate::limits::Limits::max_abandoned_workers).
+/// past [`Limits::max_abandoned_workers`](crate::contract::limits::Limits::max_abandoned_workers).
 pub fn abandoned_workers() -> usize {
     ABANDONED_RUNNING.load(Ordering::Relaxed)
 }
