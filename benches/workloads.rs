@@ -1,37 +1,50 @@
-//! Benchmarks others can compare with: the "keep-recent fit" of `shared/data/workloads` (1,000
-//! and 10,000 flat messages of real pi-mono sessions, budget 32,000 tokens), which LangChain's
-//! `trim_messages`, a plain Python loop and plain JavaScript were measured on, run by ctxhost
-//! through the whole host path of `assemble`: params in, engine call, result validated
-//! (`contract::check_assemble`) and mapped back to the host's own messages.
+//! Benchmarks others can compare with, measured side by side in one run: the "keep-recent fit"
+//! of `shared/data/workloads` (1,000 and 10,000 flat messages of real pi-mono sessions, budget
+//! 32,000 tokens) by ctxhost through the whole host path of `assemble` (params in, engine call,
+//! result validated by `contract::check_assemble` and mapped back to the host's own messages),
+//! and by its peers, run by this bench as they are (`benches/peers/`):
 //!
-//! - `keep_recent [lua, 1k|10k]`: `benches/engines/keep_recent.lua` in the Luau adapter, the
-//!   session resident in the VM (the first, untimed call marshals it).
-//! - `keep_recent [rhai, 1k|10k]`: its twin `benches/engines/keep_recent.rhai`.
-//! - `keep_recent [rust, 1k|10k]`: the same policy as a native [`Engine`]
-//!   (`benches/common/workloads.rs`).
+//! - `python`: the policy as a plain Python loop (`keep_recent.py`);
+//! - `langchain`: LangChain's `trim_messages` (strategy `last`, the workload's token rule as its
+//!   counter) on the same messages, when `langchain-core` is installed (else left out);
+//! - `node`: the policy as plain JavaScript (`keep_recent.mjs`), when `node` is on the PATH.
 //!
-//! Every engine computes the workload's token rule itself (ceil(chars / 4), chars in code
-//! points), cached per message id, so a timed call is a context already seen, as in a tool
-//! loop. The workloads are generated at startup by `python3 build_workload.py <tempdir>`. Before
-//! anything is timed, each engine's result (on its first and on a second call) must be the
-//! reference output (messages kept, first index, tokens), or the bench stops. At the end a table
-//! puts criterion's medians beside the reference medians as ratios of time.
+//! ctxhost's engines: `benches/engines/keep_recent.lua` in the Luau adapter, its Rhai twin, the
+//! same policy as a native Rust [`Engine`] (`benches/common/workloads.rs`), and the no-op engines
+//! of `tests/fixtures` (the adapters' fixed cost of a call on the same sessions). Every engine
+//! computes the token rule itself (ceil(chars / 4), chars in code points), cached per message id,
+//! so a timed call is a context already seen, as in a tool loop. Before anything is timed, each
+//! policy's result (ctxhost's on a first and a second call, the peers' own) must be the reference
+//! output (messages kept, first index, tokens), or the bench stops; LangChain's is printed (it
+//! keeps no tool call with its result, so it may keep one message more).
 //!
-//! `cargo bench --bench workloads`; set `CTXHOST_SHARED` when `../shared` is elsewhere.
+//! The run alternates: peers, ctxhost, peers, ctxhost, ... for `CTXHOST_BENCH_ROUNDS` rounds (3).
+//! Every implementation is timed the same way: a sample is the mean time of as many calls as fill
+//! 20 ms, 15 samples a round. The table at the end holds medians over every sample of this run,
+//! the range of the rounds' medians, and the ratios of medians; nothing is copied from another run.
+//!
+//! `cargo bench --bench workloads`; set `CTXHOST_SHARED` when `../shared` is elsewhere, and
+//! `CTXHOST_BENCH_ONLY=<name>` to time only the ctxhost engines whose name holds it (no peers).
 
+use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant};
 
-use criterion::Criterion;
 use ctxhost::contract::{AssembleParams, AssembleResult, ResultLimits, check_assemble};
 use ctxhost::engine::Engine;
 use ctxhost::engine::api::HostCall;
 
 mod common;
 
-use common::workloads::{self, BUDGET, Spec, implementations};
+use common::workloads::{self, BUDGET, Outcome, implementations};
+
+/// Samples per implementation per round.
+const SAMPLES: usize = 15;
+/// Time one sample fills.
+const SAMPLE: Duration = Duration::from_millis(20);
 
 /// Stops the bench with a message.
 fn fail(message: &str) -> ! {
@@ -51,34 +64,41 @@ fn assemble(
     Ok(r)
 }
 
-/// Criterion's output directory, as criterion finds it when run by `cargo bench`.
-fn criterion_dir(root: &Path) -> PathBuf {
-    if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        return PathBuf::from(home);
+/// Per-call times: each sample runs `f` as often as fills [`SAMPLE`] (as the peers do).
+fn sample(mut f: impl FnMut()) -> Vec<f64> {
+    let mut n = 1u64;
+    let mut took;
+    loop {
+        let t0 = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        took = t0.elapsed();
+        if took >= SAMPLE / 4 || n >= 1 << 24 {
+            break;
+        }
+        n *= 2;
     }
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(t) => PathBuf::from(t).join("criterion"),
-        None => root.join("target/criterion"),
-    }
+    let n = ((n as f64 * SAMPLE.as_secs_f64() / took.as_secs_f64().max(1e-9)) as u64).max(1);
+    (0..SAMPLES)
+        .map(|_| {
+            let t0 = Instant::now();
+            for _ in 0..n {
+                f();
+            }
+            t0.elapsed().as_secs_f64() / n as f64
+        })
+        .collect()
 }
 
-/// The median (seconds) criterion saved for `id` in this run (a file older than `since` is from
-/// an earlier run, e.g. when a filter skipped the bench).
-fn median(dir: &Path, id: &str, since: SystemTime) -> Result<f64, String> {
-    let path = dir.join(id).join("new/estimates.json");
-    let fresh = std::fs::metadata(&path)
-        .and_then(|m| m.modified())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if fresh < since {
-        return Err(format!("{} is from an earlier run", path.display()));
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
-    let raw = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&raw).map_err(|e| format!("{}: {e}", path.display()))?;
-    v["median"]["point_estimate"]
-        .as_f64()
-        .map(|ns| ns * 1e-9)
-        .ok_or_else(|| format!("{}: no median.point_estimate", path.display()))
 }
 
 /// A time with a unit that keeps three significant digits readable.
@@ -92,6 +112,9 @@ fn time(s: f64) -> String {
 
 /// A ratio with two significant digits.
 fn ratio(r: f64) -> String {
+    if !r.is_finite() {
+        return "–".into();
+    }
     let decimals = if r > 0.0 {
         (1 - r.log10().floor() as i32).max(0) as usize
     } else {
@@ -100,35 +123,71 @@ fn ratio(r: f64) -> String {
     format!("{r:.decimals$}×")
 }
 
-fn table(root: &Path, ids: &[(String, &'static str, Spec)], since: SystemTime) {
-    let dir = criterion_dir(root);
-    println!();
-    println!(
-        "keep-recent fit, criterion medians beside the reference medians of \
-         shared/data/workloads (ratio = our time / theirs; below 1× is faster):"
-    );
-    for (id, engine, spec) in ids {
-        match median(&dir, id, since) {
-            Ok(m) => println!(
-                "  {engine} {}: {} = {} LangChain, {} Python, {} JS",
-                spec.name,
-                time(m),
-                ratio(m / spec.langchain_s),
-                ratio(m / spec.python_s),
-                ratio(m / spec.js_s),
-            ),
-            Err(e) => println!("  {engine} {}: not measured in this run ({e})", spec.name),
-        }
+/// What one peer printed for one workload.
+#[derive(Debug, serde::Deserialize)]
+struct PeerLine {
+    #[serde(rename = "impl")]
+    name: String,
+    kept: Option<usize>,
+    first: Option<usize>,
+    tokens: Option<u64>,
+    samples: Option<Vec<f64>>,
+    missing: Option<String>,
+}
+
+/// Runs one peer program on a workload file; each line it prints is one implementation.
+fn run_peer(program: &str, script: &Path, file: &Path) -> Result<Vec<PeerLine>, String> {
+    let out = Command::new(program)
+        .arg(script)
+        .arg(file)
+        .arg(BUDGET.to_string())
+        .arg(SAMPLES.to_string())
+        .arg(SAMPLE.as_millis().to_string())
+        .output()
+        .map_err(|e| format!("{program} {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{program} {} failed ({}): {}",
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
-    println!(
-        "  reference: LangChain trim_messages 0.353 ms / 3.36 ms, plain Python 21.7 µs / \
-         5.67 µs, plain JS 3.16 µs / 0.99 µs (1k / 10k)"
-    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).map_err(|e| format!("{program} printed {l:?}: {e}")))
+        .collect()
+}
+
+/// Every sample of one implementation on one workload, by round.
+#[derive(Default)]
+struct Series {
+    rounds: Vec<Vec<f64>>,
+}
+
+impl Series {
+    fn all(&self) -> Vec<f64> {
+        self.rounds.iter().flatten().copied().collect()
+    }
+    fn median(&self) -> f64 {
+        median(&self.all())
+    }
+    fn range(&self) -> String {
+        let meds: Vec<f64> = self.rounds.iter().map(|r| median(r)).collect();
+        let lo = meds.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = meds.iter().copied().fold(0.0, f64::max);
+        format!("{}–{}", time(lo), time(hi))
+    }
 }
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let shared = common::shared_dir();
+    let rounds: usize = std::env::var("CTXHOST_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3)
+        .max(1);
     let out = tempfile::tempdir().unwrap_or_else(|e| fail(&format!("temp dir: {e}")));
     let loaded = workloads::generate(&shared, out.path()).unwrap_or_else(|e| {
         fail(&format!(
@@ -136,7 +195,6 @@ fn main() {
             shared.display()
         ))
     });
-    drop(out);
 
     let services = common::services();
     let p = common::params(BUDGET);
@@ -164,22 +222,134 @@ fn main() {
                     );
                 }
             }
-            runs.push((engine, w.spec, call.clone(), e));
+            runs.push((engine.to_owned(), w.spec, call.clone(), e));
+        }
+        for (lang, make) in [
+            ("lua", common::lua_engine as common::EngineFn),
+            ("rhai", common::rhai_engine),
+        ] {
+            let mut e = make(&root.join(format!("tests/fixtures/{lang}/noop.{lang}")));
+            assemble(e.as_mut(), &call, &p, &limits).unwrap_or_else(|err| fail(&err));
+            runs.push((format!("{lang} no-op"), w.spec, call.clone(), e));
         }
     }
 
-    let since = SystemTime::now();
-    let mut c = Criterion::default().configure_from_args();
-    let mut ids = Vec::new();
-    for (engine, spec, call, mut e) in runs {
-        let id = format!("keep_recent [{engine}, {}]", spec.name);
-        c.bench_function(&id, |b| {
-            b.iter(|| {
-                black_box(assemble(e.as_mut(), &call, &p, &limits).unwrap_or_else(|err| fail(&err)))
-            })
-        });
-        ids.push((id, engine, spec));
+    // `CTXHOST_BENCH_ONLY=rhai` times only the engines whose name holds it, and no peer (for
+    // profiling one engine); the table then says so by leaving the peers out.
+    let only = std::env::var("CTXHOST_BENCH_ONLY").ok();
+    if let Some(only) = &only {
+        runs.retain(|(engine, ..)| engine.contains(only.as_str()));
     }
-    c.final_summary();
-    table(&root, &ids, since);
+    let peers_dir = root.join("benches/peers");
+    let node = Command::new("node").arg("--version").output().is_ok();
+    let mut series: BTreeMap<(String, &'static str), Series> = BTreeMap::new();
+    let mut notes: BTreeMap<String, String> = BTreeMap::new();
+    for round in 1..=rounds {
+        eprintln!("round {round} of {rounds}: peers");
+        for w in loaded.iter().filter(|_| only.is_none()) {
+            let file = out.path().join(w.spec.file);
+            let mut lines = run_peer("python3", &peers_dir.join("keep_recent.py"), &file)
+                .unwrap_or_else(|e| fail(&e));
+            if node {
+                lines.extend(
+                    run_peer("node", &peers_dir.join("keep_recent.mjs"), &file)
+                        .unwrap_or_else(|e| fail(&e)),
+                );
+            } else {
+                notes.insert("node".into(), "node is not on the PATH".into());
+            }
+            for l in lines {
+                if let Some(why) = l.missing {
+                    notes.insert(l.name, why);
+                    continue;
+                }
+                let got = Outcome {
+                    kept: l.kept.unwrap_or_default(),
+                    first: l.first.unwrap_or_default(),
+                    tokens: l.tokens.unwrap_or_default(),
+                };
+                if got != w.spec.reference {
+                    let what = format!(
+                        "{} {} kept {} messages from index {} ({} tokens)",
+                        l.name, w.spec.name, got.kept, got.first, got.tokens
+                    );
+                    if l.name == "langchain" {
+                        notes.insert(format!("langchain {}", w.spec.name), what);
+                    } else {
+                        fail(&format!("{what}; the reference is {:?}", w.spec.reference));
+                    }
+                }
+                series
+                    .entry((l.name, w.spec.name))
+                    .or_default()
+                    .rounds
+                    .push(l.samples.unwrap_or_default());
+            }
+        }
+        eprintln!("round {round} of {rounds}: ctxhost");
+        for (engine, spec, call, e) in &mut runs {
+            let samples = sample(|| {
+                black_box(assemble(e.as_mut(), call, &p, &limits).unwrap_or_else(|err| fail(&err)));
+            });
+            series
+                .entry((engine.clone(), spec.name))
+                .or_default()
+                .rounds
+                .push(samples);
+        }
+    }
+    drop(out);
+    table(&series, &notes, rounds);
+}
+
+/// The ratio table of this run.
+fn table(
+    series: &BTreeMap<(String, &'static str), Series>,
+    notes: &BTreeMap<String, String>,
+    rounds: usize,
+) {
+    let peer = |name: &str, w: &'static str| series.get(&(name.to_owned(), w)).map(Series::median);
+    println!();
+    println!(
+        "keep-recent fit, B = {BUDGET} tokens: medians of {rounds} rounds x {SAMPLES} samples of \
+         this run (range: the rounds' medians); ratio = ctxhost's median / the peer's median, \
+         below 1× is faster"
+    );
+    println!();
+    println!("| implementation | workload | median | rounds | ÷ LangChain | ÷ Python | ÷ Node |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    let order = [
+        "lua",
+        "rhai",
+        "rust",
+        "lua no-op",
+        "rhai no-op",
+        "python",
+        "node",
+        "langchain",
+    ];
+    for spec in workloads::SPECS {
+        for name in order {
+            let Some(s) = series.get(&(name.to_owned(), spec.name)) else {
+                continue;
+            };
+            let m = s.median();
+            let vs = |p: &str| match peer(p, spec.name) {
+                Some(pm) if !matches!(name, "python" | "node" | "langchain") => ratio(m / pm),
+                _ => "".into(),
+            };
+            println!(
+                "| {name} | {} | {} | {} | {} | {} | {} |",
+                spec.name,
+                time(m),
+                s.range(),
+                vs("langchain"),
+                vs("python"),
+                vs("node")
+            );
+        }
+    }
+    for (k, v) in notes {
+        println!("\nnote ({k}): {v}");
+    }
 }

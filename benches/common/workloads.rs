@@ -1,5 +1,5 @@
 //! The keep-recent workloads of `shared/data/workloads`, which other systems (LangChain's
-//! `trim_messages`, plain Python, plain JavaScript) were measured on, as host sessions; the
+//! `trim_messages`, plain Python, plain JavaScript: `benches/peers/`) run too, as host sessions; the
 //! "keep-recent fit" policy as a native [`Engine`]; and the check of an engine's result against
 //! the reference outputs.
 //!
@@ -43,7 +43,7 @@ pub struct Outcome {
     pub tokens: u64,
 }
 
-/// One workload: its name (`1k`), file, reference outcome and the medians measured elsewhere.
+/// One workload: its name (`1k`), file and reference outcome.
 #[derive(Clone, Copy, Debug)]
 pub struct Spec {
     /// `1k` or `10k`.
@@ -52,17 +52,11 @@ pub struct Spec {
     pub file: &'static str,
     /// Messages in it.
     pub len: usize,
-    /// The reference output (Python, Node and LangChain agree).
+    /// The reference output (the policy in Python and in Node agree).
     pub reference: Outcome,
-    /// Reference medians in seconds: LangChain `trim_messages`, plain Python, plain JavaScript.
-    pub langchain_s: f64,
-    /// Plain Python loop.
-    pub python_s: f64,
-    /// Plain JavaScript in Node.
-    pub js_s: f64,
 }
 
-/// The two workloads and their reference figures (`shared/data/workloads/README.md`).
+/// The two workloads and their reference outputs (`shared/data/workloads/README.md`).
 pub const SPECS: [Spec; 2] = [
     Spec {
         name: "1k",
@@ -73,9 +67,6 @@ pub const SPECS: [Spec; 2] = [
             first: 904,
             tokens: 31_766,
         },
-        langchain_s: 0.353e-3,
-        python_s: 21.7e-6,
-        js_s: 3.16e-6,
     },
     Spec {
         name: "10k",
@@ -86,9 +77,6 @@ pub const SPECS: [Spec; 2] = [
             first: 9_978,
             tokens: 23_946,
         },
-        langchain_s: 3.36e-3,
-        python_s: 5.67e-6,
-        js_s: 0.99e-6,
     },
 ];
 

@@ -8,10 +8,12 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::BuildHasherDefault;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
+use rustc_hash::FxHasher;
 use serde::{Deserialize, Serialize};
 
 use crate::contract::message::{Content, ContentBlock, Message, MessageBody};
@@ -280,8 +282,9 @@ pub struct TokenCache {
 
 #[derive(Debug, Default)]
 struct CacheState {
-    /// Entry id -> (the message that was counted, its tokens).
-    entries: HashMap<String, (Weak<Message>, u64)>,
+    /// Entry id -> (the message that was counted, its tokens). Hashed with Fx, not SipHash:
+    /// every message of every turn is looked up here, and ids are the host's own.
+    entries: HashMap<String, (Weak<Message>, u64), BuildHasherDefault<FxHasher>>,
     /// Prune dead entries when the map reaches this size.
     prune_at: usize,
 }

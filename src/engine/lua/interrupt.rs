@@ -8,9 +8,10 @@
 //! and only calls mlua's procedure when one is set, so stopping a script (error raised inside
 //! the VM, line noted, `pcall` unable to swallow it) still goes through mlua's safe path.
 //!
-//! The flags are found through a thread-local keyed by the VM's `lua_Callbacks` address: a VM
-//! lives on the worker thread that built it. A VM that finds no entry of its own (a second VM on
-//! the thread, or one called elsewhere) always takes mlua's path: slower, never wrong.
+//! The flags are found through a thread-local keyed by the VM's `lua_Callbacks` address, set by
+//! [`Fast::enter`] for the length of each call (a VM runs on whichever pool thread takes its
+//! call). A VM that finds no entry of its own (one called without `enter`) always takes mlua's
+//! path: slower, never wrong.
 
 #![allow(unsafe_code)]
 
@@ -60,12 +61,42 @@ unsafe extern "C-unwind" fn fast_interrupt(state: *mut ffi::lua_State, gc: c_int
     }
 }
 
+/// This VM's entry for the fast path, made by [`speed_up`].
+#[derive(Debug, Clone)]
+pub struct Fast {
+    callbacks: usize,
+    signals: Arc<StopSignals>,
+}
+
+/// Removes this thread's entry when the call ends.
+pub struct Entered(());
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let _ = INSTALLED.try_with(|cell| cell.borrow_mut().take());
+    }
+}
+
+impl Fast {
+    /// Makes the fast path serve this VM on the current thread until the guard is dropped.
+    pub fn enter(&self) -> Entered {
+        INSTALLED.with(|cell| {
+            *cell.borrow_mut() = Some(Installed {
+                callbacks: self.callbacks,
+                signals: Arc::clone(&self.signals),
+            });
+        });
+        Entered(())
+    }
+}
+
 /// Puts the fast path in front of the interrupt mlua installed on `lua` (call right after
-/// `Lua::set_interrupt`, on the thread that runs the VM). Without an mlua interrupt it does
-/// nothing.
-pub fn speed_up(lua: &Lua, signals: Arc<StopSignals>) -> mlua::Result<()> {
+/// `Lua::set_interrupt`); [`Fast::enter`] then turns it on for a call. Without an mlua
+/// interrupt (or one it does not know) it does nothing and gives `None`.
+pub fn speed_up(lua: &Lua, signals: Arc<StopSignals>) -> mlua::Result<Option<Fast>> {
     // SAFETY: `exec_raw` holds the VM lock and gives a valid state; we only read and replace
     // the interrupt pointer of its global callbacks, as `Lua::set_interrupt` itself does.
+    let mut callbacks = 0usize;
     unsafe {
         lua.exec_raw::<()>((), |state| {
             let cb = ffi::lua_callbacks(state);
@@ -73,20 +104,15 @@ pub fn speed_up(lua: &Lua, signals: Arc<StopSignals>) -> mlua::Result<()> {
                 return;
             };
             let fast: InterruptProc = fast_interrupt;
-            if std::ptr::fn_addr_eq(slow, fast) {
-                return;
+            if !std::ptr::fn_addr_eq(slow, fast) {
+                if !std::ptr::fn_addr_eq(*SLOW.get_or_init(|| slow), slow) {
+                    // Not the procedure we know how to stand in front of: leave it alone.
+                    return;
+                }
+                (*cb).interrupt = Some(fast);
             }
-            if !std::ptr::fn_addr_eq(*SLOW.get_or_init(|| slow), slow) {
-                // Not the procedure we know how to stand in front of: leave it alone.
-                return;
-            }
-            INSTALLED.with(|cell| {
-                *cell.borrow_mut() = Some(Installed {
-                    callbacks: cb as usize,
-                    signals,
-                });
-            });
-            (*cb).interrupt = Some(fast);
+            callbacks = cb as usize;
         })
-    }
+    }?;
+    Ok((callbacks != 0).then_some(Fast { callbacks, signals }))
 }

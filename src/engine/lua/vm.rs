@@ -1,6 +1,7 @@
-//! One Luau VM: built, loaded and called on its own worker thread (see [`crate::sandbox::Worker`]).
+//! One Luau VM: built, loaded and called on a thread of the Lua pool (see
+//! [`crate::sandbox::Worker`]).
 //!
-//! Everything here runs on the worker. It builds the sandboxed Luau state, runs the engine's
+//! Everything here runs on a pool thread, one call at a time. It builds the sandboxed Luau state, runs the engine's
 //! chunk (and factory), and implements [`ScriptVm::invoke`]: `p` in (resident messages, state),
 //! the script call under the watchdog deadline, the result converted to JSON. What the result
 //! means and how failures are classified is shared ([`crate::engine::script`]).
@@ -31,6 +32,8 @@ pub struct Vm {
     state: Table,
     rollbacks: Rollbacks<Function>,
     host_bytes: usize,
+    /// The interrupt's fast path for this VM, entered for each call.
+    fast: Option<interrupt::Fast>,
 }
 
 /// A stop raised by the interrupt.
@@ -49,8 +52,8 @@ impl std::fmt::Display for Stopped {
 impl std::error::Error for Stopped {}
 
 /// Builds a sandboxed Luau state: `host`, `require`, `print` installed, the rest removed, then
-/// `sandbox(true)`, the interrupt and the memory cap.
-fn sandboxed_lua(boot: &Boot) -> mlua::Result<Lua> {
+/// `sandbox(true)`, the interrupt (and its fast path) and the memory cap.
+fn sandboxed_lua(boot: &Boot) -> mlua::Result<(Lua, Option<interrupt::Fast>)> {
     let lua = Lua::new();
     lua.set_app_data(HostScope::new(
         &boot.label,
@@ -74,9 +77,9 @@ fn sandboxed_lua(boot: &Boot) -> mlua::Result<Lua> {
             Err(mlua::Error::external(Stopped(reason)))
         }
     });
-    interrupt::speed_up(&lua, fast_signals)?;
+    let fast = interrupt::speed_up(&lua, fast_signals)?;
     lua.set_memory_limit(boot.limits.memory_bytes)?;
-    Ok(lua)
+    Ok((lua, fast))
 }
 
 /// The message of an mlua error without tracebacks, and the whole text (to find lines in).
@@ -172,7 +175,9 @@ impl Vm {
         let file = boot.file.clone();
         let mut site = Site::of(boot);
         let err = |op: Op, e: &mlua::Error, kind| site.fail(op, fault(&file, e, kind));
-        let lua = sandboxed_lua(boot).map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
+        let (lua, fast) =
+            sandboxed_lua(boot).map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
+        let _entered = fast.as_ref().map(interrupt::Fast::enter);
         let chunk = lua
             .load(&**source)
             .set_name(format!("@{file}"))
@@ -291,6 +296,7 @@ impl Vm {
             state,
             rollbacks: Rollbacks::default(),
             host_bytes: 0,
+            fast,
         };
         Ok((
             vm,
@@ -530,6 +536,7 @@ impl ScriptVm for Vm {
         let Some((f, _)) = self.functions.get(&method).cloned() else {
             return Ok(None);
         };
+        let _entered = self.fast.as_ref().map(interrupt::Fast::enter);
         let out = self
             .call_script(call, method, &f, fields, feed)
             .map(|v| self.convert(v, expect));
@@ -541,6 +548,7 @@ impl ScriptVm for Vm {
         let Some(f) = self.rollbacks.take(handle, &self.site.engine) else {
             return Ok(());
         };
+        let _entered = self.fast.as_ref().map(interrupt::Fast::enter);
         let out = self.call_script(
             call,
             Method::PrepareSubagentSpawn,

@@ -28,7 +28,10 @@ mod terms;
 pub use terms::terms;
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
+
+use rustc_hash::FxHasher;
 
 use parking_lot::Mutex;
 
@@ -46,6 +49,10 @@ pub struct RecallIndex {
     inner: Mutex<Inner>,
 }
 
+/// A hash map with a fast, non-keyed hash: the index's keys are the session's own text, and a
+/// search reads the postings it finds, so a crafted collision costs its sender alone.
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
 #[derive(Debug, Default)]
 struct Inner {
     /// Every indexed message, in transcript order; a document is its position here.
@@ -53,11 +60,15 @@ struct Inner {
     /// Terms of each document.
     lengths: Vec<u32>,
     /// The position of each message id (the first, should an id repeat).
-    by_id: HashMap<String, usize>,
-    /// Term → (document, occurrences), documents ascending.
-    postings: HashMap<String, Vec<(u32, u32)>>,
+    by_id: FastMap<Box<str>, usize>,
+    /// Each term's number: its postings are `postings[number]`. A term's text is kept once.
+    terms: FastMap<Box<str>, u32>,
+    /// Term number → (document, occurrences), documents ascending.
+    postings: Vec<Vec<(u32, u32)>>,
     /// Sum of `lengths`.
     total_terms: u64,
+    /// The occurrences of each term in the document being added (reused).
+    counts: FastMap<u32, u32>,
 }
 
 /// Which stored messages a search may return.
@@ -150,7 +161,7 @@ impl RecallIndex {
             None => inner.messages.len(),
             Some(id) => *inner
                 .by_id
-                .get(id)
+                .get(id.as_str())
                 .ok_or_else(|| SearchError::UnknownBefore(id.clone()))?,
         };
         Ok(inner.search(query, filter, end, limit))
@@ -162,18 +173,31 @@ impl Inner {
         let Ok(doc) = u32::try_from(self.messages.len()) else {
             return;
         };
-        let mut counts: HashMap<String, u32> = HashMap::new();
+        let mut counts = std::mem::take(&mut self.counts);
         let mut length = 0u32;
-        for term in terms(&searchable_text(m)) {
-            *counts.entry(term).or_default() += 1;
+        terms::each_term(&searchable_text(m), |term| {
+            let number = match self.terms.get(term) {
+                Some(&n) => n,
+                None => {
+                    let n = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
+                    self.terms.insert(term.into(), n);
+                    self.postings.push(Vec::new());
+                    n
+                }
+            };
+            *counts.entry(number).or_default() += 1;
             length = length.saturating_add(1);
+        });
+        for (&number, &n) in &counts {
+            if let Some(list) = self.postings.get_mut(number as usize) {
+                list.push((doc, n));
+            }
         }
-        for (term, n) in counts {
-            self.postings.entry(term).or_default().push((doc, n));
+        counts.clear();
+        self.counts = counts;
+        if !self.by_id.contains_key(m.id.as_str()) {
+            self.by_id.insert(m.id.as_str().into(), self.messages.len());
         }
-        self.by_id
-            .entry(m.id.clone())
-            .or_insert(self.messages.len());
         self.lengths.push(length);
         self.total_terms += u64::from(length);
         self.messages.push(Arc::clone(m));
@@ -191,9 +215,13 @@ impl Inner {
             }
         }
         let average = (self.total_terms as f64 / n as f64).max(1.0);
-        let mut scores: HashMap<u32, (f64, Vec<usize>)> = HashMap::new();
+        let mut scores: FastMap<u32, (f64, Vec<usize>)> = FastMap::default();
         for (qi, term) in query_terms.iter().enumerate() {
-            let Some(list) = self.postings.get(term) else {
+            let Some(list) = self
+                .terms
+                .get(term.as_str())
+                .and_then(|&n| self.postings.get(n as usize))
+            else {
                 continue;
             };
             let df = list.len() as f64;

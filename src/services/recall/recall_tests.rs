@@ -97,3 +97,69 @@ fn appends_are_searchable_at_once_and_fetch_keeps_the_asked_order() {
     assert_eq!(got, ["4", "1"]);
     assert_eq!(idx.len(), 5);
 }
+
+/// `terms` as it was before it stopped allocating a string per term: the oracle the index's
+/// terms must equal.
+fn terms_oracle(text: &str) -> Vec<String> {
+    fn joins(c: char) -> bool {
+        matches!(c, '_' | '.' | '/' | ':' | '-' | '@' | '~' | '+' | '#')
+    }
+    const STOPWORDS: &[&str] = &[
+        "a", "an", "and", "are", "as", "at", "be", "but", "by", "do", "for", "from", "has", "have",
+        "he", "i", "if", "in", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or", "so",
+        "that", "the", "then", "there", "this", "to", "was", "we", "what", "with", "you",
+    ];
+    let mut out = Vec::new();
+    for run in text.split(|c: char| !(c.is_alphanumeric() || joins(c))) {
+        let body = run.trim_start_matches(joins).trim_end_matches(joins);
+        if body.is_empty() {
+            continue;
+        }
+        let lead = &run[..run.len() - run.trim_start_matches(joins).len()];
+        let hashed = lead.ends_with('#');
+        let parts: Vec<&str> = body
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|p| !p.is_empty())
+            .collect();
+        if parts.len() > 1 || hashed {
+            let whole = if hashed {
+                format!("#{}", body.to_lowercase())
+            } else {
+                body.to_lowercase()
+            };
+            if whole.len() <= 96 {
+                out.push(whole);
+            }
+        }
+        for part in parts {
+            let part = part.to_lowercase();
+            let single_letter = part.chars().count() == 1 && !part.chars().all(|c| c.is_numeric());
+            if single_letter || part.len() > 96 || STOPWORDS.contains(&part.as_str()) {
+                continue;
+            }
+            out.push(part);
+        }
+    }
+    out
+}
+
+/// Every line of every shared transcript (non-ASCII, long runs, `#` ids and all) is cut into
+/// the same terms as before.
+#[test]
+fn terms_are_what_they_were_on_every_shared_transcript() {
+    let shared = match std::env::var_os("CTXHOST_SHARED") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+    };
+    let mut lines = 0;
+    for entry in std::fs::read_dir(shared.join("data/transcripts")).unwrap() {
+        let raw = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for line in raw.lines() {
+            assert_eq!(terms(line), terms_oracle(line), "{line}");
+            lines += 1;
+        }
+    }
+    assert!(lines > 1_000);
+    let odd = "İstanbul #12 ÉTÉ_x Straße ß#a A/B/c.rs a a a";
+    assert_eq!(terms(odd), terms_oracle(odd));
+}

@@ -29,6 +29,14 @@ const STOPWORDS: &[&str] = &[
 /// ```
 pub fn terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    each_term(text, |t| out.push(t.to_owned()));
+    out
+}
+
+/// Calls `f` with each of [`terms`]' terms of `text`, in order, without allocating a string
+/// per term (the index adds every stored message's terms).
+pub(super) fn each_term(text: &str, mut f: impl FnMut(&str)) {
+    let mut buf = String::new();
     for run in text.split(|c: char| !(c.is_alphanumeric() || joins(c))) {
         let body = run.trim_start_matches(joins).trim_end_matches(joins);
         if body.is_empty() {
@@ -36,28 +44,40 @@ pub fn terms(text: &str) -> Vec<String> {
         }
         let lead = &run[..run.len() - run.trim_start_matches(joins).len()];
         let hashed = lead.ends_with('#');
-        let parts: Vec<&str> = body
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|p| !p.is_empty())
-            .collect();
-        if parts.len() > 1 || hashed {
-            let whole = if hashed {
-                format!("#{}", body.to_lowercase())
-            } else {
-                body.to_lowercase()
-            };
-            if whole.len() <= MAX_TERM_BYTES {
-                out.push(whole);
+        let parts = || {
+            body.split(|c: char| !c.is_alphanumeric())
+                .filter(|p| !p.is_empty())
+        };
+        if hashed || parts().nth(1).is_some() {
+            buf.clear();
+            if hashed {
+                buf.push('#');
+            }
+            lower_into(body, &mut buf);
+            if buf.len() <= MAX_TERM_BYTES {
+                f(&buf);
             }
         }
-        for part in parts {
-            let part = part.to_lowercase();
-            let single_letter = part.chars().count() == 1 && !part.chars().all(|c| c.is_numeric());
-            if single_letter || part.len() > MAX_TERM_BYTES || STOPWORDS.contains(&part.as_str()) {
+        for part in parts() {
+            buf.clear();
+            lower_into(part, &mut buf);
+            let single_letter = {
+                let mut cs = buf.chars();
+                matches!((cs.next(), cs.next()), (Some(c), None) if !c.is_numeric())
+            };
+            if single_letter || buf.len() > MAX_TERM_BYTES || STOPWORDS.contains(&buf.as_str()) {
                 continue;
             }
-            out.push(part);
+            f(&buf);
         }
     }
-    out
+}
+
+/// Appends `s` lowercased to `out` (as `str::to_lowercase` does).
+fn lower_into(s: &str, out: &mut String) {
+    if s.is_ascii() {
+        out.extend(s.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+    } else {
+        out.push_str(&s.to_lowercase());
+    }
 }

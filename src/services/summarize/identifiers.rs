@@ -5,30 +5,82 @@
 
 use std::sync::LazyLock;
 
-use regex::Captures;
-use regex::Regex;
+use regex_automata::meta::Regex;
 use serde::Serialize;
 
-use super::text::{EXT_RE, Ordered, re};
+use super::text::{EXT_RE, Ordered};
 
-/// One pass over text finds every identifier kind; alternatives earlier in the list win at the
-/// same position, so a URL is never also split into a host and a path.
+/// Each identifier kind's pattern, in priority order: at one position the earliest that matches
+/// wins (leftmost-first, as an alternation of them would), so a URL is never also split into a
+/// host and a path. [`find_identifiers`] searches them together with one multi-pattern DFA
+/// search, which reports which pattern matched; no capture groups are resolved.
+const PATTERNS: [&str; 13] = [
+    // Func: a backticked name.
+    r"`[A-Za-z_][A-Za-z0-9_]*(?:(?:::|\.)[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?`",
+    // Url
+    r"\b(?:https?|wss?|s?ftp|ssh|git|file)://[A-Za-z0-9\-._~:/?\#\[\]@!$&()*+,;=%]+",
+    // Uuid
+    r"\b[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\b",
+    // Ip (with a port)
+    r"\b(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?::[0-9]{1,5})?\b",
+    // HostPort
+    r"\b(?:localhost|(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}):[0-9]{2,5}\b",
+    // APath: absolute, `~/` and `./` paths.
+    r"(?:~|\.{1,2})?/[A-Za-z0-9_.@+~-]+(?:/[A-Za-z0-9_.@+~-]+)*",
+    // RPath: `dir/file.ext`.
+    r"[A-Za-z0-9_@+-][A-Za-z0-9_.@+~-]*(?:/[A-Za-z0-9_.@+~-]+)*/[A-Za-z0-9_@+~-][A-Za-z0-9_.@+~-]*\.[A-Za-z][A-Za-z0-9]{0,9}\b",
+    // Record
+    r"\#[A-Z]{1,3}[0-9]{4,}\b|\b[a-z][a-z0-9]*(?:_[a-z][a-z0-9]*)*_[0-9]{3,}\b",
+    // Issue
+    r"(?:\b[A-Za-z][\w.-]*/[\w.-]+)?\#[0-9]{1,6}\b|\b(?:GH|PR)-[0-9]{1,6}\b",
+    // Error
+    r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Panic)\b|\bE[0-9]{4}\b|\bE(?:NOENT|ACCES|PERM|EXIST|NOTDIR|ISDIR|ADDRINUSE|CONNREFUSED|CONNRESET|TIMEDOUT|NOSPC|PIPE|AGAIN|BUSY|NOTEMPTY|INVAL|MFILE)\b",
+    // Hash
+    r"\b[0-9A-Fa-f]{7,}\b",
+    // Code
+    r"\b[A-Z0-9]{5,12}\b",
+    // Host
+    r"\b(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}\b(?:/[A-Za-z0-9\-._~/%+@]*)?",
+];
+
+/// What each of [`PATTERNS`] finds, by its index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Found {
+    Func,
+    Url,
+    Uuid,
+    Ip,
+    HostPort,
+    APath,
+    RPath,
+    Record,
+    Issue,
+    Error,
+    Hash,
+    Code,
+    Host,
+}
+
+const FOUND: [Found; 13] = [
+    Found::Func,
+    Found::Url,
+    Found::Uuid,
+    Found::Ip,
+    Found::HostPort,
+    Found::APath,
+    Found::RPath,
+    Found::Record,
+    Found::Issue,
+    Found::Error,
+    Found::Hash,
+    Found::Code,
+    Found::Host,
+];
+
+/// Every identifier pattern in one multi-pattern regex.
 static IDENT_RE: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(?x)
-      (?P<func>`[A-Za-z_][A-Za-z0-9_]*(?:(?:::|\.)[A-Za-z_][A-Za-z0-9_]*)*(?:\(\))?`)
-    | (?P<url>\b(?:https?|wss?|s?ftp|ssh|git|file)://[A-Za-z0-9\-._~:/?\#\[\]@!$&()*+,;=%]+)
-    | (?P<uuid>\b[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\b)
-    | (?P<ip>\b(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?::[0-9]{1,5})?\b)
-    | (?P<hostport>\b(?:localhost|(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}):[0-9]{2,5}\b)
-    | (?P<apath>(?:~|\.{1,2})?/[A-Za-z0-9_.@+~-]+(?:/[A-Za-z0-9_.@+~-]+)*)
-    | (?P<rpath>[A-Za-z0-9_@+-][A-Za-z0-9_.@+~-]*(?:/[A-Za-z0-9_.@+~-]+)*/[A-Za-z0-9_@+~-][A-Za-z0-9_.@+~-]*\.[A-Za-z][A-Za-z0-9]{0,9}\b)
-    | (?P<record>\#[A-Z]{1,3}[0-9]{4,}\b|\b[a-z][a-z0-9]*(?:_[a-z][a-z0-9]*)*_[0-9]{3,}\b)
-    | (?P<issue>(?:\b[A-Za-z][\w.-]*/[\w.-]+)?\#[0-9]{1,6}\b|\b(?:GH|PR)-[0-9]{1,6}\b)
-    | (?P<error>\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Panic)\b|\bE[0-9]{4}\b|\bE(?:NOENT|ACCES|PERM|EXIST|NOTDIR|ISDIR|ADDRINUSE|CONNREFUSED|CONNRESET|TIMEDOUT|NOSPC|PIPE|AGAIN|BUSY|NOTEMPTY|INVAL|MFILE)\b)
-    | (?P<hash>\b[0-9A-Fa-f]{7,}\b)
-    | (?P<code>\b[A-Z0-9]{5,12}\b)
-    | (?P<host>\b(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}\b(?:/[A-Za-z0-9\-._~/%+@]*)?)
-    ")
+    #[allow(clippy::expect_used)] // literal patterns, each exercised by the unit tests
+    Regex::new_many(&PATTERNS).expect("built-in identifier patterns")
 });
 
 /// Top-level domains that make a one-dot name a host (file extensions such as `.rs`, `.md`,
@@ -226,82 +278,106 @@ fn code_name(name: &str) -> bool {
             .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
 }
 
-/// The identifier a regex match stands for, with its kind, if it passes its kind's checks.
-fn accept_identifier<'t>(text: &'t str, caps: &Captures<'t>) -> Option<(IdKind, &'t str)> {
-    let whole = caps.get(0)?;
-    let after = text[whole.end()..].chars().next();
+/// The identifier a match of pattern `found` over `text[start..end]` stands for, with its kind,
+/// if it passes its kind's checks.
+fn accept_identifier(text: &str, found: Found, start: usize, end: usize) -> Option<(IdKind, &str)> {
+    let m = &text[start..end];
     let has_digit_and_letter = |s: &str| {
         s.bytes().any(|b| b.is_ascii_digit()) && s.bytes().any(|b| b.is_ascii_alphabetic())
     };
-    if let Some(m) = caps.name("func") {
-        let name = m.as_str().trim_matches('`');
-        return code_name(name).then_some((IdKind::Function, name));
-    }
-    if let Some(m) = caps.name("url") {
-        let s = trim_trailing(m.as_str());
-        return (s.len() > m.as_str().find("://")? + 3).then_some((IdKind::Url, s));
-    }
-    if let Some(m) = caps.name("uuid") {
-        return Some((IdKind::Uuid, m.as_str()));
-    }
-    if let Some(m) = caps.name("ip") {
-        return Some((IdKind::Host, m.as_str()));
-    }
-    if let Some(m) = caps.name("hostport") {
-        let s = m.as_str();
-        let host = s.rsplit_once(':').map_or(s, |(h, _)| h);
-        return (host == "localhost" || host_ok(host, false)).then_some((IdKind::Host, s));
-    }
-    if let Some(m) = caps.name("apath") {
-        if prev_char(text, m.start()).is_some_and(|c| c.is_alphanumeric() || c == '_') {
-            return None;
+    match found {
+        Found::Func => {
+            let name = m.trim_matches('`');
+            code_name(name).then_some((IdKind::Function, name))
         }
-        let s = trim_trailing(m.as_str());
-        let prefixed = s.starts_with('~') || s.starts_with('.');
-        let segments = s.split('/').filter(|p| !p.is_empty()).count();
-        let has_ext = s
-            .rsplit('/')
-            .next()
-            .is_some_and(|last| EXT_RE.is_match(last));
-        let ok = prefixed || segments >= 2 || has_ext;
-        return (ok && s.len() > 2).then_some((IdKind::Path, s));
+        Found::Url => {
+            let s = trim_trailing(m);
+            (s.len() > m.find("://")? + 3).then_some((IdKind::Url, s))
+        }
+        Found::Uuid => Some((IdKind::Uuid, m)),
+        Found::Ip => Some((IdKind::Host, m)),
+        Found::HostPort => {
+            let host = m.rsplit_once(':').map_or(m, |(h, _)| h);
+            (host == "localhost" || host_ok(host, false)).then_some((IdKind::Host, m))
+        }
+        Found::APath => {
+            if prev_char(text, start).is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                return None;
+            }
+            let s = trim_trailing(m);
+            let prefixed = s.starts_with('~') || s.starts_with('.');
+            let segments = s.split('/').filter(|p| !p.is_empty()).count();
+            let has_ext = s
+                .rsplit('/')
+                .next()
+                .is_some_and(|last| EXT_RE.is_match(last));
+            let ok = prefixed || segments >= 2 || has_ext;
+            (ok && s.len() > 2).then_some((IdKind::Path, s))
+        }
+        Found::RPath => Some((IdKind::Path, m)),
+        Found::Record => Some((IdKind::Record, m)),
+        Found::Issue => {
+            // `#123` inside a word or a colour (`#fff`) is not an issue.
+            let glued = prev_char(text, start).is_some_and(|c| c.is_alphanumeric() || c == '&');
+            (!glued).then_some((IdKind::Issue, m))
+        }
+        Found::Error => Some((IdKind::Error, m)),
+        Found::Hash => has_digit_and_letter(m).then_some((IdKind::Hash, m)),
+        Found::Code => has_digit_and_letter(m).then_some((IdKind::Record, m)),
+        Found::Host => {
+            let after = text[end..].chars().next();
+            let s = trim_trailing(m);
+            let host = s.split('/').next().unwrap_or(s);
+            host_ok(host, after == Some('(')).then_some((IdKind::Host, s))
+        }
     }
-    if let Some(m) = caps.name("rpath") {
-        return Some((IdKind::Path, m.as_str()));
-    }
-    if let Some(m) = caps.name("record") {
-        return Some((IdKind::Record, m.as_str()));
-    }
-    if let Some(m) = caps.name("issue") {
-        // `#123` inside a word or a colour (`#fff`) is not an issue.
-        let glued = prev_char(text, m.start()).is_some_and(|c| c.is_alphanumeric() || c == '&');
-        return (!glued).then_some((IdKind::Issue, m.as_str()));
-    }
-    if let Some(m) = caps.name("error") {
-        return Some((IdKind::Error, m.as_str()));
-    }
-    if let Some(m) = caps.name("hash") {
-        let s = m.as_str();
-        return has_digit_and_letter(s).then_some((IdKind::Hash, s));
-    }
-    if let Some(m) = caps.name("code") {
-        let s = m.as_str();
-        return has_digit_and_letter(s).then_some((IdKind::Record, s));
-    }
-    if let Some(m) = caps.name("host") {
-        let s = trim_trailing(m.as_str());
-        let host = s.split('/').next().unwrap_or(s);
-        return host_ok(host, after == Some('(')).then_some((IdKind::Host, s));
-    }
-    None
 }
 
 /// Every identifier of `text` with its kind, in order of appearance (repeats included).
 pub fn find_identifiers(text: &str) -> Vec<(IdKind, &str)> {
-    IDENT_RE
-        .captures_iter(text)
-        .filter_map(|caps| accept_identifier(text, &caps))
-        .collect()
+    let mut out = Vec::new();
+    let mut search = |range: std::ops::Range<usize>| {
+        if range.is_empty() {
+            return;
+        }
+        let input = regex_automata::Input::new(text).range(range);
+        for m in IDENT_RE.find_iter(input) {
+            if let Some(&found) = FOUND.get(m.pattern().as_usize())
+                && let Some(id) = accept_identifier(text, found, m.start(), m.end())
+            {
+                out.push(id);
+            }
+        }
+    };
+    // The DFA treats `\b` as Unicode needs only while it reads ASCII: at a non-ASCII byte it
+    // gives the search up to a slower engine, which then runs to the search's end. No identifier
+    // holds whitespace, so the text is searched in stretches cut at ASCII whitespace (matches
+    // and their look-around are the same: a search of a range still sees the bytes around it),
+    // and only the whitespace-free stretches holding a non-ASCII byte reach the slower engine.
+    let bytes = text.as_bytes();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let Some(q) = bytes[pos..]
+            .iter()
+            .position(|b| !b.is_ascii())
+            .map(|i| pos + i)
+        else {
+            search(pos..bytes.len());
+            break;
+        };
+        let start = bytes[pos..q]
+            .iter()
+            .rposition(u8::is_ascii_whitespace)
+            .map_or(pos, |i| pos + i);
+        let end = bytes[q..]
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .map_or(bytes.len(), |i| q + i);
+        search(pos..start);
+        search(start..end);
+        pos = end;
+    }
+    out
 }
 
 /// Adds every identifier of `text` to `out`, in order of appearance.

@@ -75,3 +75,99 @@ fn policy_off_lists_no_identifiers() {
     assert!(section(&s.text, "Exact identifiers").is_empty());
     assert!(s.identifiers_found > 0);
 }
+
+/// The identifier pass before it searched one multi-pattern DFA: the same kinds as one
+/// alternation of named groups, resolved per match (`captures_iter`). Kept here as the oracle
+/// the faster pass must equal.
+mod oracle {
+    use std::sync::LazyLock;
+
+    use regex::{Captures, Regex};
+
+    use super::super::{Found, PATTERNS, accept_identifier};
+    use crate::services::summarize::IdKind;
+
+    const NAMES: [&str; 13] = [
+        "func", "url", "uuid", "ip", "hostport", "apath", "rpath", "record", "issue", "error",
+        "hash", "code", "host",
+    ];
+
+    static ALTERNATION: LazyLock<Regex> = LazyLock::new(|| {
+        let groups: Vec<String> = NAMES
+            .iter()
+            .zip(PATTERNS)
+            .map(|(n, p)| format!("(?P<{n}>{p})"))
+            .collect();
+        Regex::new(&groups.join("|")).unwrap()
+    });
+
+    fn accept<'t>(text: &'t str, caps: &Captures<'t>) -> Option<(IdKind, &'t str)> {
+        let (i, m) = NAMES
+            .iter()
+            .enumerate()
+            .find_map(|(i, n)| caps.name(n).map(|m| (i, m)))?;
+        accept_identifier(text, super::super::FOUND[i], m.start(), m.end())
+    }
+
+    pub fn find(text: &str) -> Vec<(IdKind, &str)> {
+        ALTERNATION
+            .captures_iter(text)
+            .filter_map(|c| accept(text, &c))
+            .collect()
+    }
+
+    /// `Found` is what the alternation's group order says.
+    #[test]
+    fn names_follow_the_patterns() {
+        assert_eq!(super::super::FOUND[0], Found::Func);
+        assert_eq!(super::super::FOUND[12], Found::Host);
+    }
+}
+
+/// Every string of every shared transcript (message texts, tool arguments, results, ids): the
+/// one-DFA pass finds exactly what the alternation of capture groups found, in order.
+#[test]
+fn the_dfa_pass_equals_the_capture_pass_on_every_shared_transcript() {
+    fn strings(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s.clone()),
+            serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            serde_json::Value::Object(m) => m.values().for_each(|x| strings(x, out)),
+            _ => {}
+        }
+    }
+    let shared = match std::env::var_os("CTXHOST_SHARED") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+    };
+    let dir = shared.join("data/transcripts");
+    let mut texts = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let raw = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        // JSONL lines, a whole-file JSON document, or plain text: each string as the host sees it.
+        match serde_json::from_str::<serde_json::Value>(&raw) {
+            Ok(v) => strings(&v, &mut texts),
+            Err(_) => {
+                for line in raw.lines() {
+                    match serde_json::from_str::<serde_json::Value>(line) {
+                        Ok(v) => strings(&v, &mut texts),
+                        Err(_) => texts.push(line.to_owned()),
+                    }
+                }
+            }
+        }
+    }
+    let mut found = 0usize;
+    for t in &texts {
+        let ours = super::find_identifiers(t);
+        assert_eq!(ours, oracle::find(t), "in {t:?}");
+        found += ours.len();
+    }
+    // The corpus exercises the pass (thousands of identifiers, non-ASCII text among them).
+    assert!(
+        found > 10_000,
+        "{found} identifiers in {} texts",
+        texts.len()
+    );
+    assert!(texts.iter().any(|t| !t.is_ascii()));
+}

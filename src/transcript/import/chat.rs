@@ -28,30 +28,93 @@ pub(super) fn import(name: String, doc: Value, out: &mut Import) -> Result<(), S
         return Ok(());
     }
     for (i, item) in items.iter().enumerate() {
-        let Some(o) = item.as_object() else {
-            out.problems.push(LineProblem {
-                line: 0,
-                message: format!("element {i}: expected an object"),
-            });
-            continue;
-        };
-        let Some(traj) = o.get("traj").and_then(Value::as_array) else {
-            out.problems.push(LineProblem {
-                line: 0,
-                message: format!("element {i}: no `traj` array"),
-            });
-            continue;
-        };
-        let name = format!(
-            "task-{}-trial-{}",
-            scalar(o.get("task_id")).unwrap_or_else(|| i.to_string()),
-            scalar(o.get("trial")).unwrap_or_else(|| "0".into())
-        );
-        let where_ = format!("element {i} ({name}): ");
-        let session = convert(name, traj, &where_, out);
-        out.sessions.push(session);
+        conversation(i, item, out);
     }
     Ok(())
+}
+
+/// Imports a Chat Completions array from its bytes as they are parsed: each element is converted
+/// and dropped before the next is read, so the whole document is never held as JSON values
+/// beside the messages (a 200,000-message array is 120 MB of text, several times that as
+/// values). What it makes is what [`import`] makes of the parsed document.
+pub(super) fn import_array(
+    name: String,
+    bytes: &[u8],
+    out: &mut Import,
+) -> Result<(), serde_json::Error> {
+    use serde::de::Deserializer as _;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let session = de.deserialize_seq(Elements { name, out })?;
+    de.end()?;
+    if let Some(s) = session {
+        out.sessions.push(s);
+    }
+    Ok(())
+}
+
+/// The elements of the top-level array, handled as [`import`] handles them: τ-bench
+/// conversations (sessions pushed as they come) or one plain list of chat messages (its session
+/// returned at the end).
+struct Elements<'o> {
+    name: String,
+    out: &'o mut Import,
+}
+
+impl<'de> serde::de::Visitor<'de> for Elements<'_> {
+    type Value = Option<ImportedSession>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON array of conversations or of chat messages")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let Some(first) = seq.next_element::<Value>()? else {
+            return Ok(Some(Converter::new("").finish(self.name)));
+        };
+        let tau = first.as_object().is_some_and(|o| o.contains_key("traj"));
+        if !tau {
+            let mut c = Converter::new("");
+            c.push(first, self.out);
+            while let Some(item) = seq.next_element::<Value>()? {
+                c.push(item, self.out);
+            }
+            return Ok(Some(c.finish(self.name)));
+        }
+        let mut i = 0;
+        let mut next = Some(first);
+        while let Some(item) = next {
+            conversation(i, &item, self.out);
+            i += 1;
+            next = seq.next_element::<Value>()?;
+        }
+        Ok(None)
+    }
+}
+
+/// One τ-bench element (`{task_id, trial, traj}`) as a session, or a problem.
+fn conversation(i: usize, item: &Value, out: &mut Import) {
+    let Some(o) = item.as_object() else {
+        out.problems.push(LineProblem {
+            line: 0,
+            message: format!("element {i}: expected an object"),
+        });
+        return;
+    };
+    let Some(traj) = o.get("traj").and_then(Value::as_array) else {
+        out.problems.push(LineProblem {
+            line: 0,
+            message: format!("element {i}: no `traj` array"),
+        });
+        return;
+    };
+    let name = format!(
+        "task-{}-trial-{}",
+        scalar(o.get("task_id")).unwrap_or_else(|| i.to_string()),
+        scalar(o.get("trial")).unwrap_or_else(|| "0".into())
+    );
+    let where_ = format!("element {i} ({name}): ");
+    let session = convert(name, traj, &where_, out);
+    out.sessions.push(session);
 }
 
 /// A number or string as display text.
@@ -73,18 +136,56 @@ pub(super) fn convert(
     where_: &str,
     out: &mut Import,
 ) -> ImportedSession {
-    let mut system_prompt = None;
-    let mut messages = Vec::new();
-    let mut tool_names: HashMap<String, String> = HashMap::new();
-    for (i, m) in msgs.iter().enumerate() {
-        let Some(m) = m.as_object() else {
+    let mut c = Converter::new(where_);
+    for m in msgs {
+        c.push(m.clone(), out);
+    }
+    c.finish(name)
+}
+
+/// A chat message list converted one message at a time (see [`convert`]), so a large array
+/// can be read as it is parsed, each message's JSON dropped once converted.
+pub(super) struct Converter<'w> {
+    where_: &'w str,
+    index: usize,
+    system_prompt: Option<String>,
+    messages: Vec<Message>,
+    tool_names: HashMap<String, String>,
+}
+
+impl<'w> Converter<'w> {
+    pub(super) fn new(where_: &'w str) -> Self {
+        Converter {
+            where_,
+            index: 0,
+            system_prompt: None,
+            messages: Vec::new(),
+            tool_names: HashMap::new(),
+        }
+    }
+
+    /// The session of the messages pushed so far.
+    pub(super) fn finish(self, name: String) -> ImportedSession {
+        ImportedSession {
+            name,
+            system_prompt: self.system_prompt,
+            messages: self.messages,
+        }
+    }
+
+    /// Converts the next message of the list.
+    pub(super) fn push(&mut self, m: Value, out: &mut Import) {
+        let (i, where_) = (self.index, self.where_);
+        self.index += 1;
+        let Value::Object(mut extra) = m else {
             out.problems.push(LineProblem {
                 line: 0,
                 message: format!("{where_}message {i}: expected an object"),
             });
-            continue;
+            return;
         };
-        let mut extra = m.clone();
+        let messages = &mut self.messages;
+        let tool_names = &mut self.tool_names;
         let role = match extra.remove("role") {
             Some(Value::String(r)) => r,
             _ => {
@@ -92,13 +193,13 @@ pub(super) fn convert(
                     line: 0,
                     message: format!("{where_}message {i}: no role"),
                 });
-                continue;
+                return;
             }
         };
         let content = extra.remove("content").unwrap_or(Value::Null);
         match role.as_str() {
-            "system" if system_prompt.is_none() => {
-                system_prompt = Some(Content::Blocks(blocks(&content)).joined_text());
+            "system" if self.system_prompt.is_none() => {
+                self.system_prompt = Some(Content::Blocks(blocks(&content)).joined_text());
             }
             "system" | "developer" => {
                 messages.push(Message::new(MessageBody::Custom(CustomMessage {
@@ -179,11 +280,6 @@ pub(super) fn convert(
                 message: format!("{where_}message {i}: unknown role {other:?}"),
             }),
         }
-    }
-    ImportedSession {
-        name,
-        system_prompt,
-        messages,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Format detection by content: the top-level JSON shape, or the first conclusive JSONL line.
 
+use serde::de::IgnoredAny;
 use serde_json::{Map, Value};
 
 use super::Format;
@@ -14,14 +15,12 @@ pub fn detect_format(bytes: &[u8]) -> Option<Format> {
     if bytes[start] == b'[' || bytes[start] == b'{' {
         // A whole-file JSON document. A one-line JSONL file also parses as one; it falls
         // through to the line rules unless it has a document shape.
-        if let Ok(doc) = serde_json::from_slice::<Value>(bytes) {
-            match &doc {
-                Value::Array(items) => return array_format(items),
-                Value::Object(m) if m.get("history").is_some_and(Value::is_array) => {
-                    return Some(Format::SweAgent);
-                }
-                _ => {}
-            }
+        match shape(bytes) {
+            Some(Shape::Array(first)) => return array_format(first.as_slice()),
+            Some(Shape::Object {
+                history_array: true,
+            }) => return Some(Format::SweAgent),
+            _ => {}
         }
     }
     bytes
@@ -33,6 +32,118 @@ pub fn detect_format(bytes: &[u8]) -> Option<Format> {
             _ => None,
         })
         .find_map(|m| line_format(&m))
+}
+
+/// What detection needs of a whole-file JSON document: an array's first element, or whether an
+/// object's `history` (the last, should the key repeat) is an array.
+enum Shape {
+    Array(Option<Value>),
+    Object { history_array: bool },
+}
+
+/// The shape of `bytes` as one JSON document, `None` when they are not one. The document is
+/// checked whole but only its first element (or `history`'s kind) is kept: detecting a 120 MB
+/// array makes no copy of it.
+fn shape(bytes: &[u8]) -> Option<Shape> {
+    use serde::de::Deserializer as _;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let shape = de.deserialize_any(ShapeOf).ok()?;
+    de.end().ok()?;
+    shape
+}
+
+/// Visits a whole document for its [`Shape`] (`None`: neither an array nor an object).
+struct ShapeOf;
+
+impl<'de> serde::de::Visitor<'de> for ShapeOf {
+    type Value = Option<Shape>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON document")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let first = seq.next_element::<Value>()?;
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Some(Shape::Array(first)))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut history_array = false;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "history" {
+                history_array = map.next_value::<IsArray>()?.0;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(Some(Shape::Object { history_array }))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// Whether a JSON value is an array (its contents checked and dropped).
+struct IsArray(bool);
+
+impl<'de> serde::Deserialize<'de> for IsArray {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Kind).map(IsArray)
+    }
+}
+
+/// Visits any JSON value, answering whether it was an array.
+struct Kind;
+
+impl<'de> serde::de::Visitor<'de> for Kind {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(true)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
 }
 
 /// τ-bench arrays hold `{task_id, trial, traj}`; a plain chat array holds `{role, ...}`.

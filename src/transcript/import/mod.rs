@@ -150,6 +150,21 @@ pub fn import_bytes(path: &Path, bytes: &[u8], format: Format) -> Result<Import>
             };
             out.sessions.push(session);
         }
+        Format::ChatCompletions
+            if bytes
+                .strip_prefix(b"\xEF\xBB\xBF")
+                .unwrap_or(bytes)
+                .iter()
+                .find(|b| !b.is_ascii_whitespace())
+                == Some(&b'[') =>
+        {
+            let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+            chat::import_array(name, bytes, &mut out).map_err(|e| Error::Transcript {
+                path: path.to_path_buf(),
+                line: e.line(),
+                message: format!("invalid JSON for {}: {e}", format.name()),
+            })?;
+        }
         Format::ChatCompletions | Format::SweAgent => {
             let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
             let doc: Value = serde_json::from_slice(bytes).map_err(|e| Error::Transcript {

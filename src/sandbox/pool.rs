@@ -1,0 +1,239 @@
+//! The threads that run engine VMs.
+//!
+//! A VM is a value a [`Worker`](super::Worker) holds between calls; a call borrows a thread of
+//! its language's pool for its length. A VM idle in a session holds no thread, so a process
+//! serving a thousand sessions runs as many pool threads as it has calls in flight: at most one
+//! running script per core ([`gate`](super::gate)), plus calls waiting outside their deadline
+//! (a model call) and calls given up past deadline + grace, whose thread stays with the stuck
+//! native step until it ends.
+//!
+//! Hand-off: a thread that finished a task polls for the next one for [`POLL`] before it
+//! sleeps (calls come in bursts: ingest then assemble at a turn's start, assemble again per
+//! tool-loop step), a sleeping thread is woken only when no polling thread can take the task,
+//! and a task no thread is free for starts a new one. A thread idle for [`IDLE_EXIT`] ends.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+/// A unit of work for a pool thread.
+pub(crate) type Task = Box<dyn FnOnce() + Send>;
+
+/// How long a thread polls for the next task after finishing one before it sleeps. Waking a
+/// sleeping thread costs ~20 µs on a virtual machine (the vCPU halts), more than most calls.
+const POLL: Duration = Duration::from_micros(100);
+
+/// How long a thread sleeps without a task before it ends.
+pub const IDLE_EXIT: Duration = Duration::from_secs(5);
+
+/// Every pool of the process, by thread name and stack size.
+type Pools = HashMap<(String, usize), Arc<Pool>>;
+
+/// The threads of one pool (one per thread name and stack size), started on demand.
+#[derive(Debug)]
+pub struct Pool {
+    name: String,
+    stack: usize,
+    state: Mutex<PoolState>,
+    ready: Condvar,
+    /// Tasks queued and not yet taken, read by polling threads without the lock. Changed just
+    /// after the lock is released, so that a polling thread that sees a task rarely finds the
+    /// lock still held (a thread that waits for a `parking_lot` lock may sleep, and waking it
+    /// costs more than the hand-off); it may run a moment behind the queue, never wrongly:
+    /// threads look at the queue itself under the lock before they sleep.
+    queued: AtomicIsize,
+}
+
+#[derive(Default)]
+struct PoolState {
+    queue: VecDeque<Task>,
+    /// Threads between tasks (polling or asleep).
+    waiting: usize,
+    /// Threads asleep on `ready`.
+    asleep: usize,
+    /// Threads alive.
+    threads: usize,
+}
+
+impl std::fmt::Debug for PoolState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolState")
+            .field("queued", &self.queue.len())
+            .field("waiting", &self.waiting)
+            .field("asleep", &self.asleep)
+            .field("threads", &self.threads)
+            .finish()
+    }
+}
+
+impl Pool {
+    /// The process-wide pool of threads named `name` with `stack` bytes of stack.
+    pub fn named(name: &str, stack: usize) -> Arc<Pool> {
+        static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
+        let pools = POOLS.get_or_init(Default::default);
+        Arc::clone(
+            pools
+                .lock()
+                .entry((name.to_owned(), stack))
+                .or_insert_with(|| {
+                    Arc::new(Pool {
+                        name: name.to_owned(),
+                        stack,
+                        state: Mutex::new(PoolState::default()),
+                        ready: Condvar::new(),
+                        queued: AtomicIsize::new(0),
+                    })
+                }),
+        )
+    }
+
+    /// Threads alive in this pool now (for tests and diagnostics).
+    pub fn threads(&self) -> usize {
+        self.state.lock().threads
+    }
+
+    /// Queues `task` for a thread of the pool: a polling thread takes it, else a sleeping one
+    /// is woken, else a new thread is started. Fails only when no thread could be started and
+    /// none is left to take it.
+    pub(crate) fn submit(self: &Arc<Self>, task: Task) -> Result<(), String> {
+        let mut s = self.state.lock();
+        s.queue.push_back(task);
+        let queued = s.queue.len();
+        if s.waiting >= queued {
+            let wake = s.waiting - s.asleep < queued && s.asleep > 0;
+            drop(s);
+            self.queued.fetch_add(1, Ordering::Release);
+            if wake {
+                self.ready.notify_one();
+            }
+            return Ok(());
+        }
+        // No thread is free for it: start one, counted as waiting until it takes a task.
+        s.threads += 1;
+        s.waiting += 1;
+        drop(s);
+        self.queued.fetch_add(1, Ordering::Release);
+        let pool = Arc::clone(self);
+        let started = std::thread::Builder::new()
+            .name(self.name.clone())
+            .stack_size(self.stack)
+            .spawn(move || pool.serve());
+        if let Err(e) = started {
+            let mut s = self.state.lock();
+            s.threads -= 1;
+            s.waiting -= 1;
+            if s.threads == 0 {
+                // Nobody is left to take what is queued: give it back (its caller sees `Gone`).
+                let dropped = s.queue.len();
+                s.queue.clear();
+                self.queued
+                    .fetch_sub(isize::try_from(dropped).unwrap_or(0), Ordering::Release);
+            }
+            return Err(format!("cannot start a {} thread: {e}", self.name));
+        }
+        Ok(())
+    }
+
+    /// A pool thread's life: take tasks, poll briefly after each, sleep, end when idle.
+    fn serve(self: Arc<Self>) {
+        let mut s = self.state.lock();
+        loop {
+            if let Some(task) = s.queue.pop_front() {
+                s.waiting -= 1;
+                drop(s);
+                self.queued.fetch_sub(1, Ordering::Release);
+                // A task reports its own failures; one that panics must not end the thread
+                // with the pool's counts wrong.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task));
+                self.state.lock().waiting += 1;
+                self.poll();
+                s = self.state.lock();
+                continue;
+            }
+            s.asleep += 1;
+            let timed_out = self.ready.wait_for(&mut s, IDLE_EXIT).timed_out();
+            s.asleep -= 1;
+            if timed_out && s.queue.is_empty() {
+                s.waiting -= 1;
+                s.threads -= 1;
+                return;
+            }
+        }
+    }
+
+    /// Polls for a queued task for up to [`POLL`], spinning first, then yielding the core.
+    fn poll(&self) {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while self.queued.load(Ordering::Acquire) <= 0 {
+            spins += 1;
+            if spins < 32 {
+                std::hint::spin_loop();
+                continue;
+            }
+            if start.elapsed() >= POLL {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn tasks_run_on_named_threads_started_on_demand() {
+        let pool = Pool::named("test-pool-named", 1 << 20);
+        let (tx, rx) = mpsc::channel();
+        for i in 0..4 {
+            let tx = tx.clone();
+            pool.submit(Box::new(move || {
+                let name = std::thread::current().name().map(str::to_owned);
+                tx.send((i, name)).unwrap();
+            }))
+            .unwrap();
+        }
+        let mut got: Vec<_> = (0..4).map(|_| rx.recv().unwrap()).collect();
+        got.sort();
+        for (i, (n, name)) in got.into_iter().enumerate() {
+            assert_eq!(n, i);
+            assert_eq!(name.as_deref(), Some("test-pool-named"));
+        }
+        assert!(pool.threads() >= 1);
+    }
+
+    #[test]
+    fn a_blocked_task_does_not_hold_up_the_next() {
+        let pool = Pool::named("test-pool-blocked", 1 << 20);
+        let (release, wait) = mpsc::channel::<()>();
+        let (tx, rx) = mpsc::channel();
+        pool.submit(Box::new(move || {
+            let _ = wait.recv();
+        }))
+        .unwrap();
+        pool.submit(Box::new(move || tx.send("ran").unwrap()))
+            .unwrap();
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+            "ran",
+            "a second thread took the task"
+        );
+        assert!(pool.threads() >= 2);
+        release.send(()).unwrap();
+    }
+
+    #[test]
+    fn a_panicking_task_leaves_the_pool_serving() {
+        let pool = Pool::named("test-pool-panic", 1 << 20);
+        pool.submit(Box::new(|| panic!("task failed"))).unwrap();
+        let (tx, rx) = mpsc::channel();
+        pool.submit(Box::new(move || tx.send(1).unwrap())).unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), 1);
+    }
+}

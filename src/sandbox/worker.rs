@@ -1,0 +1,269 @@
+//! [`Worker`]: one VM and the calls made on it, run by a thread of a [`Pool`] one at a time; the
+//! caller waits at most deadline + grace and, past that, abandons the VM for good (it is stuck
+//! in native code, and keeps the pool thread it runs on until that step ends).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::gate;
+use super::pool::Pool;
+
+/// What a worker's caller needs to know of the host waits of the running call.
+#[derive(Debug, Default)]
+pub(super) struct HostWaits {
+    /// A host function of the running call is waiting now.
+    pub(super) waiting: AtomicBool,
+    /// Nanoseconds spent in host waits on this worker, ever (callers take differences).
+    pub(super) waited_ns: AtomicU64,
+}
+
+thread_local! {
+    /// The host waits of the [`Worker`] whose call this thread runs now, if any.
+    pub(super) static SERVING: RefCell<Option<Arc<HostWaits>>> = const { RefCell::new(None) };
+}
+
+/// Why a [`Worker`] call produced no answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerError {
+    /// The call overran its hard timeout; the worker is now abandoned.
+    TimedOut,
+    /// The worker was abandoned earlier (never reused).
+    Abandoned,
+    /// The worker's VM is gone (a call panicked on it, or no thread could run it).
+    Gone,
+}
+
+/// Workers abandoned after a timeout whose call has not finished yet, process-wide.
+static ABANDONED_RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// How many abandoned workers' calls still run (each stuck in a native step past its call's
+/// deadline + grace, holding a pool thread). Shown by `ctxhost doctor`; new engines are refused
+/// past [`Limits::max_abandoned_workers`](crate::contract::limits::Limits::max_abandoned_workers).
+pub fn abandoned_workers() -> usize {
+    ABANDONED_RUNNING.load(Ordering::Relaxed)
+}
+
+/// Refuses to start another engine VM while more than `max` abandoned workers still run: each
+/// holds a thread (and its VM's memory) until its native step ends.
+pub fn admit_worker(max: usize) -> Result<(), String> {
+    let running = abandoned_workers();
+    if running > max {
+        return Err(format!(
+            "{running} abandoned engine workers are still running (stuck past their deadline); \
+             no new engine starts past host.limits.maxAbandonedWorkers = {max} until they finish"
+        ));
+    }
+    Ok(())
+}
+
+/// A worker's life: serving, abandoned with its call still running (counted in
+/// [`ABANDONED_RUNNING`]), abandoned with that call ended (no longer counted), or gone (a call
+/// panicked on the VM, which is never used again).
+const LIVE: u8 = 0;
+const ABANDONED: u8 = 1;
+const ENDED: u8 = 2;
+const GONE: u8 = 3;
+
+/// How long a caller polls for its answer before it sleeps. Waking a sleeping thread costs
+/// ~20 µs on a virtual machine (the vCPU halts), more than most calls take.
+const CALLER_POLL: Duration = Duration::from_micros(200);
+
+/// How often a caller looks again while its job waits outside the deadline.
+const HOST_WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// The VM a worker holds, shared with the pool task running a call on it.
+struct Held<S> {
+    state: Mutex<S>,
+    life: AtomicU8,
+    waits: Arc<HostWaits>,
+}
+
+/// One VM state `S`; calls run on a thread of its pool, one at a time, in order. Between calls
+/// the VM holds no thread.
+///
+/// Like Zed's extension host, the caller never runs script code itself: it hands the job to a
+/// pool thread and waits with a timeout, so a VM stuck in native code costs a thread, never the
+/// host.
+pub struct Worker<S: Send + 'static> {
+    held: Arc<Held<S>>,
+    pool: Arc<Pool>,
+}
+
+impl<S: Send + 'static> std::fmt::Debug for Worker<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("abandoned", &self.is_abandoned())
+            .finish()
+    }
+}
+
+/// Where a call's answer is left for its caller.
+struct Answer<R> {
+    done: AtomicBool,
+    value: Mutex<Option<Result<R, WorkerError>>>,
+    caller: std::thread::Thread,
+}
+
+impl<R> Answer<R> {
+    fn put(&self, r: Result<R, WorkerError>) {
+        *self.value.lock() = Some(r);
+        self.done.store(true, Ordering::Release);
+        self.caller.unpark();
+    }
+
+    fn take(&self) -> Option<Result<R, WorkerError>> {
+        if self.done.load(Ordering::Acquire) {
+            self.value.lock().take()
+        } else {
+            None
+        }
+    }
+}
+
+impl<S: Send + 'static> Worker<S> {
+    /// A worker holding `state`, whose calls run on the threads named `name` (with
+    /// `stack_bytes` of stack each). No thread is started until a call needs one.
+    pub fn spawn(name: &str, stack_bytes: usize, state: S) -> Result<Self, String> {
+        Ok(Worker {
+            held: Arc::new(Held {
+                state: Mutex::new(state),
+                life: AtomicU8::new(LIVE),
+                waits: Arc::new(HostWaits::default()),
+            }),
+            pool: Pool::named(name, stack_bytes),
+        })
+    }
+
+    /// Whether the worker was abandoned after a timeout.
+    pub fn is_abandoned(&self) -> bool {
+        matches!(self.held.life.load(Ordering::Relaxed), ABANDONED | ENDED)
+    }
+
+    /// Runs `job` on the VM and waits at most `timeout` for its answer, plus whatever time the
+    /// job spent in host waits ([`outside_deadline`](super::outside_deadline)).
+    pub fn call<R: Send + 'static>(
+        &self,
+        timeout: Duration,
+        job: impl FnOnce(&mut S) -> R + Send + 'static,
+    ) -> Result<R, WorkerError> {
+        match self.held.life.load(Ordering::Relaxed) {
+            LIVE => {}
+            GONE => return Err(WorkerError::Gone),
+            _ => return Err(WorkerError::Abandoned),
+        }
+        // The call's clocks (its deadline, and `timeout` here) start once it has a core.
+        let _place = gate::cores().enter();
+        let answer = Arc::new(Answer {
+            done: AtomicBool::new(false),
+            value: Mutex::new(None),
+            caller: std::thread::current(),
+        });
+        let held = Arc::clone(&self.held);
+        let to = Arc::clone(&answer);
+        let task = Box::new(move || {
+            SERVING.with(|w| *w.borrow_mut() = Some(Arc::clone(&held.waits)));
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut state = held.state.lock();
+                gate::admitted(|| job(&mut state))
+            }));
+            SERVING.with(|w| *w.borrow_mut() = None);
+            match out {
+                Ok(r) => to.put(Ok(r)),
+                Err(_) => {
+                    held.life.store(GONE, Ordering::Relaxed);
+                    to.put(Err(WorkerError::Gone));
+                }
+            }
+            // Abandoned: the stuck step has ended; it is no longer counted.
+            if held
+                .life
+                .compare_exchange(ABANDONED, ENDED, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                ABANDONED_RUNNING.fetch_sub(1, Ordering::Relaxed);
+            }
+        });
+        let sent = Instant::now();
+        let waited_before = self.held.waits.waited_ns.load(Ordering::SeqCst);
+        self.pool.submit(task).map_err(|e| {
+            tracing::error!("{e}");
+            WorkerError::Gone
+        })?;
+        if let Some(r) = poll(CALLER_POLL, || answer.take()) {
+            return r;
+        }
+        let mut until = sent + timeout;
+        loop {
+            loop {
+                if let Some(r) = answer.take() {
+                    return r;
+                }
+                let now = Instant::now();
+                if now >= until {
+                    break;
+                }
+                std::thread::park_timeout(until - now);
+            }
+            // Time the job spent waiting outside its deadline is not held against it.
+            let waits = &self.held.waits;
+            let waiting = waits.waiting.load(Ordering::SeqCst);
+            let waited = waits
+                .waited_ns
+                .load(Ordering::SeqCst)
+                .saturating_sub(waited_before);
+            let extended = sent + timeout + Duration::from_nanos(waited);
+            let now = Instant::now();
+            if waiting {
+                until = now + HOST_WAIT_POLL;
+            } else if extended > now {
+                until = extended;
+            } else {
+                if self
+                    .held
+                    .life
+                    .compare_exchange(LIVE, ABANDONED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    ABANDONED_RUNNING.fetch_add(1, Ordering::Relaxed);
+                }
+                return Err(WorkerError::TimedOut);
+            }
+        }
+    }
+}
+
+/// Polls `ready` for up to `window` (spinning briefly, then yielding the core), `None` if it
+/// never gave a value.
+fn poll<T>(window: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if let Some(v) = ready() {
+            return Some(v);
+        }
+        spins += 1;
+        if spins < 32 {
+            std::hint::spin_loop();
+            continue;
+        }
+        if start.elapsed() >= window {
+            return None;
+        }
+        std::thread::yield_now();
+    }
+}
+
+impl<S: Send + 'static> Drop for Worker<S> {
+    fn drop(&mut self) {
+        // A live VM is dropped on a pool thread (closing a VM with a large heap takes a while);
+        // a call still running on an abandoned one drops it when it ends.
+        if self.held.life.load(Ordering::Relaxed) == LIVE {
+            let held = Arc::clone(&self.held);
+            let _ = self.pool.submit(Box::new(move || drop(held)));
+        }
+    }
+}
