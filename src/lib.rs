@@ -16,6 +16,7 @@ pub mod contract;
 pub mod engine;
 pub mod error;
 pub(crate) mod fit;
+pub(crate) mod fnv;
 pub mod guarantee;
 pub mod host;
 pub mod isolation;

@@ -14,10 +14,11 @@ use crate::contract::{
 use crate::error::Result;
 use crate::host::ClientCompaction;
 use crate::runtime::{Host, SessionSpec};
-use crate::session::{ClientAssemble, ClientCall, ClientMirror, Session};
+use crate::session::{CallExtras, ClientAssemble, Session};
 
 use super::Hosted;
 use super::delegate::PeerCompactor;
+use super::mirror::{self, Mirror};
 use super::params::*;
 use super::protocol::{RpcError, code, method};
 
@@ -53,14 +54,14 @@ impl Server {
         let result = match job.call {
             Call::Bootstrap(_) => to_value(
                 s.handle
-                    .with(move |s| s.serve_client(cc, |s| s.client_bootstrap()))
+                    .with(move |s| s.with_extras(cc, |s| s.client_bootstrap()))
                     .await,
             ),
             Call::Ingest(p) => {
                 let message = one_message(p.message.unwrap_or_default())?;
                 let heartbeat = p.is_heartbeat.unwrap_or(false);
                 s.with_mirror(move |s, m| {
-                    s.serve_client(cc, |s| s.client_ingest(m, vec![message], heartbeat))
+                    s.with_extras(cc, |s| mirror::ingest(s, m, vec![message], heartbeat))
                 })
                 .await
                 .map(|n| json!({ "ingested": n > 0 }))
@@ -69,7 +70,7 @@ impl Server {
                 let messages = messages(p.messages, "messages");
                 let heartbeat = p.is_heartbeat.unwrap_or(false);
                 s.with_mirror(move |s, m| {
-                    s.serve_client(cc, |s| s.client_ingest(m, messages, heartbeat))
+                    s.with_extras(cc, |s| mirror::ingest(s, m, messages, heartbeat))
                 })
                 .await
                 .map(|n| json!({ "ingestedCount": n }))
@@ -81,12 +82,12 @@ impl Server {
                     prompt: p.prompt,
                     model: p.model,
                 };
-                let cc = ClientCall {
+                let cc = CallExtras {
                     available_tools: p.available_tools,
                     ..cc
                 };
                 s.with_mirror(move |s, m| {
-                    s.serve_client(cc, |s| s.client_assemble(m, messages, request))
+                    s.with_extras(cc, |s| mirror::assemble(s, m, messages, request))
                 })
                 .await
                 .map(|a| {
@@ -117,8 +118,8 @@ impl Server {
                 let budget = p.token_budget;
                 let heartbeat = p.is_heartbeat.unwrap_or(false);
                 s.with_mirror(move |s, m| {
-                    s.serve_client(cc, |s| {
-                        s.client_after_turn(m, messages, pre, budget, heartbeat)
+                    s.with_extras(cc, |s| {
+                        mirror::after_turn(s, m, messages, pre, budget, heartbeat)
                     })
                 })
                 .await
@@ -133,7 +134,7 @@ impl Server {
                 let key = advancement.clone();
                 let r = s
                     .handle
-                    .with(move |s| s.serve_client(cc, |s| s.client_commit_turn(&key, messages)))
+                    .with(move |s| s.with_extras(cc, |s| s.client_commit_turn(&key, messages)))
                     .await;
                 flatten(r).map(|()| {
                     s.record.commit(&advancement);
@@ -144,7 +145,7 @@ impl Server {
                 let reason = p.reason.unwrap_or(MaintainReason::Turn);
                 to_value(
                     s.handle
-                        .with(move |s| s.serve_client(cc, |s| s.client_maintain(reason)))
+                        .with(move |s| s.with_extras(cc, |s| s.client_maintain(reason)))
                         .await,
                 )
             }
@@ -195,8 +196,23 @@ impl Server {
         }
         // The engine's state and the record (mirror, turns committed) in one atomic write.
         let record = serde_json::to_value(&s.record).map_err(internal)?;
-        let persisted = s.handle.with(move |s| s.persist_state(record)).await;
-        if let Err(e) = flatten(persisted) {
+        let (stored, unmatched) = (s.stored, s.unmatched);
+        let persisted = s
+            .handle
+            .with(move |s| {
+                let entries = if unmatched {
+                    stored
+                } else {
+                    s.transcript_len()
+                };
+                s.save_with_record(record, entries).map(|()| entries)
+            })
+            .await;
+        let persisted = flatten(persisted);
+        if let Ok(entries) = &persisted {
+            s.stored = *entries;
+        }
+        if let Err(e) = persisted {
             tracing::warn!(
                 session = key,
                 "saving the session state failed: {}",
@@ -212,7 +228,7 @@ impl Server {
         s: &mut Served,
         p: client::Compact,
         raw: Option<Value>,
-        cc: ClientCall,
+        cc: CallExtras,
         cancel: &Arc<AtomicBool>,
     ) -> std::result::Result<Value, RpcError> {
         let raw = match raw {
@@ -240,7 +256,7 @@ impl Server {
         let target = p.compaction_target.unwrap_or(CompactionTarget::Budget);
         let instructions = p.custom_instructions;
         // A script's host.delegateCompaction(p) runs the client's compaction, when offered.
-        let cc = ClientCall {
+        let cc = CallExtras {
             compaction: hosted.capabilities.delegate_compaction.then(|| {
                 ClientCompaction::new(Arc::new(PeerCompactor {
                     peer: self.peer.clone(),
@@ -254,7 +270,7 @@ impl Server {
         };
         let r = s
             .handle
-            .with(move |s| s.serve_client(cc, |s| s.client_compact(budget, target, instructions)))
+            .with(move |s| s.with_extras(cc, |s| s.client_compact(budget, target, instructions)))
             .await;
         to_value(r)
     }
@@ -276,23 +292,23 @@ impl Server {
         } else {
             host.create_session(spec).await?
         };
-        let saved = handle
-            .with(|s| {
-                s.expect_client();
-                s.client_record().cloned()
-            })
+        let (saved, len) = handle
+            .with(|s| (s.saved_record().cloned(), s.transcript_len()))
             .await?;
-        let record = match saved {
-            Some(v) => serde_json::from_value(v).unwrap_or_else(|e| {
+        let record = match &saved {
+            Some(r) => serde_json::from_value(r.value.clone()).unwrap_or_else(|e| {
                 tracing::warn!(session = key, "ignoring an unreadable bridge record: {e}");
                 BridgeRecord::default()
             }),
             // Kept by an earlier ctxhost beside the state; the next save moves it in.
             None => BridgeRecord::load(&dir),
         };
+        let opened = Mirror::opened(Default::default(), saved.as_ref(), len);
         Ok(Served {
             handle,
             record,
+            stored: opened.stored,
+            unmatched: opened.unmatched,
             assembled: false,
         })
     }
@@ -303,16 +319,34 @@ impl Served {
     /// client's transcript, and keeps the mirror `f` leaves.
     pub(super) async fn with_mirror<R: Send + 'static>(
         &mut self,
-        f: impl FnOnce(&mut Session, &mut ClientMirror) -> Result<R> + Send + 'static,
+        f: impl FnOnce(&mut Session, &mut Mirror) -> Result<R> + Send + 'static,
     ) -> std::result::Result<R, RpcError> {
-        let mut mirror = self.record.mirror.clone();
+        let mut mirror = Mirror {
+            saved: std::mem::take(&mut self.record.mirror),
+            stored: self.stored,
+            unmatched: self.unmatched,
+        };
+        let before = mirror.saved.clone();
         let r = self
             .handle
-            .with(move |s| f(s, &mut mirror).map(|v| (v, mirror)))
+            .with(move |s| {
+                let r = f(s, &mut mirror);
+                (r, mirror)
+            })
             .await;
-        let (v, mirror) = flatten(r)?;
-        self.record.mirror = mirror;
-        Ok(v)
+        match r {
+            Ok((r, mirror)) => {
+                // A failed call leaves the mirror as it was (its view is offered again).
+                self.record.mirror = if r.is_ok() { mirror.saved } else { before };
+                self.stored = mirror.stored;
+                self.unmatched = mirror.unmatched;
+                r.map_err(from_error)
+            }
+            Err(e) => {
+                self.record.mirror = before;
+                Err(from_error(e))
+            }
+        }
     }
 }
 

@@ -7,11 +7,13 @@
 //! ask the client `runtime.delegateCompaction` (a non-owning engine's compaction is the
 //! client's own, since the client owns the transcript) and `llm.complete`.
 //!
-//! Each session (one conversation: OpenClaw's `sessionId`, whatever its `sessionKey`) has one worker that serves its
-//! requests in arrival order; different sessions run concurrently. Every call goes through the
-//! session's engine-calling path ([`crate::session::Session::client_assemble`] and its
-//! siblings): a failing script is quarantined and `legacy` answers, results are checked,
-//! pairing is repaired and the window re-measured. The mirror of the client's transcript, the
+//! Each session (one conversation: OpenClaw's `sessionId`, whatever its `sessionKey`) has one
+//! worker that serves its requests in arrival order; different sessions run concurrently. The
+//! client's messages reach the session through serve's mirror of the client's transcript
+//! (`mirror`), and every call goes through the session's engine-calling path
+//! ([`crate::session::Session::assemble_with_tail`] and its siblings): a failing script is
+//! quarantined and `legacy` answers, results are checked, pairing is repaired and the window
+//! re-measured. The mirror of the client's transcript, the
 //! engine's state and the `commitTurn` record live under a state directory ([`state`]), so a
 //! new client process continues where the last left off. When `host.watch.enabled` (the
 //! default), a change of the engine file is loaded before the next call; a version that fails
@@ -45,6 +47,7 @@ mod delegate;
 mod engine;
 mod frame;
 mod identity;
+mod mirror;
 mod model;
 mod params;
 mod retention;

@@ -6,14 +6,14 @@ use serde_json::{Value, json};
 use crate::contract::client;
 use crate::error::{Error, Result};
 use crate::message::Message;
-use crate::session::ClientCall;
+use crate::session::CallExtras;
 
 use super::protocol::{RpcError, code};
 
 /// What the client passed with `call` for the engine: its host params as they are.
-pub(super) fn client_call(call: &client::ClientCall) -> ClientCall {
+pub(super) fn client_call(call: &client::ClientCall) -> CallExtras {
     let (_, _, host) = call.session();
-    ClientCall {
+    CallExtras {
         method: call.method(),
         host_params: host.to_map(),
         available_tools: None,

@@ -89,6 +89,10 @@ pub(super) struct Served {
     pub(super) handle: SessionHandle,
     /// Saved with the engine's state after every call.
     pub(super) record: BridgeRecord,
+    /// How many stored messages the saved record accounts for (see [`super::mirror::Mirror`]).
+    pub(super) stored: usize,
+    /// The store holds messages after `stored` no client view was matched against yet.
+    pub(super) unmatched: bool,
     /// An `assemble` ran since the last turn ended: the next `commitTurn` or `afterTurn` ends
     /// the turn (a client may call both; the turn ends once).
     pub(super) assembled: bool,

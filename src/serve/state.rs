@@ -14,14 +14,14 @@
 //! as committed while the state the engine's `commitTurn` left is lost (or the reverse). The
 //! transcript is appended before that write; messages a crash left in the transcript but not
 //! in the saved mirror are recognised at the next view and stored once
-//! ([`crate::session::ClientMirror`]).
+//! ([`super::mirror`]).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::session::ClientMirror;
+use super::mirror::ClientMirror;
 use crate::store::jsonl::JsonlBackend;
 use crate::transcript::Durability;
 

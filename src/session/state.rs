@@ -31,10 +31,11 @@ impl Session {
                 return Ok(());
             }
         };
-        if self.client_record.is_none() {
-            self.client_record = saved.client;
-            self.client_stored = saved.stored;
-            self.client_unmatched = saved.stored.is_some_and(|n| n < self.store.len());
+        if self.record.is_none() {
+            self.record = saved.client.map(|value| super::SavedRecord {
+                value,
+                entries: saved.stored,
+            });
         }
         if saved.engine != self.engine_id {
             return Ok(());
@@ -54,7 +55,7 @@ impl Session {
         }
     }
 
-    /// Saves the engine's state, and the client's record with it (one atomic write, so the
+    /// Saves the engine's state, and the caller's record with it (one atomic write, so the
     /// two never disagree after a crash).
     pub(super) fn save_state(&mut self) -> Result<()> {
         let path = state_path(self.store.path());
@@ -68,8 +69,8 @@ impl Session {
                 }
             }
             // No instance (quarantined, or legacy): the saved state stays as it is, and only
-            // a client's record has anything new to write.
-            None if self.client_record.is_none() => return Ok(()),
+            // a caller's record has anything new to write.
+            None if self.record.is_none() => return Ok(()),
             None => match std::fs::read(&path)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<SavedState>(&b).ok())
@@ -81,8 +82,8 @@ impl Session {
         let saved = SavedState {
             engine: engine_id,
             state,
-            client: self.client_record.clone(),
-            stored: self.client_record.as_ref().and(self.client_stored),
+            client: self.record.as_ref().map(|r| r.value.clone()),
+            stored: self.record.as_ref().and_then(|r| r.entries),
         };
         // The cap counts the state as written (escaped JSON: a control character is six
         // bytes), and writing stops at it rather than build a huge file only to refuse it.
@@ -151,11 +152,11 @@ impl std::io::Write for CappedWriter {
 struct SavedState {
     engine: String,
     state: Value,
-    /// What a client keeps with the session (`ctxhost serve`: the mirror of its transcript and
-    /// the `commitTurn` record), saved in the same write as the state.
+    /// What a caller keeps with the session (`ctxhost serve`: the mirror of its client's
+    /// transcript and the `commitTurn` record), saved in the same write as the state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client: Option<Value>,
-    /// How many transcript messages `client` accounts for (see `Session::client_stored`).
+    /// How many transcript messages `client` accounts for ([`super::SavedRecord::entries`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stored: Option<usize>,
 }
