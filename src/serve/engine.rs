@@ -70,7 +70,7 @@ impl EngineFile {
     fn read_hash(&mut self) -> Option<u64> {
         self.reads += 1;
         let bytes = std::fs::read(&self.path).ok()?;
-        let mut h = crate::fnv::Fnv::new();
+        let mut h = crate::services::fnv::Fnv::new();
         h.write(&bytes);
         Some(h.0)
     }

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::contract::Operation;
 use crate::error::Result;
-use crate::fnv::Fnv;
-use crate::message::{Message, Role};
+use crate::contract::message::{Message, Role};
+use crate::services::fnv::Fnv;
 use crate::session::{Assembly, ClientAssemble, SavedRecord, Session};
 
 /// How much of a client-owned transcript a session has mirrored, saved with the session so a

@@ -18,9 +18,9 @@ use crate::contract::{
     self, BootstrapResult, CompactResult, CompactionTarget, MaintainReason, MaintainResult, Method,
     Operation,
 };
+use crate::contract::message::Message;
+use crate::engine::api::{ClientCompaction, ClientParams};
 use crate::error::Result;
-use crate::host::{ClientCompaction, ClientParams};
-use crate::message::Message;
 
 use super::{Assembly, Session};
 

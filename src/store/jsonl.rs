@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Backend, Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
+use crate::contract::message::Message;
 use crate::error::{Error, Result};
-use crate::message::Message;
 use crate::transcript::{Durability, TranscriptStore};
 
 const KIND: &str = "fs-jsonl";
@@ -354,7 +354,7 @@ impl JsonlBackend {
     /// Where an earlier ctxhost kept the session keyed `key` (a 32-bit hash: two keys could
     /// share it). Read once, when the conversation has no directory of its own yet, and moved.
     fn legacy_session_dir(&self, key: &str) -> PathBuf {
-        let mut h = crate::fnv::Fnv::new();
+        let mut h = crate::services::fnv::Fnv::new();
         h.write(key.as_bytes());
         self.state_dir
             .join("sessions")
