@@ -18,9 +18,10 @@ use crate::session::{CallExtras, ClientAssemble, Session};
 
 use super::Hosted;
 use super::delegate::PeerCompactor;
-use super::mirror::{self, Mirror};
+use super::mirror::Mirror;
 use super::params::*;
 use super::protocol::{RpcError, code, method};
+use super::views::{self, View};
 
 use super::server::{Job, Served, Server};
 use super::state::{self, BridgeRecord};
@@ -37,7 +38,6 @@ impl Server {
         let Some(hosted) = self.hosted.read().await.clone() else {
             return Err(RpcError::new(code::NOT_INITIALIZED, "not initialized"));
         };
-        hosted.refresh().await;
         if served.is_none() {
             *served = Some(
                 self.open(&hosted.host, key, cancel)
@@ -58,25 +58,50 @@ impl Server {
                     .await,
             ),
             Call::Ingest(p) => {
-                let message = one_message(p.message.unwrap_or_default())?;
                 let heartbeat = p.is_heartbeat.unwrap_or(false);
-                s.with_mirror(move |s, m| {
-                    s.with_extras(cc, |s| mirror::ingest(s, m, vec![message], heartbeat))
-                })
-                .await
-                .map(|n| json!({ "ingested": n > 0 }))
+                let n = match p.view {
+                    Some(v) => {
+                        let delta = delta_of(&hosted, "ingest", v)?;
+                        synced(
+                            s.with_mirror(move |s, m| {
+                                s.with_extras(cc, |s| views::ingest_delta(s, m, delta, heartbeat))
+                            })
+                            .await,
+                        )
+                    }
+                    None => {
+                        let message = one_message(p.message.unwrap_or_default())?;
+                        s.with_mirror(move |s, m| {
+                            s.with_extras(cc, |s| views::ingest(s, m, vec![message], heartbeat))
+                        })
+                        .await
+                    }
+                };
+                n.map(|n| s.answer(&hosted, json!({ "ingested": n > 0 })))
             }
             Call::IngestBatch(p) => {
-                let messages = messages(p.messages, "messages");
                 let heartbeat = p.is_heartbeat.unwrap_or(false);
-                s.with_mirror(move |s, m| {
-                    s.with_extras(cc, |s| mirror::ingest(s, m, messages, heartbeat))
-                })
-                .await
-                .map(|n| json!({ "ingestedCount": n }))
+                let n = match p.view {
+                    Some(v) => {
+                        let delta = delta_of(&hosted, "ingestBatch", v)?;
+                        synced(
+                            s.with_mirror(move |s, m| {
+                                s.with_extras(cc, |s| views::ingest_delta(s, m, delta, heartbeat))
+                            })
+                            .await,
+                        )
+                    }
+                    None => {
+                        let messages = messages(p.messages, "messages");
+                        s.with_mirror(move |s, m| {
+                            s.with_extras(cc, |s| views::ingest(s, m, messages, heartbeat))
+                        })
+                        .await
+                    }
+                };
+                n.map(|n| s.answer(&hosted, json!({ "ingestedCount": n })))
             }
             Call::Assemble(p) => {
-                let messages = messages(p.messages, "messages");
                 let request = ClientAssemble {
                     token_budget: p.token_budget,
                     prompt: p.prompt,
@@ -86,20 +111,26 @@ impl Server {
                     available_tools: p.available_tools,
                     ..cc
                 };
-                s.with_mirror(move |s, m| {
-                    s.with_extras(cc, |s| mirror::assemble(s, m, messages, request))
-                })
-                .await
-                .map(|a| {
-                    let mut out = json!({
-                        "messages": a.messages,
-                        "estimatedTokens": a.assembled_tokens,
-                    });
-                    if let Some(add) = a.system_prompt_addition {
-                        out["systemPromptAddition"] = Value::String(add);
-                    }
-                    out
-                })
+                let refs = p.view.is_some();
+                let view = match p.view {
+                    Some(v) => View::Delta(
+                        delta_of(&hosted, "assemble", v)?,
+                        readable(p.tail.unwrap_or_default(), "assemble", "tail")?,
+                    ),
+                    None => View::Full(messages(p.messages, "messages")),
+                };
+                let r = s
+                    .with_mirror(move |s, m| {
+                        s.with_extras(cc, |s| {
+                            let r = views::assemble(s, m, view, request)?;
+                            Ok(r.map(|(a, tail)| {
+                                let window = refs.then(|| views::window(m, &a.messages, &tail));
+                                assembled(a, window)
+                            }))
+                        })
+                    })
+                    .await;
+                synced(r).map(|v| s.answer(&hosted, v))
             }
             Call::Compact(p) => {
                 let r = self.compact(&hosted, s, p, job.raw, cc, cancel).await;
@@ -112,18 +143,22 @@ impl Server {
                 r
             }
             Call::AfterTurn(p) => {
-                let messages = messages(p.messages, "messages");
+                let view = match p.view {
+                    Some(v) => View::Delta(delta_of(&hosted, "afterTurn", v)?, Vec::new()),
+                    None => View::Full(messages(p.messages, "messages")),
+                };
                 let pre =
                     usize::try_from(p.pre_prompt_message_count.unwrap_or(0)).unwrap_or(usize::MAX);
                 let budget = p.token_budget;
                 let heartbeat = p.is_heartbeat.unwrap_or(false);
-                s.with_mirror(move |s, m| {
-                    s.with_extras(cc, |s| {
-                        mirror::after_turn(s, m, messages, pre, budget, heartbeat)
+                let r = s
+                    .with_mirror(move |s, m| {
+                        s.with_extras(cc, |s| {
+                            views::after_turn(s, m, view, pre, budget, heartbeat)
+                        })
                     })
-                })
-                .await
-                .map(|()| Value::Null)
+                    .await;
+                synced(r).map(|()| s.answer(&hosted, Value::Null))
             }
             Call::CommitTurn(p) => {
                 let advancement = p.advancement_key.unwrap_or_default();
@@ -195,24 +230,18 @@ impl Server {
             }
         }
         // The engine's state and the record (mirror, turns committed) in one atomic write.
-        let record = serde_json::to_value(&s.record).map_err(internal)?;
-        let (stored, unmatched) = (s.stored, s.unmatched);
+        s.record.view = Some(s.mirror.saved());
+        let record = serde_json::to_value(&s.record).map_err(internal);
+        s.record.view = None;
+        let record = record?;
         let persisted = s
             .handle
             .with(move |s| {
-                let entries = if unmatched {
-                    stored
-                } else {
-                    s.transcript_len()
-                };
-                s.save_with_record(record, entries).map(|()| entries)
+                let entries = s.transcript_len();
+                s.save_with_record(record, entries)
             })
             .await;
-        let persisted = flatten(persisted);
-        if let Ok(entries) = &persisted {
-            s.stored = *entries;
-        }
-        if let Err(e) = persisted {
+        if let Err(e) = flatten(persisted) {
             tracing::warn!(
                 session = key,
                 "saving the session state failed: {}",
@@ -292,23 +321,27 @@ impl Server {
         } else {
             host.create_session(spec).await?
         };
-        let (saved, len) = handle
-            .with(|s| (s.saved_record().cloned(), s.transcript_len()))
+        let name = key.to_owned();
+        let (record, mirror) = handle
+            .with(move |s| {
+                let saved = s.saved_record().cloned();
+                let mut record: BridgeRecord = match &saved {
+                    Some(r) => serde_json::from_value(r.value.clone()).unwrap_or_else(|e| {
+                        tracing::warn!(session = name, "ignoring an unreadable bridge record: {e}");
+                        BridgeRecord::default()
+                    }),
+                    // Kept by an earlier ctxhost beside the state; the next save moves it in.
+                    None => BridgeRecord::load(&dir),
+                };
+                let mirror =
+                    Mirror::open(s, record.view.take(), record.mirror.take(), saved.as_ref());
+                (record, mirror)
+            })
             .await?;
-        let record = match &saved {
-            Some(r) => serde_json::from_value(r.value.clone()).unwrap_or_else(|e| {
-                tracing::warn!(session = key, "ignoring an unreadable bridge record: {e}");
-                BridgeRecord::default()
-            }),
-            // Kept by an earlier ctxhost beside the state; the next save moves it in.
-            None => BridgeRecord::load(&dir),
-        };
-        let opened = Mirror::opened(Default::default(), saved.as_ref(), len);
         Ok(Served {
             handle,
             record,
-            stored: opened.stored,
-            unmatched: opened.unmatched,
+            mirror,
             assembled: false,
         })
     }
@@ -316,38 +349,56 @@ impl Server {
 
 impl Served {
     /// Runs `f` on the session (off the async threads) with the session's mirror of the
-    /// client's transcript, and keeps the mirror `f` leaves.
+    /// client's transcript, and keeps the mirror `f` leaves (what it stored stays stored, so
+    /// the mirror says so even when the call failed after).
     pub(super) async fn with_mirror<R: Send + 'static>(
         &mut self,
         f: impl FnOnce(&mut Session, &mut Mirror) -> Result<R> + Send + 'static,
     ) -> std::result::Result<R, RpcError> {
-        let mut mirror = Mirror {
-            saved: std::mem::take(&mut self.record.mirror),
-            stored: self.stored,
-            unmatched: self.unmatched,
-        };
-        let before = mirror.saved.clone();
-        let r = self
+        let mut mirror = std::mem::take(&mut self.mirror);
+        let (r, mirror) = self
             .handle
             .with(move |s| {
                 let r = f(s, &mut mirror);
                 (r, mirror)
             })
-            .await;
-        match r {
-            Ok((r, mirror)) => {
-                // A failed call leaves the mirror as it was (its view is offered again).
-                self.record.mirror = if r.is_ok() { mirror.saved } else { before };
-                self.stored = mirror.stored;
-                self.unmatched = mirror.unmatched;
-                r.map_err(from_error)
+            .await
+            .map_err(from_error)?;
+        self.mirror = mirror;
+        r.map_err(from_error)
+    }
+
+    /// `result` as answered: over a delta connection, with ctxhost's view after the call
+    /// (`{count, hash}`) in it (an object beside its keys; `null` becomes `{view}`).
+    pub(super) fn answer(&self, hosted: &Hosted, result: Value) -> Value {
+        if !hosted.capabilities.delta_views {
+            return result;
+        }
+        let view = json!({
+            "count": self.mirror.count(),
+            "hash": self.mirror.end_hash().map(|h| format!("{h:016x}")),
+        });
+        match result {
+            Value::Object(mut o) => {
+                o.insert("view".into(), view);
+                Value::Object(o)
             }
-            Err(e) => {
-                self.record.mirror = before;
-                Err(from_error(e))
-            }
+            _ => json!({ "view": view }),
         }
     }
+}
+
+/// `assemble`'s answer: the window as messages (the full form) or as references to the
+/// client's own ([`views::window`]).
+fn assembled(a: crate::session::Assembly, window: Option<Vec<Value>>) -> Value {
+    let mut out = match window {
+        Some(w) => json!({ "window": w, "estimatedTokens": a.assembled_tokens }),
+        None => json!({ "messages": a.messages, "estimatedTokens": a.assembled_tokens }),
+    };
+    if let Some(add) = a.system_prompt_addition {
+        out["systemPromptAddition"] = Value::String(add);
+    }
+    out
 }
 
 /// The conversation a compaction says continues this one (`result.sessionTarget.sessionId`,

@@ -1,301 +1,442 @@
 //! The mirror of a client's transcript: OpenClaw keeps its own transcript and hands each
-//! lifecycle call the messages it holds. Serve appends that view to the session's store as it
-//! grows (each new message ingested once), then calls the engine through the session's
-//! primitives, so a served call keeps every promise a driven turn keeps.
+//! lifecycle call the messages it holds (or, over a delta connection, what changed in them:
+//! [`super::views`]). The mirror is ctxhost's copy of the client's view: one place per client
+//! message, in the client's order, each naming the session entry that stores it. The session's
+//! transcript only appends; the mirror is what can be cut and rewritten.
 //!
-//! A second `assemble` of a turn receives the first call's output back: its messages carry the
-//! session's own entry ids, so that view is recognised as an echo and never mirrored again;
-//! only what follows the echoed window (a tool loop's calls and results) joins the context,
-//! for that call only. An engine's compaction summary lives in the store, so every later view
-//! is assembled from the compacted context even though the client never applies the summary
-//! to its own transcript.
+//! **Exactly once.** A message is stored once however often a call carrying it comes. Stored
+//! messages that are no place of the view any more (cut off by a shorter view or a rewrite,
+//! or stored by a call that ended before its save: a crash) are kept as *detached*: the
+//! client's next new messages are matched against them (by fingerprint, in order) before
+//! anything is stored. The detached list is saved with the mirror, so a matching view may come
+//! in a later call or a later process.
 //!
-//! A crash between a call's transcript append and its state write (which holds the mirror)
-//! stores messages the saved mirror does not know. The state file records how many stored
-//! messages the mirror accounts for; after a restart, the first client view is matched
-//! against the messages stored beyond that (by fingerprint, in order), and those are taken as
-//! stored instead of being appended again.
+//! **Saved** with the engine's state in one atomic write (the session's extra record): the
+//! places as runs of consecutive entries, the client's hash at the end of the view, and the
+//! detached entries. Fingerprints are computed again from the stored messages when a session
+//! opens; the record also says how many transcript entries it accounts for, and entries stored
+//! after that (a crash between a call's append and its save) are detached, not yet ingested.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::contract::Operation;
-use crate::error::Result;
 use crate::contract::message::{Message, Role};
+use crate::error::Result;
 use crate::services::fnv::Fnv;
-use crate::session::{Assembly, ClientAssemble, SavedRecord, Session};
+use crate::session::{SavedRecord, Session};
 
-/// How much of a client-owned transcript a session has mirrored, saved with the session so a
-/// new server process continues where the last one stopped.
+/// How many detached entries are kept as candidates (the newest): a view that cut off more
+/// (OpenClaw's history limit drops the oldest turns) matches them in the same call; older ones
+/// stay stored but are not matched against later views.
+const DETACHED_CAP: usize = 256;
+
+/// How far ahead an earlier ctxhost's fingerprint is looked for among the stored messages.
+const LEGACY_SEARCH: usize = 1024;
+
+/// The mirror as an earlier ctxhost saved it (a fingerprint per place), read once.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClientMirror {
-    /// A fingerprint of each client message mirrored so far, in the client's order.
+pub struct LegacyMirror {
+    /// A fingerprint of each client message mirrored, in the client's order.
+    #[serde(default)]
     pub fingerprints: Vec<String>,
 }
 
-/// The mirror as a served session holds it: what is saved, and how the saved record relates
-/// to what the store holds.
+/// The mirror as it is saved.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SavedView {
+    /// The number of client messages in the view.
+    pub count: usize,
+    /// The client's hash at the end of the view (hex), when the last call that changed it
+    /// gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// The places, in order: `[first entry, n]` for n places stored as consecutive entries
+    /// (entry numbers are the hex ids), or a fingerprint (hex) for a place whose entry is not
+    /// known (read from an earlier ctxhost's record).
+    pub places: Vec<SavedRun>,
+    /// Detached entries (number, whether the engine ingested it), in transcript order.
+    pub detached: Vec<(u64, bool)>,
+}
+
+/// Places saved together.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SavedRun {
+    /// `n` places stored as consecutive entries from `first`.
+    Entries(u64, usize),
+    /// One place known only by its fingerprint.
+    Unknown(String),
+}
+
+/// One client message as ctxhost holds it.
+#[derive(Clone, Debug)]
+pub(super) struct Place {
+    /// The stored message (`None` when only an earlier ctxhost's fingerprint is known).
+    pub(super) stored: Option<Arc<Message>>,
+    /// Its entry number ([`entry_number`]).
+    pub(super) entry: Option<u64>,
+    /// Its [`fingerprint`].
+    pub(super) fp: u64,
+    /// The client's rolling hash of its view up to and including this message, when a delta
+    /// call gave one.
+    pub(super) hash: Option<u64>,
+}
+
+impl Place {
+    /// The place of the stored message `m`, with the client's hash after it.
+    fn of(m: &Arc<Message>, hash: Option<u64>) -> Place {
+        Place {
+            stored: Some(Arc::clone(m)),
+            entry: entry_number(m),
+            fp: fingerprint(m),
+            hash,
+        }
+    }
+}
+
+/// A stored message that is no place of the view (see the module doc).
+#[derive(Clone, Debug)]
+pub(super) struct Detached {
+    pub(super) stored: Arc<Message>,
+    pub(super) fp: u64,
+    /// The engine ingested it (it was cut off a view); a message stored by a call that never
+    /// saved was not: the engine's state is from before it.
+    pub(super) ingested: bool,
+}
+
+/// The mirror of one session's client view.
 #[derive(Debug, Default)]
 pub(super) struct Mirror {
-    /// What is saved with the session's state.
-    pub(super) saved: ClientMirror,
-    /// How many stored messages the saved record accounts for: the store's length when the
-    /// record was last saved. Messages stored after it were appended by a call whose save never
-    /// happened (a crash); the client's next view is matched against them instead of appending
-    /// them again.
-    pub(super) stored: usize,
-    /// The store holds messages after `stored` that no client view was matched against yet:
-    /// saves keep `stored` where it is until one is.
-    pub(super) unmatched: bool,
+    pub(super) places: Vec<Place>,
+    /// Entry number → place, for the places whose entry is known.
+    index: HashMap<u64, usize>,
+    /// The places as they are saved, each run with the place it starts at (kept as places
+    /// change, so a save costs the runs, not the places).
+    runs: Vec<(usize, SavedRun)>,
+    pub(super) detached: Vec<Detached>,
+}
+
+/// New messages for the view: stored now, or found among the detached.
+pub(super) struct Placed {
+    /// The messages as stored, in order.
+    pub(super) stored: Vec<Arc<Message>>,
+    /// Those the engine has not ingested yet (new, or stored by a call that never saved).
+    pub(super) to_ingest: Vec<Arc<Message>>,
 }
 
 impl Mirror {
-    /// The mirror a session opens with: `saved` as its state's `record` held it, over a store
-    /// of `len` messages. When no record was ever saved (a crash between the session's first
-    /// append and its first save), what the store holds is matched against the client's next
-    /// view rather than stored a second time.
-    pub(super) fn opened(saved: ClientMirror, record: Option<&SavedRecord>, len: usize) -> Mirror {
-        let (stored, unmatched) = match record.map(|r| r.entries) {
-            None => (0, len > 0),
-            Some(Some(n)) => (n, n < len),
-            // Saved by a ctxhost that did not count: taken as accounting for everything.
-            Some(None) => (len, false),
+    /// The mirror a session opens with, from the record its state held (`record` `None`: no
+    /// record was ever saved, as after a crash between the session's first append and its
+    /// first save).
+    pub(super) fn open(
+        s: &Session,
+        view: Option<SavedView>,
+        legacy: Option<LegacyMirror>,
+        record: Option<&SavedRecord>,
+    ) -> Mirror {
+        let all = s.stored_since(0);
+        let by_entry: HashMap<u64, &Arc<Message>> = all
+            .iter()
+            .filter_map(|m| entry_number(m).map(|n| (n, m)))
+            .collect();
+        let mut mirror = Mirror::default();
+        let mut detached: Vec<(u64, bool)> = Vec::new();
+        let mut end_hash = None;
+        if let Some(v) = view {
+            for run in &v.places {
+                match run {
+                    SavedRun::Entries(first, n) => {
+                        for e in (*first..).take(*n) {
+                            match by_entry.get(&e) {
+                                Some(m) => mirror.push(Place::of(m, None)),
+                                None => tracing::warn!(
+                                    session = s.id(),
+                                    entry = e,
+                                    "the mirror names an entry the transcript lacks; left out"
+                                ),
+                            }
+                        }
+                    }
+                    SavedRun::Unknown(fp) => mirror.push(Place {
+                        stored: None,
+                        entry: None,
+                        fp: u64::from_str_radix(fp, 16).unwrap_or_default(),
+                        hash: None,
+                    }),
+                }
+            }
+            end_hash = v.hash.as_deref().and_then(parse_hash);
+            detached = v.detached;
+        } else if let Some(old) = legacy {
+            // An earlier ctxhost kept fingerprints only: their entries are the stored client
+            // messages with the same fingerprints, in order.
+            let candidates: Vec<&Arc<Message>> = all
+                .iter()
+                .filter(|m| m.role() != Role::CompactionSummary)
+                .collect();
+            let mut next = 0;
+            for fp in &old.fingerprints {
+                let fp = u64::from_str_radix(fp, 16).unwrap_or_default();
+                let window = candidates.get(next..).unwrap_or_default();
+                let found = window
+                    .iter()
+                    .take(LEGACY_SEARCH)
+                    .position(|m| fingerprint(m) == fp);
+                match found {
+                    Some(k) => {
+                        next += k + 1;
+                        mirror.push(Place::of(window[k], None));
+                    }
+                    None => mirror.push(Place {
+                        stored: None,
+                        entry: None,
+                        fp,
+                        hash: None,
+                    }),
+                }
+            }
+        }
+        if let (Some(last), Some(h)) = (mirror.places.last_mut(), end_hash) {
+            last.hash = Some(h);
+        }
+        for (e, ingested) in detached {
+            if mirror.index.contains_key(&e) {
+                continue;
+            }
+            if let Some(m) = by_entry.get(&e) {
+                mirror.detached.push(Detached {
+                    stored: Arc::clone(m),
+                    fp: fingerprint(m),
+                    ingested,
+                });
+            }
+        }
+        // Client messages stored after what the record accounts for: a call that ended before
+        // its save stored them (none saved at all: everything stored is such).
+        let accounted = match record {
+            None => 0,
+            Some(r) => r.entries.unwrap_or(all.len()),
         };
-        Mirror {
-            saved,
-            stored,
-            unmatched,
+        for m in all.get(accounted..).unwrap_or_default() {
+            let placed = entry_number(m).is_some_and(|e| mirror.index.contains_key(&e));
+            if m.role() != Role::CompactionSummary && !placed {
+                mirror.detached.push(Detached {
+                    stored: Arc::clone(m),
+                    fp: fingerprint(m),
+                    ingested: false,
+                });
+            }
+        }
+        mirror
+    }
+
+    /// The mirror as it is saved.
+    pub(super) fn saved(&self) -> SavedView {
+        SavedView {
+            count: self.places.len(),
+            hash: self.end_hash().map(|h| format!("{h:016x}")),
+            places: self.runs.iter().map(|(_, r)| r.clone()).collect(),
+            detached: self
+                .detached
+                .iter()
+                .filter_map(|d| entry_number(&d.stored).map(|e| (e, d.ingested)))
+                .collect(),
         }
     }
-}
 
-/// `ingest` / `ingestBatch` from a client: the messages join the mirror (and the store)
-/// and are ingested once. Returns how many were new.
-pub(super) fn ingest(
-    s: &mut Session,
-    mirror: &mut Mirror,
-    messages: Vec<Message>,
-    is_heartbeat: bool,
-) -> Result<usize> {
-    s.follow_reload()?;
-    let mut fresh: Vec<Message> = messages
-        .into_iter()
-        .filter(|m| !is_own_entry(s, m))
-        .collect();
-    // A call re-sent after its answer was lost (the bridge retries a call whose process
-    // died under it) carries what the mirror already ends with: stored once, not again.
-    // A real transcript never repeats its last message verbatim; if one did, the next view
-    // (assemble, afterTurn) carries it and it joins the mirror there.
-    let prints: Vec<String> = fresh.iter().map(fingerprint).collect();
-    let repeated = (1..=prints.len())
-        .rev()
-        .find(|&k| mirror.saved.fingerprints.ends_with(&prints[..k]))
-        .unwrap_or(0);
-    if repeated > 0 {
-        tracing::info!(
-            session = s.id(),
-            repeated,
-            "an ingest repeats the last mirrored message(s): a retried call, not stored again"
-        );
-        fresh.drain(..repeated);
+    /// The number of client messages in the view.
+    pub(super) fn count(&self) -> usize {
+        self.places.len()
     }
-    mirror
-        .saved
-        .fingerprints
-        .extend(prints.into_iter().skip(repeated));
-    let stored = store_once(s, mirror, fresh)?;
-    s.ingest_stored(&stored, is_heartbeat)?;
-    Ok(stored.len())
-}
 
-/// `assemble` from a client: mirror the client's view, then assemble, repair, re-measure
-/// and recover from overflow exactly like a driven turn.
-pub(super) fn assemble(
-    s: &mut Session,
-    mirror: &mut Mirror,
-    messages: Vec<Message>,
-    request: ClientAssemble,
-) -> Result<Assembly> {
-    s.follow_reload()?;
-    s.require(Operation::AgentRun)?;
-    let tail = mirror_view(s, mirror, messages)?;
-    s.assemble_with_tail(tail, request)
-}
-
-/// `afterTurn` from a client: mirror the snapshot, then the engine's `afterTurn` if it
-/// defines one.
-pub(super) fn after_turn(
-    s: &mut Session,
-    mirror: &mut Mirror,
-    messages: Vec<Message>,
-    pre_prompt_message_count: usize,
-    token_budget: Option<u64>,
-    is_heartbeat: bool,
-) -> Result<()> {
-    s.follow_reload()?;
-    mirror_view(s, mirror, messages)?;
-    s.client_after_turn(pre_prompt_message_count, token_budget, is_heartbeat)
-}
-
-/// Appends client messages that join the mirror, except those a call that crashed before
-/// its save already stored: the messages stored after what the saved record accounts for
-/// are matched (by fingerprint, in order) against the start of `fresh`, and the ones that
-/// match are taken as stored. Returns every message of `fresh` as stored, in order. The
-/// engine's state was saved with the record, so it never saw those messages: all of them
-/// are ingested again.
-fn store_once(
-    s: &mut Session,
-    mirror: &mut Mirror,
-    mut fresh: Vec<Message>,
-) -> Result<Vec<Arc<Message>>> {
-    // The session's own summaries among them are not the client's: they never match.
-    let unsaved: Vec<Arc<Message>> = if mirror.unmatched {
-        s.stored_since(mirror.stored)
-            .into_iter()
-            .filter(|m| m.role() != Role::CompactionSummary)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    mirror.unmatched = false;
-    let known = fresh
-        .iter()
-        .zip(&unsaved)
-        .take_while(|(f, u)| fingerprint(f) == fingerprint(u))
-        .count();
-    if known == 0 {
-        return s.store_messages(fresh);
+    /// The client's hash at the end of the view, when known.
+    pub(super) fn end_hash(&self) -> Option<u64> {
+        self.places.last().and_then(|p| p.hash)
     }
-    tracing::info!(
-        session = s.id(),
-        known,
-        "client messages stored by a call that ended before its save are not stored again"
-    );
-    let rest = fresh.split_off(known);
-    let mut stored: Vec<Arc<Message>> = unsaved.into_iter().take(known).collect();
-    stored.extend(s.store_messages(rest)?);
-    Ok(stored)
-}
 
-fn is_own_entry(s: &Session, m: &Message) -> bool {
-    !m.id.is_empty() && s.context().iter().any(|c| c.id == m.id)
-}
-
-/// Mirrors a client view into the store; returns the messages that follow an echoed window
-/// (empty for a plain view).
-fn mirror_view(
-    s: &mut Session,
-    mirror: &mut Mirror,
-    messages: Vec<Message>,
-) -> Result<Vec<Message>> {
-    let own: HashSet<&str> = s.context().iter().map(|m| m.id.as_str()).collect();
-    if let Some(last) = messages
-        .iter()
-        .rposition(|m| !m.id.is_empty() && own.contains(m.id.as_str()))
-    {
-        drop(own);
-        let tail: Vec<Message> = messages
-            .into_iter()
-            .skip(last + 1)
-            .filter(|m| !is_own_entry(s, m))
-            .collect();
-        return Ok(tail);
+    /// The client's hash after the first `n` messages of the view, when known.
+    pub(super) fn hash_at(&self, n: usize) -> Option<u64> {
+        n.checked_sub(1)
+            .and_then(|i| self.places.get(i))
+            .and_then(|p| p.hash)
     }
-    drop(own);
-    let prints: Vec<String> = messages.iter().map(fingerprint).collect();
-    let seen = mirror.saved.fingerprints.len();
-    let agree = prints
-        .iter()
-        .zip(&mirror.saved.fingerprints)
-        .take_while(|(a, b)| a == b)
-        .count();
-    let rebase = agree != seen.min(prints.len())
-        && messages
-            .first()
-            .is_some_and(|m| m.role() == Role::CompactionSummary);
-    let fresh: Vec<Message> = if rebase {
-        // The client compacted its own transcript: adopt its view after what we hold.
-        tracing::info!(
-            session = s.id(),
-            "the client's transcript was compacted; mirroring its new view"
-        );
-        mirror.saved.fingerprints = prints;
-        messages
-    } else if let Some(new) = (agree != seen.min(prints.len()))
-        .then(|| gaps(&mirror.saved.fingerprints, &prints))
-        .flatten()
-    {
-        // Everything mirrored is in the view, in order, with messages between that never
-        // arrived (a call carrying them was given up while later ones got through): those
-        // are new, stored once (after what is stored; the transcript only appends).
-        tracing::info!(
-            session = s.id(),
-            new = new.iter().filter(|n| **n).count(),
-            "the client's view holds messages the mirror lacks between mirrored ones"
-        );
-        mirror.saved.fingerprints = prints;
-        messages
-            .into_iter()
-            .zip(new)
-            .filter_map(|(m, n)| n.then_some(m))
-            .collect()
-    } else {
-        // The view repeats, shortens or extends what was mirrored — or the client rewrote
-        // history (pruning, an edit): either way keep the longest view seen, and append
-        // only what lies beyond it.
-        if agree != seen.min(prints.len()) {
-            tracing::debug!(
+
+    /// The place holding the stored entry `m` (by its id), if any.
+    pub(super) fn place_of(&self, m: &Message) -> Option<usize> {
+        if self.index.is_empty() {
+            return None;
+        }
+        entry_number(m).and_then(|e| self.index.get(&e).copied())
+    }
+
+    /// Appends a place.
+    pub(super) fn push(&mut self, place: Place) {
+        let at = self.places.len();
+        match place.entry {
+            Some(e) => {
+                self.index.insert(e, at);
+                match self.runs.last_mut() {
+                    Some((_, SavedRun::Entries(first, n))) if *first + *n as u64 == e => *n += 1,
+                    _ => self.runs.push((at, SavedRun::Entries(e, 1))),
+                }
+            }
+            None => self
+                .runs
+                .push((at, SavedRun::Unknown(format!("{:016x}", place.fp)))),
+        }
+        self.places.push(place);
+    }
+
+    /// Cuts the view to its first `n` places; the stored messages of the places cut off are
+    /// detached (ingested: the engine saw them).
+    pub(super) fn cut(&mut self, n: usize) {
+        if n >= self.places.len() {
+            return;
+        }
+        while self.runs.last().is_some_and(|(at, _)| *at >= n) {
+            self.runs.pop();
+        }
+        if let Some((at, SavedRun::Entries(_, len))) = self.runs.last_mut() {
+            *len = (*len).min(n - *at);
+        }
+        for p in self.places.drain(n..) {
+            if let Some(e) = p.entry {
+                self.index.remove(&e);
+            }
+            if let Some(m) = p.stored {
+                self.detached.push(Detached {
+                    stored: m,
+                    fp: p.fp,
+                    ingested: true,
+                });
+            }
+        }
+        self.detached
+            .sort_by_cached_key(|d| entry_number(&d.stored).unwrap_or(u64::MAX));
+        self.detached
+            .dedup_by(|a, b| Arc::ptr_eq(&a.stored, &b.stored));
+    }
+
+    /// Replaces the whole view by `places`.
+    pub(super) fn replace(&mut self, places: Vec<Place>) {
+        self.places.clear();
+        self.index.clear();
+        self.runs.clear();
+        for p in places {
+            self.push(p);
+        }
+    }
+
+    /// Stores `messages` (new client messages, in order) once: each is matched against the
+    /// detached messages first (by fingerprint, in order, skipping those that do not match),
+    /// and only the ones not found are appended to the transcript. With `from_first`, nothing
+    /// is matched unless the first message is (a client's own compaction summary: what it kept
+    /// must follow it in the transcript). Returns the messages as stored, in order; matched
+    /// ones leave the detached list.
+    pub(super) fn place_new(
+        &mut self,
+        s: &mut Session,
+        messages: Vec<Message>,
+        from_first: bool,
+    ) -> Result<Placed> {
+        let mut found: Vec<Option<usize>> = vec![None; messages.len()];
+        let mut cursor = 0;
+        for (i, m) in messages.iter().enumerate() {
+            if cursor >= self.detached.len() || (from_first && i > 0 && found[0].is_none()) {
+                break;
+            }
+            let fp = fingerprint(m);
+            if let Some(k) = self.detached[cursor..].iter().position(|d| d.fp == fp) {
+                found[i] = Some(cursor + k);
+                cursor += k + 1;
+            }
+        }
+        let known = found.iter().flatten().count();
+        if known > 0 {
+            tracing::info!(
                 session = s.id(),
-                agree,
-                seen,
-                "the client's view differs from the mirror; appending only what lies beyond it"
+                known,
+                "client messages already stored (cut off a view, or stored by a call that ended before its save) are not stored again"
             );
         }
-        if prints.len() > seen {
-            mirror
-                .saved
-                .fingerprints
-                .extend(prints[seen..].iter().cloned());
-            messages.into_iter().skip(seen).collect()
-        } else {
-            Vec::new()
+        let fresh: Vec<Message> = messages
+            .into_iter()
+            .zip(&found)
+            .filter_map(|(m, f)| f.is_none().then_some(m))
+            .collect();
+        let mut appended = s.store_messages(fresh)?.into_iter();
+        let mut stored = Vec::with_capacity(found.len());
+        let mut to_ingest = Vec::new();
+        for f in &found {
+            match f {
+                Some(k) => {
+                    let d = &self.detached[*k];
+                    if !d.ingested {
+                        to_ingest.push(Arc::clone(&d.stored));
+                    }
+                    stored.push(Arc::clone(&d.stored));
+                }
+                None => {
+                    if let Some(m) = appended.next() {
+                        to_ingest.push(Arc::clone(&m));
+                        stored.push(m);
+                    }
+                }
+            }
         }
-    };
-    if !fresh.is_empty() {
-        let stored = store_once(s, mirror, fresh)?;
-        if rebase {
-            // The client's summary now stands for everything before it, as on a reopen.
-            s.adopt_summaries();
+        if known > 0 {
+            let taken: HashSet<usize> = found.iter().flatten().copied().collect();
+            let mut k = 0;
+            self.detached.retain(|_| {
+                k += 1;
+                !taken.contains(&(k - 1))
+            });
         }
-        s.ingest_stored(&stored, false)?;
+        self.trim_detached();
+        Ok(Placed { stored, to_ingest })
     }
-    Ok(Vec::new())
+
+    /// Keeps the newest [`DETACHED_CAP`] detached messages as candidates.
+    pub(super) fn trim_detached(&mut self) {
+        if self.detached.len() > DETACHED_CAP {
+            let over = self.detached.len() - DETACHED_CAP;
+            self.detached.drain(..over);
+        }
+    }
+
+    /// Places for `stored` (as [`Mirror::place_new`] returned them), with the client's hashes.
+    pub(super) fn places_for(stored: &[Arc<Message>], hashes: Option<&[u64]>) -> Vec<Place> {
+        stored
+            .iter()
+            .enumerate()
+            .map(|(i, m)| Place::of(m, hashes.and_then(|h| h.get(i).copied())))
+            .collect()
+    }
 }
 
-/// Which messages of `view` are not in `mirror` when `mirror` is a subsequence of `view`
-/// (matched in order, each to its earliest match); `None` when it is not.
-fn gaps(mirror: &[String], view: &[String]) -> Option<Vec<bool>> {
-    let mut next = mirror.iter().peekable();
-    let new: Vec<bool> = view
-        .iter()
-        .map(|v| {
-            if next.peek() == Some(&v) {
-                next.next();
-                false
-            } else {
-                true
-            }
-        })
-        .collect();
-    next.peek().is_none().then_some(new)
+/// A session entry's number (its id is hex), when it has one.
+pub(super) fn entry_number(m: &Message) -> Option<u64> {
+    if m.id.is_empty() {
+        return None;
+    }
+    u64::from_str_radix(&m.id, 16).ok()
+}
+
+/// A client's hash as it travels: 1 to 16 hex digits.
+pub(super) fn parse_hash(h: &str) -> Option<u64> {
+    if h.is_empty() || h.len() > 16 {
+        return None;
+    }
+    u64::from_str_radix(h, 16).ok()
 }
 
 /// A fingerprint of a client message that stays the same across processes and releases
 /// (FNV-1a over its role, text, tool call ids and names). Fields the client adds or changes
 /// between calls (ids, metadata) do not count.
-fn fingerprint(m: &Message) -> String {
+pub(super) fn fingerprint(m: &Message) -> u64 {
     let mut h = Fnv::new();
     h.write(m.role().as_str().as_bytes());
     h.write(&[0]);
@@ -308,5 +449,5 @@ fn fingerprint(m: &Message) -> String {
         h.write(&[0]);
         h.write(c.name.as_bytes());
     }
-    format!("{:016x}", h.0)
+    h.0
 }

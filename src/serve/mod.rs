@@ -16,8 +16,9 @@
 //! re-measured. The mirror of the client's transcript, the
 //! engine's state and the `commitTurn` record live under a state directory ([`state`]), so a
 //! new client process continues where the last left off. When `host.watch.enabled` (the
-//! default), a change of the engine file is loaded before the next call; a version that fails
-//! to load leaves the old one serving, and one that loads lifts the quarantine.
+//! default), a save of the engine file is noticed by a watcher and loaded after
+//! `host.watch.debounceMs` (no call looks at the file); a version that fails to load leaves
+//! the old one serving, and one that loads lifts the quarantine.
 //!
 //! ```no_run
 //! # async fn demo() -> ctxhost::Result<()> {
@@ -52,6 +53,7 @@ mod model;
 mod params;
 mod retention;
 mod server;
+mod views;
 
 use engine::Hosted;
 pub use model::NO_CLIENT_MODEL;
@@ -81,6 +83,9 @@ pub struct ServeOptions {
     pub client_timeout: Duration,
     /// Where engine VMs run, over the config's `host.isolation` (`serve --isolation`).
     pub isolation: Option<crate::engine::isolation::Isolation>,
+    /// Where each reload of the engine file's watcher is reported, besides the log (an
+    /// embedder that shows them; tests that wait for one). None by default.
+    pub reloads: Option<tokio::sync::mpsc::UnboundedSender<crate::engine::reload::ReloadOutcome>>,
 }
 
 impl ServeOptions {
@@ -93,6 +98,7 @@ impl ServeOptions {
             max_line_bytes: rpc::DEFAULT_MAX_LINE_BYTES,
             client_timeout: Duration::from_secs(120),
             isolation: None,
+            reloads: None,
         }
     }
 }

@@ -14,11 +14,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::contract::message::Message;
 use crate::contract::{
     self, BootstrapResult, CompactResult, CompactionTarget, MaintainReason, MaintainResult, Method,
     Operation,
 };
-use crate::contract::message::Message;
 use crate::engine::api::{ClientCompaction, ClientParams};
 use crate::error::Result;
 

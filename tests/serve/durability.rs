@@ -1,5 +1,5 @@
 //! What survives a crash and what a save changes: the commit record and the engine state as
-//! one write; hot reload's cheap check of the engine file.
+//! one write; hot reload through the engine file's watcher.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -77,7 +77,7 @@ fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
 }
 
 #[tokio::test]
-async fn a_save_of_the_same_length_with_its_time_set_back_is_picked_up_at_the_next_call() {
+async fn a_save_of_the_same_length_with_its_time_set_back_is_picked_up_by_the_watcher() {
     let dir = tempfile::tempdir().unwrap();
     let (mut c, engine) = Client::on(dir.path(), &window_engine("v1", 2, true)).await;
     let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
@@ -92,8 +92,29 @@ async fn a_save_of_the_same_length_with_its_time_set_back_is_picked_up_at_the_ne
         .unwrap()
         .set_modified(modified)
         .unwrap();
+    c.reloaded().await.unwrap();
     let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
     assert_eq!(r["systemPromptAddition"], "v2 n=2 kept 2 of 4");
+    c.close().await;
+}
+
+#[tokio::test]
+async fn a_save_is_reloaded_by_the_watcher_with_no_call_and_the_same_text_again_is_no_new_version()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let (mut c, engine) = Client::on(dir.path(), &window_engine("v1", 2, true)).await;
+    // No call looks at the file: the watcher reloads it on its own.
+    let v2 = c
+        .save(&engine, &window_engine("v2", 2, true))
+        .await
+        .unwrap();
+    let again = c
+        .save(&engine, &window_engine("v2", 2, true))
+        .await
+        .unwrap();
+    assert_eq!(again, v2, "the same text written again is no new version");
+    let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+    assert_eq!(r["systemPromptAddition"], "v2 n=1 kept 2 of 4");
     c.close().await;
 }
 
