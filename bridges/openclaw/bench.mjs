@@ -92,7 +92,10 @@ for (const form of forms) {
       bytes.push(r.bytes);
     }
     const mid = Math.floor(history.length / 2);
-    history[mid] = { ...history[mid], content: `${JSON.stringify(history[mid].content)} (edited)` };
+    const edited = history[mid];
+    history[mid] = typeof edited.content === "string"
+      ? { ...edited, content: `${edited.content} (edited)` }
+      : { ...edited, content: [{ type: "text", text: `${edited.content[0].text} (edited)` }] };
     const rewrite = await timed(engineApi, params());
     internals.state.views.delete(sessionId);
     history.push(message(history.length));
