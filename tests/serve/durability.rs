@@ -187,3 +187,60 @@ async fn messages_a_crash_stored_before_the_state_write_are_mirrored_once_after_
     let saved: Value = serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
     assert_eq!(saved["state"]["ingested"], 6, "{saved}");
 }
+
+/// The FNV-1a fingerprint an earlier ctxhost kept per mirrored message (role, text and tool
+/// call id, each ended by a 0 byte), as 16 hex digits.
+fn old_fingerprint(role: &str, text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in [role.as_bytes(), &[0], text.as_bytes(), &[0]].concat() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+#[tokio::test]
+async fn a_mirror_an_earlier_ctxhost_saved_as_fingerprints_is_read_once_and_nothing_is_stored_twice()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, true));
+    let two = [user("question 0"), assistant("answer 0")];
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("assemble", assemble_params(&two, 10_000)).await;
+    c.close().await;
+    // The state file as an earlier ctxhost wrote it: the mirror as one fingerprint a message.
+    let session = std::fs::read_dir(state.join("sessions"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let file = session.join("transcript.jsonl.state.json");
+    let mut saved: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(saved["client"]["view"].is_object(), "{saved}");
+    saved["client"] = json!({
+        "mirror": {"fingerprints": [old_fingerprint("user", "question 0"), old_fingerprint("assistant", "answer 0")]},
+        "committed": [],
+    });
+    std::fs::write(&file, serde_json::to_vec_pretty(&saved).unwrap()).unwrap();
+
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    let mut three = two.to_vec();
+    three.push(user("question 1"));
+    let r = c.ok("assemble", assemble_params(&three, 10_000)).await;
+    assert_eq!(texts(&r), ["question 0", "answer 0", "question 1"]);
+    c.close().await;
+    assert_eq!(
+        stored_texts(&session.join("transcript.jsonl")),
+        ["question 0", "answer 0", "question 1"],
+        "the old mirror's messages are not stored again"
+    );
+    let saved: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(
+        saved["client"]["view"].is_object() && saved["client"].get("mirror").is_none(),
+        "the next save writes the new form: {saved}"
+    );
+}
