@@ -198,7 +198,7 @@ fn bench_assemble(c: &mut Criterion) {
 
     // The bare cost of a call to the worker thread and back.
     {
-        let w = ctxhost::engine::sandbox::Worker::spawn("bench", 1 << 20, 0u64)
+        let w = ctxhost::sandbox::Worker::spawn("bench", 1 << 20, 0u64)
             .unwrap_or_else(|e| panic!("{e}"));
         g.bench_function("worker_roundtrip", |b| {
             b.iter(|| {

@@ -67,7 +67,9 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     session.close().await?;
-    println!("transcript: {}", session.file().display());
+    if let Some(file) = session.file() {
+        println!("transcript: {}", file.display());
+    }
     Ok(())
 }
 

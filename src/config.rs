@@ -180,6 +180,9 @@ pub struct HostSettings {
     pub window: u64,
     /// When transcript appends are forced to disk: `entry` (default), `turn` or `none`.
     pub durability: crate::transcript::Durability,
+    /// Where sessions are kept: `{kind: "jsonl"}` (default: files under the state
+    /// directory), `{kind: "sqlite", path?}` or `{kind: "postgres", url, passwordEnv?}`.
+    pub store: StoreSettings,
     /// Built-in compaction.
     pub compaction: CompactionSettings,
     /// Which summarizer writes compaction summaries: `{kind: "builtin"}` (default, offline)
@@ -322,6 +325,7 @@ impl Default for HostSettings {
             tokenizer: Tokenizer::Estimate,
             window: 32_000,
             durability: crate::transcript::Durability::default(),
+            store: StoreSettings::default(),
             compaction: CompactionSettings::default(),
             summarizer: crate::services::llm::SummarizerSettings::default(),
             complete: crate::services::llm::ModelLimits::default(),
@@ -585,3 +589,37 @@ fn explain_serde_message(raw: &str) -> String {
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;
+
+/// `host.store`: where sessions are kept (see [`crate::store`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum StoreSettings {
+    /// Files under the state directory: `sessions/<id>/transcript.jsonl` and its state.
+    #[default]
+    Jsonl,
+    /// One SQLite database file for every session of a state directory.
+    Sqlite(SqliteSettings),
+    /// A Postgres database shared by many `ctxhost serve` processes.
+    Postgres(PostgresSettings),
+}
+
+/// `host.store` with `kind: "sqlite"`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct SqliteSettings {
+    /// The database file, relative to the config file. Default `ctxhost.db` in the state
+    /// directory.
+    pub path: Option<PathBuf>,
+}
+
+/// `host.store` with `kind: "postgres"`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PostgresSettings {
+    /// `postgres://user@host:port/db` or `host=/run/postgresql dbname=ctxhost`, without a
+    /// password (it comes from `passwordEnv`).
+    pub url: String,
+    /// The environment variable holding the password. Default `CTXHOST_PG_PASSWORD`.
+    #[serde(default)]
+    pub password_env: Option<String>,
+}

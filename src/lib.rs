@@ -10,9 +10,10 @@
 //!
 #![doc = include_str!("../docs/embedding.md")]
 
-// The layers, bottom to top: `contract` (plain data and its checks), `services` (what the host
+// The layers, bottom to top: `contract` (plain data and its checks), `sandbox` (the limits any
+// call runs under: deadline, memory, the per-core gate), `services` (what the host
 // computes: tokens, summaries, compaction, fitting, pairing), `engine` (the seam, the adapters,
-// the script API, the sandbox), `transcript` and `store` (what a session keeps), `session`
+// the script API), `transcript` and `store` (what a session keeps), `session`
 // (one conversation and its turn driver), and the front doors: `runtime` (the `Host` an
 // embedder builds), `serve` (the wire) and `tools` (replay, check, compare).
 pub mod config;
@@ -20,6 +21,7 @@ pub mod contract;
 pub mod engine;
 pub mod error;
 pub mod runtime;
+pub mod sandbox;
 pub mod serve;
 pub mod services;
 pub mod session;
@@ -28,8 +30,8 @@ pub mod tools;
 pub mod transcript;
 
 // The surface an embedder needs, at the root: the host and its sessions, the messages they
-// carry, the configuration, and the seams an embedder implements (an `Engine`, a transcript
-// `Store`, a `Summarizer`, a `TokenCounter`).
+// carry, the configuration, and the seams an embedder implements (an `Engine`, a
+// `store::SessionStore` or `store::Backend`, a `Summarizer`, a `TokenCounter`).
 pub use config::{Config, Entry, FailurePolicy};
 pub use contract::message::Message;
 pub use engine::Quarantine;
@@ -40,4 +42,4 @@ pub use runtime::{Host, HostBuilder, SessionHandle, SessionSpec};
 pub use services::summarize::Summarizer;
 pub use services::tokens::TokenCounter;
 pub use session::{Assembly, Session, TurnInput, TurnStats};
-pub use transcript::{Durability, Store, TranscriptStore};
+pub use transcript::{Durability, TranscriptStore};

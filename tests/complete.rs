@@ -22,10 +22,10 @@ use ctxhost::engine::api::{
     Completions, HostCall, HostScope, HostValue, SessionModel, SessionServices,
 };
 use ctxhost::engine::lua::LoadOptions;
-use ctxhost::engine::sandbox::StopSignals;
 use ctxhost::engine::{Engine, InstanceContext};
 use ctxhost::error::{EngineError, EngineErrorKind};
 use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::sandbox::StopSignals;
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::llm::{
     ApiKey, LlmSettings, LlmSummarizer, ModelClient, ModelLimits, OpenAiClient, SummarizerSettings,

@@ -3,10 +3,9 @@
 //! and real files; the shared helpers are in `common` and `sessions`.
 
 /// Counts what each engine thread allocates, so a Rhai engine's memory cap sees copies no
-/// guarded builtin does (`ctxhost::engine::sandbox::alloc`).
+/// guarded builtin does (`ctxhost::sandbox::alloc`).
 #[global_allocator]
-static ALLOC: ctxhost::engine::sandbox::alloc::MeteredAlloc =
-    ctxhost::engine::sandbox::alloc::MeteredAlloc;
+static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
 
 #[macro_use]
 mod common;
@@ -38,6 +37,7 @@ mod rhai_engine;
 mod serve;
 mod serve_model;
 mod stdlib;
+mod store;
 mod transcripts;
 mod twins;
 mod workloads;

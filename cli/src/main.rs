@@ -7,10 +7,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// Counts what each engine thread allocates, so a Rhai engine's memory cap sees copies no
-/// guarded builtin does (`ctxhost::engine::sandbox::alloc`).
+/// guarded builtin does (`ctxhost::sandbox::alloc`).
 #[global_allocator]
-static ALLOC: ctxhost::engine::sandbox::alloc::MeteredAlloc =
-    ctxhost::engine::sandbox::alloc::MeteredAlloc;
+static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
 
 mod cli;
 mod inert;

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ctxhost::contract::message::Message;
-use ctxhost::engine::reload::{EngineWatcher, ReloadOutcome};
+use ctxhost::runtime::reload::{EngineWatcher, ReloadOutcome};
 use ctxhost::runtime::{Host, SessionHandle, SessionSpec};
 use ctxhost::session::TurnInput;
 use ctxhost::tools::replay::split_turns;

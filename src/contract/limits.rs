@@ -41,7 +41,7 @@ pub struct Limits {
     /// Abandoned workers (calls given up after deadline + grace whose thread still runs, stuck
     /// in native code) the process tolerates. Default 8. Past it, loading or starting an engine
     /// is refused with kind `Limit` until some of them finish
-    /// ([`abandoned_workers`](crate::engine::sandbox::abandoned_workers)).
+    /// ([`abandoned_workers`](crate::sandbox::abandoned_workers)).
     pub max_abandoned_workers: usize,
 }
 

@@ -10,8 +10,8 @@
 //! behind it. [`legacy`] is the built-in engine; [`lua`] and [`rhai`] are thin adapters onto the
 //! shared [`script`] layer; [`api`] is the `host` API scripts see, written once; [`pipeline`]
 //! composes hook scripts into one engine; [`isolation`] runs an instance in a child process;
-//! [`sandbox`] holds the limits every call runs under; [`quarantine`] and [`reload`] keep a
-//! failing engine out and a saved one in; [`stdlib`] is the script helpers' source.
+//! [`quarantine`] keeps a failing engine out (the limits every call runs under are
+//! [`crate::sandbox`]'s); [`stdlib`] is the script helpers' source.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,9 +44,7 @@ mod load;
 pub mod lua;
 pub mod pipeline;
 mod quarantine;
-pub mod reload;
 pub mod rhai;
-pub mod sandbox;
 pub mod script;
 pub mod stdlib;
 

@@ -2,6 +2,7 @@
 //! engine-calling path (quarantine, fallback, validation), and the result answered; sessions
 //! opened from (and kept under) the state directory.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -13,7 +14,7 @@ use crate::contract::{
 };
 use crate::engine::api::ClientCompaction;
 use crate::error::Result;
-use crate::runtime::{Host, SessionSpec};
+use crate::runtime::SessionSpec;
 use crate::session::{CallExtras, ClientAssemble, Session};
 
 use super::Hosted;
@@ -39,11 +40,7 @@ impl Server {
             return Err(RpcError::new(code::NOT_INITIALIZED, "not initialized"));
         };
         if served.is_none() {
-            *served = Some(
-                self.open(&hosted.host, key, cancel)
-                    .await
-                    .map_err(from_error)?,
-            );
+            *served = Some(self.open(&hosted, key, cancel).await.map_err(from_error)?);
         }
         let Some(s) = served.as_mut() else {
             return Err(internal("the session did not open"));
@@ -306,21 +303,22 @@ impl Server {
 
     pub(super) async fn open(
         &self,
-        host: &Host,
+        hosted: &Hosted,
         key: &str,
         cancel: &Arc<AtomicBool>,
     ) -> Result<Served> {
-        let dir = state::open_session_dir(&self.options.state_dir, key)?;
-        let file = dir.join("transcript.jsonl");
         let spec = SessionSpec {
             cancel: Some(Arc::clone(cancel)),
-            ..SessionSpec::new(key, &file)
+            ..SessionSpec::new(key, "")
         };
-        let handle = if file.exists() {
-            host.open_session(spec).await?
-        } else {
-            host.create_session(spec).await?
-        };
+        let handle = hosted
+            .host
+            .open_in(Arc::clone(&hosted.backend), spec)
+            .await?;
+        // Kept by an earlier ctxhost beside the state (JSONL store only).
+        let dir = handle
+            .file()
+            .and_then(|f| f.parent().map(Path::to_path_buf));
         let name = key.to_owned();
         let (record, mirror) = handle
             .with(move |s| {
@@ -331,7 +329,7 @@ impl Server {
                         BridgeRecord::default()
                     }),
                     // Kept by an earlier ctxhost beside the state; the next save moves it in.
-                    None => BridgeRecord::load(&dir),
+                    None => dir.as_deref().map(BridgeRecord::load).unwrap_or_default(),
                 };
                 let mirror =
                     Mirror::open(s, record.view.take(), record.mirror.take(), saved.as_ref());

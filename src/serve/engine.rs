@@ -1,7 +1,7 @@
 //! The engine a server hosts: the config it runs with, the `info` the client sees, and the
 //! watcher that reloads it when its file is saved.
 //!
-//! A save is noticed by a file watcher ([`crate::engine::reload::EngineWatcher`], as `ctxhost watch`
+//! A save is noticed by a file watcher ([`crate::runtime::reload::EngineWatcher`], as `ctxhost watch`
 //! uses, with `host.watch.debounceMs`), never by looking at the file before a call: a call
 //! costs no file I/O. After the debounce the file is read once: the same text as the version
 //! serving is no new version; a version that fails to load leaves the old one serving; one
@@ -15,15 +15,17 @@ use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::contract;
-use crate::engine::reload::{EngineWatcher, ReloadOutcome};
 use crate::error::Result;
 use crate::runtime::Host;
+use crate::runtime::reload::{EngineWatcher, ReloadOutcome};
 
 use super::protocol::{self, ClientCapabilities};
 
 /// The engine host and what the client said at `initialize`.
 pub(super) struct Hosted {
     pub(super) host: Arc<Host>,
+    /// Where this host's sessions are stored (`host.store`).
+    pub(super) backend: Arc<dyn crate::store::Backend>,
     pub(super) capabilities: ClientCapabilities,
     /// The task that owns the engine file's watcher and reports its reloads (ended, and the
     /// watcher dropped, with the host).

@@ -11,11 +11,14 @@
 //! anything is stored. The detached list is saved with the mirror, so a matching view may come
 //! in a later call or a later process.
 //!
-//! **Saved** with the engine's state in one atomic write (the session's extra record): the
-//! places as runs of consecutive entries, the client's hash at the end of the view, and the
-//! detached entries. Fingerprints are computed again from the stored messages when a session
-//! opens; the record also says how many transcript entries it accounts for, and entries stored
-//! after that (a crash between a call's append and its save) are detached, not yet ingested.
+//! **Saved** with the engine's state and the call's entries in one store commit (the
+//! session's extra record): the places as runs of consecutive entries, the client's hash at
+//! the end of the view, and the detached entries. Fingerprints are computed again from the
+//! stored messages when a session opens; the record also says how many transcript entries it
+//! accounts for, and entries stored after that are detached, not yet ingested. The commit
+//! keeps entries and record together, so only a state an earlier ctxhost saved (it appended
+//! and saved in two steps), or entries committed before any record (a failed state save), can
+//! leave such entries.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -85,7 +85,7 @@ pub struct ServeOptions {
     pub isolation: Option<crate::engine::isolation::Isolation>,
     /// Where each reload of the engine file's watcher is reported, besides the log (an
     /// embedder that shows them; tests that wait for one). None by default.
-    pub reloads: Option<tokio::sync::mpsc::UnboundedSender<crate::engine::reload::ReloadOutcome>>,
+    pub reloads: Option<tokio::sync::mpsc::UnboundedSender<crate::runtime::reload::ReloadOutcome>>,
 }
 
 impl ServeOptions {

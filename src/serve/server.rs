@@ -493,6 +493,8 @@ impl Server {
         if let Some(client) = &p.client_info {
             tracing::info!(client = %client.name, version = %client.version, engine = %info.id, "initialized");
         }
+        let backend =
+            crate::store::open_backend(host.config(), &self.options.state_dir).map_err(internal)?;
         let watching = loaded.and_then(|loaded| {
             super::engine::watch(&host, loaded, debounce, self.options.reloads.clone())
                 .map_err(|e| {
@@ -503,6 +505,7 @@ impl Server {
                 .ok()
         });
         let hosted = Arc::new(Hosted {
+            backend,
             host,
             capabilities: p.capabilities,
             watching,

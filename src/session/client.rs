@@ -46,7 +46,7 @@ pub(super) struct Extras {
     pub(super) compaction: Option<ClientCompaction>,
 }
 
-/// A record a caller keeps with the session's state (saved in the same atomic write), and
+/// A record a caller keeps with the session's state (committed with it), and
 /// how many transcript entries the caller said it accounts for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SavedRecord {
@@ -238,6 +238,7 @@ impl Session {
     /// an `assemble`): the engine time of the turn's calls is held against `host.turnBudget`
     /// as a driven turn's is, so a slow engine is reported (or quarantined) under `serve` too.
     pub fn end_client_turn(&mut self) -> Result<()> {
+        self.turn_ended = true;
         let r = self.judge_turn_time();
         self.turn_engine_time = std::time::Duration::ZERO;
         self.stats = super::TurnStats::default();
@@ -261,9 +262,9 @@ impl Session {
         }))
     }
 
-    /// Saves the engine's per-session state now (a client process may end at any call), with
-    /// `record` (what the caller keeps: a client's mirror, the turns committed) in the same
-    /// atomic write, so a crash leaves both as they were before or both as they are now.
+    /// Commits what the call stored with the engine's per-session state now (a client process
+    /// may end at any call) and `record` (what the caller keeps: a client's mirror, the turns
+    /// committed), so a crash leaves all three as they were before or as they are now.
     /// `entries` is how many transcript entries the record accounts for (saved with it).
     pub fn save_with_record(&mut self, record: Value, entries: usize) -> Result<()> {
         self.record = Some(SavedRecord {

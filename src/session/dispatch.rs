@@ -154,6 +154,10 @@ impl Session {
         .with_client_params(self.extras.as_ref().map(|x| Arc::clone(&x.params)))
         .with_client_compaction(self.extras.as_ref().and_then(|x| x.compaction.clone()))
         .with_recall(Arc::clone(&self.recall))
+        .with_storage(crate::engine::api::CallStorage {
+            cursor: self.store.cursor(),
+            meta: self.store.meta(),
+        })
     }
 
     pub(super) fn check_requirements(&self, op: Operation) -> Result<()> {

@@ -27,7 +27,9 @@ use crate::services::compaction::CompactionSettings;
 use crate::services::recall::RecallIndex;
 use crate::services::summarize::Summarizer;
 use crate::services::tokens::TokenCache;
-use crate::transcript::{Durability, Store, TranscriptStore};
+use crate::store::jsonl::JsonlStore;
+use crate::store::{Backend, Opened, SessionStore};
+use crate::transcript::Durability;
 
 mod checks;
 mod client;
@@ -142,7 +144,12 @@ pub struct TurnStats {
 pub struct Session {
     id: Arc<str>,
     setup: SessionSetup,
-    store: Box<dyn Store>,
+    store: Box<dyn SessionStore>,
+    /// The state the store last committed (the engine's, with a client's record), restored
+    /// when the session reopens or follows a reload.
+    saved: Option<Value>,
+    /// A turn ended since the last commit (counted by the next one).
+    turn_ended: bool,
     context: Arc<Vec<Arc<Message>>>,
     services: Arc<SessionServices>,
     /// Every stored message, indexed for `host.search` / `host.fetch` as it is appended.
@@ -197,32 +204,35 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// Starts a new session in a new transcript file.
+    /// Starts a new session in a new transcript file (the JSONL store).
     pub fn create(setup: SessionSetup, file: &Path, cwd: &str) -> Result<Session> {
-        let mut store = TranscriptStore::create(file, &setup.id, cwd)?;
-        store.set_durability(setup.durability);
-        Session::with_store(setup, Box::new(store), Vec::new())
+        let opened = JsonlStore::create(file, &setup.id, cwd, setup.durability)?;
+        Session::with_store(setup, opened)
     }
 
-    /// Reopens a session from its transcript file, restoring the engine's saved state; a file
-    /// a crash left empty or torn at its creation opens repaired
-    /// ([`TranscriptStore::open_repairing`]).
+    /// Reopens a session from its transcript file (the JSONL store), restoring the engine's
+    /// committed state; a turn a crash left uncommitted is set aside and a file a crash left
+    /// empty or torn at its creation opens repaired ([`JsonlStore::open`]).
     pub fn open(setup: SessionSetup, file: &Path) -> Result<Session> {
-        let (mut store, messages, problems) = TranscriptStore::open_repairing(file, &setup.id, "")?;
-        store.set_durability(setup.durability);
-        for p in &problems {
-            tracing::warn!(file = %file.display(), line = p.line, "skipped transcript line: {}", p.message);
-        }
-        Session::with_store(setup, Box::new(store), messages)
+        let opened = JsonlStore::open(file, &setup.id, setup.durability)?;
+        Session::with_store(setup, opened)
     }
 
-    /// Starts a session over any [`Store`] holding `messages` (what the store already has, in
-    /// order): the seam for other storage backends.
-    pub fn with_store(
-        setup: SessionSetup,
-        store: Box<dyn Store>,
-        messages: Vec<Arc<Message>>,
-    ) -> Result<Session> {
+    /// Opens the session `setup.id` in `backend` (created empty, with `cwd`, when the backend
+    /// does not hold it yet).
+    pub fn in_backend(setup: SessionSetup, backend: &dyn Backend, cwd: &str) -> Result<Session> {
+        let opened = backend.open(&setup.id, cwd)?;
+        Session::with_store(setup, opened)
+    }
+
+    /// Starts a session over what any [`SessionStore`] opened (its committed messages and
+    /// state): the seam for every storage backend and for an embedder's own.
+    pub fn with_store(setup: SessionSetup, opened: Opened) -> Result<Session> {
+        let Opened {
+            store,
+            messages,
+            state,
+        } = opened;
         let services = Arc::new(SessionServices {
             tokens: TokenCache::new(Arc::clone(&setup.tokens)),
             summarizer: setup
@@ -266,6 +276,8 @@ impl Session {
             recall,
             context,
             store,
+            saved: state,
+            turn_ended: false,
             setup,
         };
         session.instantiate_engine()?;
@@ -283,9 +295,24 @@ impl Session {
         &self.id
     }
 
-    /// The transcript file.
-    pub fn file(&self) -> &Path {
-        self.store.path()
+    /// The transcript file, for stores that keep one (JSONL).
+    pub fn file(&self) -> Option<&Path> {
+        self.store.file()
+    }
+
+    /// Where the session is stored, for messages: the file, or the backend's name for it.
+    pub fn location(&self) -> String {
+        self.store.location()
+    }
+
+    /// Where the session stands in its store (the lifecycle context's `storageCursor`).
+    pub fn storage_cursor(&self) -> crate::store::StorageCursor {
+        self.store.cursor()
+    }
+
+    /// When the session was created and how many turns it committed, where the store knows.
+    pub fn storage_meta(&self) -> crate::store::SessionMeta {
+        self.store.meta()
     }
 
     /// Messages stored in the transcript (summaries included).
@@ -344,8 +371,10 @@ impl Session {
         if messages.is_empty() {
             return Ok(());
         }
-        let stored = self.append(messages)?;
-        self.ingest_new(&stored, false)
+        let r = self
+            .append(messages)
+            .and_then(|stored| self.ingest_new(&stored, false));
+        self.after_call(r)
     }
 }
 

@@ -1,7 +1,7 @@
 //! What a long-running ctxhost process (`serve`, `watch`) publishes about itself, so `ctxhost
 //! doctor` — another process — can report it.
 //!
-//! Abandoned engine workers ([`crate::engine::sandbox::abandoned_workers`]) are counted per process: a
+//! Abandoned engine workers ([`crate::sandbox::abandoned_workers`]) are counted per process: a
 //! gateway's `serve` can hold threads stuck in native code while a `doctor` run next to it has
 //! none. Each long-running process keeps `running/<pid>.json` under the state directory up to
 //! date ([`StatusFile::refresh`], cheap when nothing changed) and removes it when it ends;
@@ -62,7 +62,7 @@ impl StatusFile {
                 command: command.to_string(),
                 started: now(),
                 updated: now(),
-                abandoned_workers: crate::engine::sandbox::abandoned_workers(),
+                abandoned_workers: crate::sandbox::abandoned_workers(),
             }),
         };
         file.write(&file.status.lock().clone())?;
@@ -71,7 +71,7 @@ impl StatusFile {
 
     /// Rewrites the file when the abandoned-worker count changed since the last write.
     pub fn refresh(&self) -> std::io::Result<()> {
-        let abandoned = crate::engine::sandbox::abandoned_workers();
+        let abandoned = crate::sandbox::abandoned_workers();
         let status = {
             let mut s = self.status.lock();
             if abandoned == s.abandoned_workers {

@@ -73,7 +73,7 @@ struct Client {
     server: tokio::task::JoinHandle<ctxhost::Result<()>>,
     next: i64,
     /// What the engine file's watcher reloaded.
-    reloads: tokio::sync::mpsc::UnboundedReceiver<ctxhost::engine::reload::ReloadOutcome>,
+    reloads: tokio::sync::mpsc::UnboundedReceiver<ctxhost::runtime::reload::ReloadOutcome>,
 }
 
 impl Client {

@@ -35,6 +35,44 @@ pub enum Command {
     /// Replay transcripts through several engines and windows; compare cost, cache reuse,
     /// re-references and time side by side, with baselines and gates for CI.
     Compare(crate::cli::compare::CompareArgs),
+    /// Back up the session store, or copy a JSONL state directory into another backend.
+    Store(StoreArgs),
+}
+
+/// `ctxhost store`.
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: StoreCommand,
+}
+
+/// `ctxhost store` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Write a consistent copy of every session to DEST while they may be served (SQLite:
+    /// `VACUUM INTO`; JSONL: a copy of the state directory's sessions).
+    Backup {
+        /// Where the copy goes (a file for SQLite, a directory for JSONL); must not exist.
+        dest: PathBuf,
+        /// The config file naming the store (`host.store`; default: `$CTXHOST_CONFIG`, else
+        /// `~/.config/ctxhost/config.json5`).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The state directory (default: the one `serve` uses).
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// Copy every session of a JSONL state directory into another backend, with its ids,
+    /// state and turns; verified by counts and SHA-256 digests; safe to run again.
+    Migrate {
+        /// The state directory to copy from (its `sessions/` directory).
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+        /// Where to: `sqlite:PATH` or `postgres:URL`.
+        #[arg(long, value_name = "TARGET")]
+        to: String,
+    },
 }
 
 /// `ctxhost serve`.

@@ -14,8 +14,8 @@ use anyhow::Context;
 
 use crate::cli::Outcome;
 use crate::cli::args::WatchArgs;
-use ctxhost::engine::reload::{EngineWatcher, ReloadOutcome};
 use ctxhost::runtime::Host;
+use ctxhost::runtime::reload::{EngineWatcher, ReloadOutcome};
 use ctxhost::tools::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use ctxhost::tools::status::StatusFile;
 use ctxhost::transcript::Durability;

@@ -62,7 +62,7 @@ impl ClientCompaction {
     /// with the reason (OpenClaw turns a thrown compaction into the same).
     fn run(&self, fields: &Map<String, Json>) -> CompactResult {
         self.used.store(true, Ordering::SeqCst);
-        match crate::engine::sandbox::outside_deadline(|| self.compactor.compact(fields)) {
+        match crate::sandbox::outside_deadline(|| self.compactor.compact(fields)) {
             Ok(v) => client_result(v),
             Err(e) => CompactResult::nothing(false, format!("the client's compaction failed: {e}")),
         }

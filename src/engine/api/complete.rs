@@ -9,7 +9,7 @@
 //!   a spent budget, a timeout, an HTTP error) is an answer `{error, reason}` the script can
 //!   act on, so an engine that asks a model keeps running without one.
 //!
-//! [`outside_deadline`]: crate::engine::sandbox::outside_deadline
+//! [`outside_deadline`]: crate::sandbox::outside_deadline
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use super::HostCall;
 use super::table::{Args, Ctx};
 use super::value::{HostError, HostOut};
 use crate::contract::opt_count;
-use crate::engine::sandbox::StopSignals;
+use crate::sandbox::StopSignals;
 use crate::services::llm::budget::{self, DayLedger};
 use crate::services::llm::{
     ChatMessage, LlmError, ModelAnswer, ModelClient, ModelLimits, ModelRequest, Usage,
@@ -259,7 +259,7 @@ impl HostCall {
             timeout,
         };
         let label = format!("model {}", client.name());
-        let result = crate::engine::sandbox::outside_deadline(|| {
+        let result = crate::sandbox::outside_deadline(|| {
             crate::services::llm::drive::wait(
                 client.complete(request),
                 timeout,

@@ -87,6 +87,17 @@ pub struct HostCall {
     client_params: Option<Arc<ClientParams>>,
     recall: Option<Arc<RecallIndex>>,
     forward: Option<Arc<dyn HostForward>>,
+    storage: Option<Arc<CallStorage>>,
+}
+
+/// Where a call's session stands in its store (the lifecycle context's `storageCursor`,
+/// `turnNumber` and `sessionCreatedAt`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallStorage {
+    /// The store's cursor after what the session holds now.
+    pub cursor: crate::store::StorageCursor,
+    /// When the session was created and how many turns it committed, where the store knows.
+    pub meta: crate::store::SessionMeta,
 }
 
 /// The host params a client (`ctxhost serve`) passed with the lifecycle call it is being
@@ -121,7 +132,19 @@ impl HostCall {
             client_params: None,
             recall: None,
             forward: None,
+            storage: None,
         }
+    }
+
+    /// The call with where its session stands in its store.
+    pub fn with_storage(mut self, storage: CallStorage) -> Self {
+        self.storage = Some(Arc::new(storage));
+        self
+    }
+
+    /// Where the call's session stands in its store, when the call was made by a session.
+    pub fn storage(&self) -> Option<&CallStorage> {
+        self.storage.as_deref()
     }
 
     /// The call with `forward` deciding which `host` functions run elsewhere (a child-process

@@ -133,7 +133,7 @@ pub(super) fn summarize(cx: &Ctx<'_>, [messages, opts]: Args) -> Result<HostOut,
     let run = || call.summarize(&messages, &opts, cancel);
     // A model's wait is bounded by its own timeout, not the script's deadline.
     let out = if call.services().summarizer.calls_a_model() {
-        crate::engine::sandbox::outside_deadline(run)
+        crate::sandbox::outside_deadline(run)
     } else {
         run()
     }

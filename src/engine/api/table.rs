@@ -14,7 +14,7 @@ use super::{
     HostCall, LogLevel, clock, compaction, complete, log, pairing, recall, summarize, tokens,
 };
 use crate::contract::ResultLimits;
-use crate::engine::sandbox::StopSignals;
+use crate::sandbox::StopSignals;
 
 /// How an adapter converts one argument of a `host` function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

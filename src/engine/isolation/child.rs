@@ -398,7 +398,7 @@ impl HostForward for Forwarder {
             name: name.to_owned(),
             args: json,
         };
-        crate::engine::sandbox::outside_deadline(|| {
+        crate::sandbox::outside_deadline(|| {
             write(&self.out, &request)
                 .map_err(|e| HostError::host(format!("{name}: the host is gone ({e})")))?;
             loop {

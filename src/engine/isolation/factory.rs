@@ -11,9 +11,9 @@ use super::{ChildCommand, ProcessOptions};
 use crate::contract::limits::HostLimits;
 use crate::contract::{EngineInfo, Method};
 use crate::engine::instance::{Connect, Factory};
-use crate::engine::sandbox::Limits;
 use crate::engine::{InstanceContext, LoadOptions};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
+use crate::sandbox::Limits;
 
 /// Extra grace the child's own worker waits, so that the parent's kill comes first.
 const CHILD_GRACE_MARGIN_MS: u64 = 1_000;

@@ -17,9 +17,9 @@ use crate::contract::message::Message;
 use crate::contract::{EngineInfo, Method};
 use crate::engine::api::{HostCall, HostError, HostScope, HostValue, MAX_PARAMS};
 use crate::engine::instance::{Instance, Transport};
-use crate::engine::sandbox::{Limits, StopSignals};
 use crate::engine::script::{Expect, Feed, Reply, Returned};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
+use crate::sandbox::{Limits, StopSignals};
 
 /// One engine instance running in its own child process.
 pub type ProcessEngine = Instance<InChild>;

@@ -2,7 +2,7 @@
 //! process the host kills at deadline + grace, so a call stuck in native code stops for good
 //! and its memory goes back to the OS — a hard guarantee for a gateway that runs other
 //! people's engines. (The default, `thread`, runs the VM on a worker thread of this process:
-//! such a call is *abandoned* and its thread runs on, see [`crate::engine::sandbox`].)
+//! such a call is *abandoned* and its thread runs on, see [`crate::sandbox`].)
 //!
 //! # How it works
 //!

@@ -169,8 +169,7 @@ impl ChildProc {
                 Ok(FromChild::Host { path, name, args }) => {
                     // Only the waits of the work (a model call, the client's compaction) move
                     // the deadline; the host work itself counts against it, as in process.
-                    let (reply, waited) =
-                        crate::engine::sandbox::crediting(|| serve((path, name, args)));
+                    let (reply, waited) = crate::sandbox::crediting(|| serve((path, name, args)));
                     let reply = reply.map_err(Into::into);
                     served += waited;
                     if self.send(&ToChild::HostReply { reply }).is_err() {

@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 
 use mlua::{Lua, ffi};
 
-use crate::engine::sandbox::StopSignals;
+use crate::sandbox::StopSignals;
 
 type InterruptProc = unsafe extern "C-unwind" fn(*mut ffi::lua_State, c_int);
 

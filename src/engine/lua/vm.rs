@@ -1,4 +1,4 @@
-//! One Luau VM: built, loaded and called on its own worker thread (see [`crate::engine::sandbox::Worker`]).
+//! One Luau VM: built, loaded and called on its own worker thread (see [`crate::sandbox::Worker`]).
 //!
 //! Everything here runs on the worker. It builds the sandboxed Luau state, runs the engine's
 //! chunk (and factory), and implements [`ScriptVm::invoke`]: `p` in (resident messages, state),
@@ -17,11 +17,11 @@ use super::values::{self, Resident};
 use crate::contract::Method;
 use crate::contract::message::Message;
 use crate::engine::api::{HostCall, HostError, HostScope};
-use crate::engine::sandbox::StopReason;
 use crate::engine::script::{
     self, Boot, Expect, Fault, Feed, Loaded, Reply, Returned, Rollbacks, ScriptVm, Site,
 };
 use crate::error::{EngineError, EngineErrorKind, Op};
+use crate::sandbox::StopReason;
 
 /// A live engine VM.
 pub struct Vm {

@@ -112,12 +112,30 @@ impl Pipeline {
             "tokenWindow".into(),
             json!({"contextWindowTokens": budget, "estimatedInputTokens": estimated}),
         );
-        l.insert(
-            "storageCursor".into(),
-            json!({"backend": "fs-jsonl", "sessionId": call.session_id(),
-                   "seq": call.context().len(),
-                   "entryId": call.context().last().map(|m| m.id.clone())}),
-        );
+        match call.storage() {
+            Some(s) => {
+                l.insert(
+                    "storageCursor".into(),
+                    serde_json::to_value(&s.cursor).unwrap_or(Json::Null),
+                );
+                // The turn this call belongs to (1 for the first), where the store counts them.
+                if let Some(turns) = s.meta.turns {
+                    l.insert("turnNumber".into(), json!(turns + 1));
+                }
+                if let Some(created) = &s.meta.created_at {
+                    l.insert("sessionCreatedAt".into(), json!(created));
+                }
+            }
+            // A call no session made (a bare engine under test): what the context shows.
+            None => {
+                l.insert(
+                    "storageCursor".into(),
+                    json!({"backend": "memory", "sessionId": call.session_id(),
+                           "seq": call.context().len(),
+                           "entryId": call.context().last().map(|m| m.id.clone())}),
+                );
+            }
+        }
         Json::Object(l)
     }
 }

@@ -20,8 +20,8 @@ use crate::contract::ResultLimits;
 use crate::engine::api::{
     API, Args, HostError, HostFn, HostOut, HostScope, HostValue, Kept, LogLevel, Param,
 };
-use crate::engine::sandbox::StopSignals;
 use crate::engine::script::Budget;
+use crate::sandbox::StopSignals;
 
 /// What the `host` functions share with their VM.
 #[derive(Debug)]

@@ -14,7 +14,7 @@ use super::messages;
 use super::stdlib::{StdlibResolver, stdlib_module, stdlib_names};
 use crate::contract::limits::RhaiLimits;
 use crate::engine::api::LogLevel;
-use crate::engine::sandbox::StopSignals;
+use crate::sandbox::StopSignals;
 
 /// The standard package, built once and shared by every engine (a clone is a pointer copy).
 pub(super) fn package() -> Shared<Module> {

@@ -16,8 +16,8 @@ use super::site::worker_error;
 use crate::contract::{EngineInfo, HostParam, Method};
 use crate::engine::api::HostCall;
 use crate::engine::instance::{Instance, Transport};
-use crate::engine::sandbox::{Limits, StopSignals, Worker};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
+use crate::sandbox::{Limits, StopSignals, Worker};
 
 /// `p` for a lifecycle call: the params' fields (messages aside, they travel as a [`Feed`]),
 /// with the host params a client passed (`client`: fields the host did not set itself), without

@@ -11,8 +11,8 @@ use crate::contract::limits::Limits;
 use crate::contract::message::Message;
 use crate::contract::{EngineInfo, Method};
 use crate::engine::api::HostCall;
-use crate::engine::sandbox::StopSignals;
 use crate::error::EngineError;
+use crate::sandbox::StopSignals;
 
 /// What a VM is booted from (the compiled program aside).
 #[derive(Clone, Debug)]

@@ -261,7 +261,7 @@ impl Summarizer for LlmSummarizer {
                     );
                     // The fallback is host CPU work on the script's input: under the call's
                     // deadline, even when the model's wait was not.
-                    crate::engine::sandbox::within_deadline(|| {
+                    crate::sandbox::within_deadline(|| {
                         self.shared.fallback.summarize_now(&request, counter)
                     })
                 }

@@ -19,10 +19,10 @@ use ctxhost::contract::{
 use ctxhost::engine::api::{HostCall, SessionServices};
 use ctxhost::engine::lua::{LoadOptions, LuaFactory};
 use ctxhost::engine::rhai::{RhaiFactory, RhaiLimits};
-use ctxhost::engine::sandbox::Limits;
 use ctxhost::engine::script::{ScriptInstance, ScriptVm};
 use ctxhost::engine::{Engine, EngineFactory, InstanceContext};
 use ctxhost::error::{Disposition, EngineError, EngineErrorKind};
+use ctxhost::sandbox::Limits;
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache};

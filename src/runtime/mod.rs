@@ -15,25 +15,28 @@
 //! # Ok(()) }
 //! ```
 
+mod load;
+pub mod reload;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::config::{Config, Entry, FailurePolicy};
-use crate::contract::limits::Isolation;
+use crate::config::Config;
 use crate::contract::message::Message;
 use crate::contract::{CompactResult, LEGACY_ID};
+use crate::engine::EngineCell;
 use crate::engine::Quarantine;
 use crate::engine::api::Completions;
-use crate::engine::isolation::{ChildCommand, ProcessOptions};
-use crate::engine::{EngineCell, EngineFactory, LoadOptions};
-use crate::error::{EngineError, EngineErrorKind, Error, Op, Result};
+use crate::engine::isolation::ChildCommand;
+use crate::error::{EngineError, Error, Result};
 use crate::services::llm::ModelClient;
 use crate::services::summarize::Summarizer;
 use crate::services::tokens::{self, TokenCounter};
 use crate::session::{Assembly, Session, SessionSetup, TurnInput, TurnStats};
+use load::load_entry;
 
 /// Serves sessions with one configured engine.
 #[derive(Debug)]
@@ -353,6 +356,19 @@ impl Host {
         let session = blocking(move || Session::open(setup, &spec.file)).await??;
         Ok(SessionHandle::new(session))
     }
+
+    /// Opens the session `spec.id` in `backend` (engine state restored), creating it empty
+    /// when the backend does not hold it yet; `spec.file` is not used.
+    pub async fn open_in(
+        &self,
+        backend: Arc<dyn crate::store::Backend>,
+        spec: SessionSpec,
+    ) -> Result<SessionHandle> {
+        let setup = self.session_setup(&spec);
+        let session =
+            blocking(move || Session::in_backend(setup, backend.as_ref(), &spec.cwd)).await??;
+        Ok(SessionHandle::new(session))
+    }
 }
 
 /// A shared handle on a running session; calls run on the blocking pool, one at a time.
@@ -361,7 +377,7 @@ impl Host {
 #[derive(Clone, Debug)]
 pub struct SessionHandle {
     inner: Arc<Shared>,
-    file: Arc<Path>,
+    file: Option<Arc<Path>>,
 }
 
 /// The session behind every clone of one handle.
@@ -386,7 +402,7 @@ impl Drop for Shared {
 impl SessionHandle {
     fn new(session: Session) -> Self {
         SessionHandle {
-            file: Arc::from(session.file()),
+            file: session.file().map(Arc::from),
             inner: Arc::new(Shared {
                 session: Mutex::new(Some(session)),
             }),
@@ -437,9 +453,9 @@ impl SessionHandle {
         self.with(|s| s.close()).await?
     }
 
-    /// The transcript file.
-    pub fn file(&self) -> PathBuf {
-        self.file.to_path_buf()
+    /// The transcript file, for stores that keep one (JSONL).
+    pub fn file(&self) -> Option<PathBuf> {
+        self.file.as_deref().map(Path::to_path_buf)
     }
 }
 
@@ -450,52 +466,6 @@ async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> 
             task: "session call",
             message: e.to_string(),
         })
-}
-
-/// Loads the configured entry `id` with the options its config gives (limits, strictness,
-/// isolation); a process-isolated engine's children run as `child_command` (by default this
-/// program, see [`ChildCommand::current_exe`]).
-fn load_entry(
-    config: &Config,
-    child_command: Option<&ChildCommand>,
-    id: &str,
-    entry: &Entry,
-) -> std::result::Result<Arc<dyn EngineFactory>, EngineError> {
-    if id == crate::config::PIPELINE_ID && entry.path.is_none() {
-        return crate::engine::pipeline::load(config);
-    }
-    let Some(path) = &entry.path else {
-        return Err(EngineError::new(
-            Op::Load,
-            id,
-            EngineErrorKind::MissingFile,
-            "the entry has no `path`",
-        ));
-    };
-    let opts = LoadOptions {
-        configured_id: Some(id.to_owned()),
-        strict: config.host.failure_policy == FailurePolicy::Strict,
-        config: Arc::new(entry.config.clone()),
-        limits: config.host.limits.script.clone(),
-        ..Default::default()
-    };
-    let path = config.resolve(path);
-    match config.host.isolation {
-        Isolation::Thread => crate::engine::load(&path, &opts, &config.host.limits.rhai),
-        Isolation::Process => {
-            let command = match child_command {
-                Some(c) => c.clone(),
-                None => ChildCommand::current_exe()
-                    .map_err(|m| EngineError::new(Op::Load, id, EngineErrorKind::Host, m))?,
-            };
-            let process = ProcessOptions {
-                command,
-                tokenizer: config.host.tokenizer,
-                rhai: config.host.limits.rhai.clone(),
-            };
-            crate::engine::isolation::load(&path, &opts, &process)
-        }
-    }
 }
 
 /// Whether a path names a file the host can load as an engine.

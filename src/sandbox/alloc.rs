@@ -13,7 +13,7 @@
 //!
 //! ```
 //! #[global_allocator]
-//! static ALLOC: ctxhost::engine::sandbox::alloc::MeteredAlloc = ctxhost::engine::sandbox::alloc::MeteredAlloc;
+//! static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
 //! # fn main() {}
 //! ```
 //!

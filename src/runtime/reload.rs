@@ -82,7 +82,7 @@ struct Trigger {
 ///
 /// ```no_run
 /// # async fn demo(host: std::sync::Arc<ctxhost::runtime::Host>) -> ctxhost::Result<()> {
-/// use ctxhost::engine::reload::{EngineWatcher, DEFAULT_DEBOUNCE};
+/// use ctxhost::runtime::reload::{EngineWatcher, DEFAULT_DEBOUNCE};
 /// let mut watcher = EngineWatcher::for_host(host, DEFAULT_DEBOUNCE)?;
 /// while let Some(outcome) = watcher.next_outcome().await {
 ///     match outcome.result {
