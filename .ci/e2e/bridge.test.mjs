@@ -68,6 +68,44 @@ test("one child serves every operation, and a dead child is replaced at the next
   internals.state.child.proc.kill("SIGTERM");
 });
 
+test("over delta views the plugin sends only what changed and rebuilds the window from OpenClaw's own objects", async () => {
+  internals.state.child?.proc.kill("SIGTERM");
+  await noChild();
+  const factory = factoryFor({ engine, command: process.env.CTXHOST_BIN });
+  const engineOp = await factory({});
+  assert.equal(internals.state.child.delta, true, "ctxhost agreed to delta views");
+  const big = "x".repeat(20_000);
+  // OpenClaw's objects carry what ctxhost does not know: it must get them back unchanged.
+  const history = [
+    { role: "user", content: `turn-1 ${big}`, timestamp: 1 },
+    { role: "assistant", content: [{ type: "thinking", thinking: "hmm", thinkingSignature: "sig" }, { type: "text", text: "reply-1" }], timestamp: 2, provider: "p", extra: { keep: true } },
+    { role: "user", content: "turn-2", timestamp: 3 },
+  ];
+  const key = { sessionId: "s-delta", sessionKey: "k-delta" };
+  const first = await engineOp.assemble({ ...key, tokenBudget: 10000, prompt: "turn-2", messages: history });
+  assert.equal(first.messages.length, 2);
+  assert.equal(first.messages[0], history[1], "OpenClaw's own object, not a copy");
+  assert.equal(first.messages[1], history[2]);
+  history.push({ role: "assistant", content: [{ type: "text", text: "reply-2" }], timestamp: 4 });
+  const before = internals.state.wire.sent;
+  const second = await engineOp.assemble({ ...key, tokenBudget: 10000, prompt: "turn-3", messages: history });
+  const sent = internals.state.wire.sent - before;
+  assert.ok(sent < 2_000, `only the new message went to ctxhost (${sent} bytes)`);
+  assert.deepEqual(second.messages, [history[2], history[3]]);
+  assert.equal(second.messages[1], history[3]);
+  // A rewritten history (an edit at the start): the suffix from the first change goes again.
+  history[0] = { ...history[0], content: `turn-1 edited ${big}` };
+  const third = await engineOp.assemble({ ...key, tokenBudget: 10000, prompt: "turn-3", messages: history });
+  // ctxhost's transcript only appends: the edited message is its newest, given back as
+  // OpenClaw's own object.
+  assert.ok(third.messages.includes(history[0]) && third.messages.includes(history[3]), JSON.stringify(third.messages).slice(0, 300));
+  const transcripts = findFiles(process.env.CTXHOST_STATE_DIR, "transcript.jsonl").map((f) => fs.readFileSync(f, "utf8"));
+  const session = transcripts.find((t) => t.includes("reply-2"));
+  assert.equal(session.split("\n").filter((l) => l.includes("reply-2")).length, 1, "every message stored once");
+  assert.ok(session.includes("turn-1 edited"), "the rewritten message is stored");
+  internals.state.child.proc.kill("SIGTERM");
+});
+
 /** Every file named `name` under `dir`. */
 function findFiles(dir, name) {
   return fs

@@ -439,6 +439,11 @@ async function runTwin(lang, provider, port) {
       "the edited engine served the next Gateway turn without a restart (and the reload lifted the quarantine)",
     );
     check(
+      fs.readFileSync(gatewayLog, "utf8").includes("engine file changed; reloaded by the watcher"),
+      "the save was noticed by ctxhost's file watcher (no call looks at the engine file)",
+      tail(fs.readFileSync(gatewayLog, "utf8")),
+    );
+    check(
       findFiles(dirs.ctxhost, "transcript.jsonl").length >= 1,
       `ctxhost kept this installation's sessions under its own state directory (${dirs.ctxhost})`,
     );

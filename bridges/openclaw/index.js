@@ -10,6 +10,12 @@
 // `runtimeContext.llm.complete`, else `api.runtime.llm.complete`); a `$/cancelRequest` from
 // ctxhost aborts the answer it no longer waits for.
 //
+// Delta views (protocol 2, asked for at `initialize`): OpenClaw hands every call its whole
+// transcript; the plugin sends ctxhost only what changed since what ctxhost holds (a count
+// and a rolling hash of OpenClaw's messages, checked by ctxhost on every call), and rebuilds
+// `assemble`'s window from OpenClaw's own message objects, which ctxhost refers to by their
+// place in OpenClaw's array. See `docs/openclaw.md`, "The wire".
+//
 // Plain ESM, no build step, no dependencies beyond Node and the OpenClaw SDK the host provides.
 
 import { spawn } from "node:child_process";
@@ -48,6 +54,13 @@ const RETRY_SAFE = new Set(["bootstrap", "ingest", "ingestBatch", "assemble", "a
 // then falls back to its offline one, and `host.complete` answers `reason: "unavailable"`.
 const NO_CLIENT_MODEL = -32010;
 
+// ctxhost's answer when a delta view's base disagrees with what it holds (`data`: its view).
+const VIEW_OUT_OF_SYNC = -32012;
+
+// How many conversations' views the plugin remembers (least recently used forgotten first;
+// a forgotten one costs its next call a hash of OpenClaw's array, not a resend).
+const VIEWS_KEPT = 256;
+
 // One child per OpenClaw process (module state survives the repeated register() calls).
 const state = {
   starting: null, // the spawn in progress (a Promise of the child), while the state dir is found
@@ -56,9 +69,15 @@ const state = {
   runtime: null, // api.runtime: its llm.complete serves model calls outside an operation's own
   // Params of operations in flight, per session, for requests ctxhost sends back.
   live: new Map(),
+  // Per conversation, what the plugin believes ctxhost holds of OpenClaw's transcript (delta
+  // views): see View.
+  views: new Map(),
+  // Bytes written to and read from ctxhost, for the bench.
+  wire: { sent: 0, received: 0 },
 };
 
-// For the plugin's own tests (.ci/e2e/bridge.test.mjs): the wire encoder and the child state.
+// For the plugin's own tests (.ci/e2e/bridge.test.mjs) and bench: the wire encoder and the
+// child state.
 export const internals = { encode: (v) => encode(v), state };
 
 function log(level, msg) {
@@ -140,6 +159,7 @@ function spawnChild(config, stateDir) {
   proc.stdin.on("error", () => {});
   proc.stdout.setEncoding("utf8");
   proc.stdout.on("data", (chunk) => {
+    state.wire.received += Buffer.byteLength(chunk);
     child.buffer += chunk;
     let nl;
     while ((nl = child.buffer.indexOf("\n")) >= 0) {
@@ -170,10 +190,20 @@ function holdOpen(child) {
 }
 
 function send(child, frame) {
-  child.proc.stdin.write(encode(frame) + "\n");
+  write(child, encode(frame));
 }
 
-function request(child, method, params, signal, timeoutMs = 0) {
+function write(child, line) {
+  state.wire.sent += Buffer.byteLength(line) + 1;
+  child.proc.stdin.write(line + "\n");
+}
+
+// Where a delta's messages go in a frame: they are sent as the JSON text hashed (`rawAppend`),
+// spliced in rather than encoded a second time.
+const APPEND_MARK = "\u0000ctxhost-append\u0000";
+const APPEND_SLOT = JSON.stringify(APPEND_MARK);
+
+function request(child, method, params, signal, timeoutMs = 0, rawAppend = null) {
   const id = child.nextId++;
   let timer = null;
   return new Promise((resolve, reject) => {
@@ -205,7 +235,8 @@ function request(child, method, params, signal, timeoutMs = 0) {
         );
       }
     }
-    send(child, { jsonrpc: "2.0", id, method, params: params ?? {} });
+    const line = encode({ jsonrpc: "2.0", id, method, params: params ?? {} });
+    write(child, rawAppend ? line.replace(APPEND_SLOT, () => `[${rawAppend.join(",")}]`) : line);
   }).finally(() => {
     if (timer) clearInterval(timer);
     holdOpen(child);
@@ -246,6 +277,7 @@ function onLine(child, line) {
   if (frame.error) {
     const e = new Error(`ctxhost: ${frame.error.message}`);
     e.code = frame.error.code;
+    e.data = frame.error.data;
     waiting.reject(e);
   } else {
     waiting.resolve(frame.result);
@@ -353,8 +385,11 @@ async function ensure(config) {
       engine: config.engine,
       config: config.config,
       clientInfo: CLIENT,
-      capabilities: { delegateCompaction: true, llmComplete: true },
-    }, undefined, timeoutFor(config, "initialize")).then((r) => r.info);
+      capabilities: { delegateCompaction: true, llmComplete: true, deltaViews: config.deltaViews !== false },
+    }, undefined, timeoutFor(config, "initialize")).then((r) => {
+      child.delta = r.views === "delta";
+      return r.info;
+    });
     return child;
   })().finally(() => {
     state.starting = null;
@@ -377,16 +412,249 @@ async function call(config, method, params) {
   try {
     let child = await ensure(config);
     try {
-      return await request(child, method, params, signal, timeout);
+      return await send1(child, method, params, signal, timeout);
     } catch (e) {
       if (child.alive || e.code !== undefined || e.timedOut || !RETRY_SAFE.has(method)) throw e;
       // The child died under the call: once more on a fresh one (safe: see RETRY_SAFE).
       child = await ensure(config);
-      return await request(child, method, params, signal, timeout);
+      return await send1(child, method, params, signal, timeout);
     }
   } finally {
     if (key && state.live.get(key) === params) state.live.delete(key);
   }
+}
+
+// One call on `child`: as a delta view when the child speaks them and the call carries
+// OpenClaw's messages, else as OpenClaw passed it.
+async function send1(child, method, params, signal, timeout) {
+  if (!child.delta || !VIEW_METHODS.has(method) || !conversationOf(params)) {
+    return request(child, method, params, signal, timeout);
+  }
+  return viewCall(child, method, params, signal, timeout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Delta views.
+// ---------------------------------------------------------------------------------------------
+
+// The calls that carry OpenClaw's messages: `assemble` and `afterTurn` its whole transcript,
+// `ingest`/`ingestBatch` the messages it appends.
+const VIEW_METHODS = new Set(["assemble", "afterTurn", "ingest", "ingestBatch"]);
+
+function conversationOf(params) {
+  return (params && (params.sessionId || params.sessionKey)) || "";
+}
+
+// What the plugin believes ctxhost holds of one conversation's transcript: OpenClaw's message
+// objects in order, each one's hash and the rolling hash after it; and the last window it
+// returned (a later call that starts with it is that window echoed back with the tool loop's
+// new messages after it, not OpenClaw's transcript).
+class View {
+  constructor() {
+    this.objs = [];
+    this.mh = [];
+    this.ph = [];
+    this.window = null;
+  }
+  get count() {
+    return this.objs.length;
+  }
+  hashAt(n) {
+    return n > 0 ? this.ph[n - 1] : "";
+  }
+}
+
+// The view of a conversation, taken out while a call changes it (a call that fails leaves
+// none: the next one syncs afresh).
+function viewOf(conversation) {
+  const v = state.views.get(conversation) ?? null;
+  state.views.delete(conversation);
+  return v;
+}
+
+function keepView(conversation, v) {
+  state.views.delete(conversation);
+  state.views.set(conversation, v);
+  while (state.views.size > VIEWS_KEPT) state.views.delete(state.views.keys().next().value);
+}
+
+// A message's hash, remembered per object: 64 bits (two 32-bit FNV-1a lanes) of its JSON as
+// sent, as 16 hex digits. ctxhost never computes one: it keeps the ones it is given and
+// compares.
+const messageHashes = new WeakMap();
+
+function textHash(s) {
+  let a = 0x811c9dc5;
+  let b = 0x050c5d1f ^ s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+    b ^= b >>> 13;
+  }
+  return (a >>> 0).toString(16).padStart(8, "0") + (b >>> 0).toString(16).padStart(8, "0");
+}
+
+function messageHash(m, texts) {
+  const cacheable = m !== null && typeof m === "object";
+  if (cacheable && !texts) {
+    const h = messageHashes.get(m);
+    if (h) return h;
+  }
+  const text = encode(m) ?? "null";
+  if (texts) texts.push(text);
+  const h = textHash(text);
+  if (cacheable) messageHashes.set(m, h);
+  return h;
+}
+
+// How many of `msgs` are the messages the view holds at the same places.
+function agreeing(v, msgs) {
+  const n = Math.min(v.count, msgs.length);
+  let i = 0;
+  while (i < n && msgs[i] === v.objs[i]) i++;
+  while (i < n && messageHash(msgs[i]) === v.mh[i]) i++;
+  return i;
+}
+
+// The hashes of `msgs` (the messages from place `from` on), chained on the view's first
+// `from`, and (`sending`) their JSON texts.
+function hashesFrom(v, msgs, from, sending = true) {
+  const mh = [];
+  const ph = [];
+  const texts = sending ? [] : null;
+  let prev = v.hashAt(from);
+  for (const m of msgs) {
+    const h = messageHash(m, texts);
+    mh.push(h);
+    prev = textHash(prev + h);
+    ph.push(prev);
+  }
+  return { mh, ph, texts };
+}
+
+// The view holding `msgs` (hashed) from place `base` on (changed in place).
+function extend(v, base, msgs, hashed) {
+  v.objs.length = base;
+  v.mh.length = base;
+  v.ph.length = base;
+  for (let i = 0; i < msgs.length; i++) {
+    v.objs.push(msgs[i]);
+    v.mh.push(hashed.mh[i]);
+    v.ph.push(hashed.ph[i]);
+  }
+  return v;
+}
+
+// Whether `msgs` starts with the window last returned (an echo).
+function echoes(v, msgs) {
+  const w = v.window;
+  if (!w || w.length === 0 || msgs.length < w.length) return false;
+  for (let i = 0; i < w.length; i++) {
+    if (msgs[i] !== w[i] && messageHash(msgs[i]) !== messageHash(w[i])) return false;
+  }
+  return true;
+}
+
+async function viewCall(child, method, params, signal, timeout) {
+  const conversation = conversationOf(params);
+  const known = viewOf(conversation);
+  let v = known ?? new View();
+  const { messages: _m, message: _one, ...rest } = params;
+  const ingesting = method === "ingest" || method === "ingestBatch";
+  // The messages from place `base` on, as the client's view has them after this call.
+  let base;
+  let added;
+  let tail = null;
+  if (ingesting) {
+    if (!known) {
+      // Nothing known of this conversation: as OpenClaw passed it (ctxhost then holds the
+      // messages; the next view call hashes OpenClaw's array and syncs from there).
+      return request(child, method, params, signal, timeout);
+    }
+    base = v.count;
+    added = method === "ingest" ? [params.message] : Array.isArray(params.messages) ? params.messages : [];
+  } else {
+    const msgs = Array.isArray(params.messages) ? params.messages : [];
+    base = agreeing(v, msgs);
+    if (known && base < v.count && echoes(v, msgs)) {
+      // The window echoed back, the tool loop's messages after it: ctxhost's view is unchanged.
+      tail = msgs.slice(v.window.length);
+      base = v.count;
+      added = [];
+    } else if (!known) {
+      // Nothing known: assume ctxhost holds all of it; if not, it says what it holds.
+      base = msgs.length;
+      v = extend(v, 0, msgs, hashesFrom(v, msgs, 0, false));
+      added = [];
+    } else {
+      added = msgs.slice(base);
+    }
+  }
+  let hashed = hashesFrom(v, added, base);
+  // A base this plugin believes in may still be refused (ctxhost restarted without a save,
+  // another process wrote): then once more from what ctxhost says it holds, or from nothing.
+  for (let attempt = 0; ; attempt++) {
+    const view = { base, baseHash: base > 0 ? v.hashAt(base) : undefined, append: APPEND_MARK, hashes: hashed.ph };
+    const wire = { ...rest, view };
+    if (tail && method === "assemble") wire.tail = tail;
+    try {
+      const r = await request(child, method, wire, signal, timeout, hashed.texts);
+      const answer = settle(conversation, extend(v, base, added, hashed), r?.view);
+      if (method === "assemble") return rebuild(answer, r, tail ?? []);
+      if (method === "ingest") return { ingested: r?.ingested ?? false };
+      if (method === "ingestBatch") return { ingestedCount: r?.ingestedCount ?? 0 };
+      return undefined;
+    } catch (e) {
+      if (e.code !== VIEW_OUT_OF_SYNC || attempt > 0) throw e;
+      // The whole view this call means, hashed, so a place ctxhost names can be checked.
+      const msgs = v.objs.slice(0, base).concat(added);
+      const full = extend(new View(), 0, msgs, hashesFrom(new View(), msgs, 0, false));
+      const held = e.data?.count ?? 0;
+      if (held > 0 && held <= full.count && e.data?.hash === full.ph[held - 1]) {
+        base = held;
+      } else if (ingesting) {
+        // OpenClaw gave this call only its new messages: sent as it passed them.
+        return request(child, method, params, signal, timeout);
+      } else {
+        base = 0;
+      }
+      v = full;
+      added = msgs.slice(base);
+      hashed = { mh: full.mh.slice(base), ph: full.ph.slice(base), texts: added.map((m) => encode(m) ?? "null") };
+      tail = null;
+    }
+  }
+}
+
+// Keeps the view a call left; ctxhost's answer says what it holds, and a view that disagrees
+// with the plugin's is kept only as far as both agree (the next call syncs the rest).
+function settle(conversation, after, held) {
+  if (held && (held.count !== after.count || (held.hash ?? "") !== after.hashAt(after.count))) {
+    const n = held.count <= after.count && (held.hash ?? "") === after.hashAt(held.count) ? held.count : 0;
+    after.objs.length = n;
+    after.mh.length = n;
+    after.ph.length = n;
+  }
+  keepView(conversation, after);
+  return after;
+}
+
+// `assemble`'s answer with its window rebuilt from OpenClaw's own objects: a number is a
+// place in the view (then the tail), `[from, to)` a run of places, an object a message
+// ctxhost made.
+function rebuild(v, r, tail) {
+  const at = (i) => (i < v.count ? v.objs[i] : tail[i - v.count]);
+  const messages = [];
+  for (const item of r?.window ?? []) {
+    if (typeof item === "number") messages.push(at(item));
+    else if (Array.isArray(item)) for (let i = item[0]; i < item[1]; i++) messages.push(at(i));
+    else messages.push(item);
+  }
+  v.window = messages;
+  const out = { messages, estimatedTokens: r?.estimatedTokens ?? 0 };
+  if (r?.systemPromptAddition !== undefined) out.systemPromptAddition = r.systemPromptAddition;
+  return out;
 }
 
 export default function register(api) {

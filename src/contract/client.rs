@@ -67,10 +67,12 @@ client_params! {
     Bootstrap { }
     /// `ingest`.
     Ingest {
-        /// The message (required).
+        /// The message (required, unless `view` carries it).
         message: Option<WireMessage>,
         /// Whether this is a heartbeat turn.
         is_heartbeat: Option<bool>,
+        /// The message as a delta of the client's view (a delta connection).
+        view: Option<ViewDelta>,
     }
     /// `ingestBatch`.
     IngestBatch {
@@ -78,11 +80,18 @@ client_params! {
         messages: Vec<WireMessage>,
         /// Whether this is a heartbeat turn.
         is_heartbeat: Option<bool>,
+        /// The messages as a delta of the client's view (a delta connection).
+        view: Option<ViewDelta>,
     }
     /// `assemble`.
     Assemble {
         /// The client's view of the history.
         messages: Vec<WireMessage>,
+        /// What changed in the client's view (a delta connection, instead of `messages`).
+        view: Option<ViewDelta>,
+        /// Messages after the client's view for this call's context only (a delta
+        /// connection: the pending messages after a window the client echoes back).
+        tail: Option<Vec<WireMessage>>,
         /// The budget for the window (the session's own when absent or 0).
         token_budget: Option<u64> = "count",
         /// The current turn's prompt.
@@ -109,6 +118,8 @@ client_params! {
     AfterTurn {
         /// The client's snapshot of the history after the turn.
         messages: Vec<WireMessage>,
+        /// What changed in the client's view (a delta connection, instead of `messages`).
+        view: Option<ViewDelta>,
         /// Messages before this turn's prompt.
         pre_prompt_message_count: Option<u64> = "count",
         /// The turn's budget.
@@ -161,6 +172,30 @@ client_params! {
     }
     /// `dispose`.
     Dispose { }
+}
+
+/// What changed in a client's view of its transcript since what it believes ctxhost holds
+/// (a delta connection, protocol version 2: `docs/openclaw.md`, "The wire").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ViewDelta {
+    /// How many of its messages the client believes ctxhost holds.
+    #[serde(deserialize_with = "required_count")]
+    pub base: u64,
+    /// The client's rolling hash of those (hex; absent for a base of 0).
+    #[serde(default)]
+    pub base_hash: Option<String>,
+    /// The client's messages from `base` on.
+    #[serde(default)]
+    pub append: Vec<WireMessage>,
+    /// The client's rolling hash after each message of `append` (hex).
+    #[serde(default)]
+    pub hashes: Vec<String>,
+}
+
+/// A required count ([`count`]'s rules).
+fn required_count<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    count(d)?.ok_or_else(|| D::Error::custom("expected a non-negative number, got null"))
 }
 
 /// One lifecycle call from a client, its params decoded.
@@ -257,7 +292,9 @@ impl ClientCall {
             }),
             Some(Method::Bootstrap) => decode(n, params).map(ClientCall::Bootstrap),
             Some(Method::Ingest) => decode::<Ingest>(n, params).and_then(|p| {
-                required(n, "message", &p.message)?;
+                if p.view.is_none() {
+                    required(n, "message", &p.message)?;
+                }
                 Ok(ClientCall::Ingest(p))
             }),
             Some(Method::IngestBatch) => decode(n, params).map(ClientCall::IngestBatch),

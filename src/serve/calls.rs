@@ -2,6 +2,7 @@
 //! engine-calling path (quarantine, fallback, validation), and the result answered; sessions
 //! opened from (and kept under) the state directory.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -14,12 +15,14 @@ use crate::contract::{
 use crate::engine::api::ClientCompaction;
 use crate::error::Result;
 use crate::runtime::SessionSpec;
-use crate::session::{ClientAssemble, ClientCall, ClientMirror, Session};
+use crate::session::{CallExtras, ClientAssemble, Session};
 
 use super::Hosted;
 use super::delegate::PeerCompactor;
+use super::mirror::Mirror;
 use super::params::*;
 use super::protocol::{RpcError, code, method};
+use super::views::{self, View};
 
 use super::server::{Job, Served, Server};
 use super::state::{self, BridgeRecord};
@@ -36,7 +39,6 @@ impl Server {
         let Some(hosted) = self.hosted.read().await.clone() else {
             return Err(RpcError::new(code::NOT_INITIALIZED, "not initialized"));
         };
-        hosted.refresh().await;
         if served.is_none() {
             *served = Some(self.open(&hosted, key, cancel).await.map_err(from_error)?);
         }
@@ -49,52 +51,83 @@ impl Server {
         let result = match job.call {
             Call::Bootstrap(_) => to_value(
                 s.handle
-                    .with(move |s| s.serve_client(cc, |s| s.client_bootstrap()))
+                    .with(move |s| s.with_extras(cc, |s| s.client_bootstrap()))
                     .await,
             ),
             Call::Ingest(p) => {
-                let message = one_message(p.message.unwrap_or_default())?;
                 let heartbeat = p.is_heartbeat.unwrap_or(false);
-                s.with_mirror(move |s, m| {
-                    s.serve_client(cc, |s| s.client_ingest(m, vec![message], heartbeat))
-                })
-                .await
-                .map(|n| json!({ "ingested": n > 0 }))
+                let n = match p.view {
+                    Some(v) => {
+                        let delta = delta_of(&hosted, "ingest", v)?;
+                        synced(
+                            s.with_mirror(move |s, m| {
+                                s.with_extras(cc, |s| views::ingest_delta(s, m, delta, heartbeat))
+                            })
+                            .await,
+                        )
+                    }
+                    None => {
+                        let message = one_message(p.message.unwrap_or_default())?;
+                        s.with_mirror(move |s, m| {
+                            s.with_extras(cc, |s| views::ingest(s, m, vec![message], heartbeat))
+                        })
+                        .await
+                    }
+                };
+                n.map(|n| s.answer(&hosted, json!({ "ingested": n > 0 })))
             }
             Call::IngestBatch(p) => {
-                let messages = messages(p.messages, "messages");
                 let heartbeat = p.is_heartbeat.unwrap_or(false);
-                s.with_mirror(move |s, m| {
-                    s.serve_client(cc, |s| s.client_ingest(m, messages, heartbeat))
-                })
-                .await
-                .map(|n| json!({ "ingestedCount": n }))
+                let n = match p.view {
+                    Some(v) => {
+                        let delta = delta_of(&hosted, "ingestBatch", v)?;
+                        synced(
+                            s.with_mirror(move |s, m| {
+                                s.with_extras(cc, |s| views::ingest_delta(s, m, delta, heartbeat))
+                            })
+                            .await,
+                        )
+                    }
+                    None => {
+                        let messages = messages(p.messages, "messages");
+                        s.with_mirror(move |s, m| {
+                            s.with_extras(cc, |s| views::ingest(s, m, messages, heartbeat))
+                        })
+                        .await
+                    }
+                };
+                n.map(|n| s.answer(&hosted, json!({ "ingestedCount": n })))
             }
             Call::Assemble(p) => {
-                let messages = messages(p.messages, "messages");
                 let request = ClientAssemble {
                     token_budget: p.token_budget,
                     prompt: p.prompt,
                     model: p.model,
                 };
-                let cc = ClientCall {
+                let cc = CallExtras {
                     available_tools: p.available_tools,
                     ..cc
                 };
-                s.with_mirror(move |s, m| {
-                    s.serve_client(cc, |s| s.client_assemble(m, messages, request))
-                })
-                .await
-                .map(|a| {
-                    let mut out = json!({
-                        "messages": a.messages,
-                        "estimatedTokens": a.assembled_tokens,
-                    });
-                    if let Some(add) = a.system_prompt_addition {
-                        out["systemPromptAddition"] = Value::String(add);
-                    }
-                    out
-                })
+                let refs = p.view.is_some();
+                let view = match p.view {
+                    Some(v) => View::Delta(
+                        delta_of(&hosted, "assemble", v)?,
+                        readable(p.tail.unwrap_or_default(), "assemble", "tail")?,
+                    ),
+                    None => View::Full(messages(p.messages, "messages")),
+                };
+                let r = s
+                    .with_mirror(move |s, m| {
+                        s.with_extras(cc, |s| {
+                            let r = views::assemble(s, m, view, request)?;
+                            Ok(r.map(|(a, tail)| {
+                                let window = refs.then(|| views::window(m, &a.messages, &tail));
+                                assembled(a, window)
+                            }))
+                        })
+                    })
+                    .await;
+                synced(r).map(|v| s.answer(&hosted, v))
             }
             Call::Compact(p) => {
                 let r = self.compact(&hosted, s, p, job.raw, cc, cancel).await;
@@ -107,18 +140,22 @@ impl Server {
                 r
             }
             Call::AfterTurn(p) => {
-                let messages = messages(p.messages, "messages");
+                let view = match p.view {
+                    Some(v) => View::Delta(delta_of(&hosted, "afterTurn", v)?, Vec::new()),
+                    None => View::Full(messages(p.messages, "messages")),
+                };
                 let pre =
                     usize::try_from(p.pre_prompt_message_count.unwrap_or(0)).unwrap_or(usize::MAX);
                 let budget = p.token_budget;
                 let heartbeat = p.is_heartbeat.unwrap_or(false);
-                s.with_mirror(move |s, m| {
-                    s.serve_client(cc, |s| {
-                        s.client_after_turn(m, messages, pre, budget, heartbeat)
+                let r = s
+                    .with_mirror(move |s, m| {
+                        s.with_extras(cc, |s| {
+                            views::after_turn(s, m, view, pre, budget, heartbeat)
+                        })
                     })
-                })
-                .await
-                .map(|()| Value::Null)
+                    .await;
+                synced(r).map(|()| s.answer(&hosted, Value::Null))
             }
             Call::CommitTurn(p) => {
                 let advancement = p.advancement_key.unwrap_or_default();
@@ -129,7 +166,7 @@ impl Server {
                 let key = advancement.clone();
                 let r = s
                     .handle
-                    .with(move |s| s.serve_client(cc, |s| s.client_commit_turn(&key, messages)))
+                    .with(move |s| s.with_extras(cc, |s| s.client_commit_turn(&key, messages)))
                     .await;
                 flatten(r).map(|()| {
                     s.record.commit(&advancement);
@@ -140,7 +177,7 @@ impl Server {
                 let reason = p.reason.unwrap_or(MaintainReason::Turn);
                 to_value(
                     s.handle
-                        .with(move |s| s.serve_client(cc, |s| s.client_maintain(reason)))
+                        .with(move |s| s.with_extras(cc, |s| s.client_maintain(reason)))
                         .await,
                 )
             }
@@ -190,8 +227,17 @@ impl Server {
             }
         }
         // The engine's state and the record (mirror, turns committed) in one atomic write.
-        let record = serde_json::to_value(&s.record).map_err(internal)?;
-        let persisted = s.handle.with(move |s| s.persist_state(record)).await;
+        s.record.view = Some(s.mirror.saved());
+        let record = serde_json::to_value(&s.record).map_err(internal);
+        s.record.view = None;
+        let record = record?;
+        let persisted = s
+            .handle
+            .with(move |s| {
+                let entries = s.transcript_len();
+                s.save_with_record(record, entries)
+            })
+            .await;
         if let Err(e) = flatten(persisted) {
             tracing::warn!(
                 session = key,
@@ -208,7 +254,7 @@ impl Server {
         s: &mut Served,
         p: client::Compact,
         raw: Option<Value>,
-        cc: ClientCall,
+        cc: CallExtras,
         cancel: &Arc<AtomicBool>,
     ) -> std::result::Result<Value, RpcError> {
         let raw = match raw {
@@ -236,7 +282,7 @@ impl Server {
         let target = p.compaction_target.unwrap_or(CompactionTarget::Budget);
         let instructions = p.custom_instructions;
         // A script's host.delegateCompaction(p) runs the client's compaction, when offered.
-        let cc = ClientCall {
+        let cc = CallExtras {
             compaction: hosted.capabilities.delegate_compaction.then(|| {
                 ClientCompaction::new(Arc::new(PeerCompactor {
                     peer: self.peer.clone(),
@@ -250,7 +296,7 @@ impl Server {
         };
         let r = s
             .handle
-            .with(move |s| s.serve_client(cc, |s| s.client_compact(budget, target, instructions)))
+            .with(move |s| s.with_extras(cc, |s| s.client_compact(budget, target, instructions)))
             .await;
         to_value(r)
     }
@@ -269,26 +315,31 @@ impl Server {
             .host
             .open_in(Arc::clone(&hosted.backend), spec)
             .await?;
-        let saved = handle
-            .with(|s| {
-                s.expect_client();
-                s.client_record().cloned()
+        // Kept by an earlier ctxhost beside the state (JSONL store only).
+        let dir = handle
+            .file()
+            .and_then(|f| f.parent().map(Path::to_path_buf));
+        let name = key.to_owned();
+        let (record, mirror) = handle
+            .with(move |s| {
+                let saved = s.saved_record().cloned();
+                let mut record: BridgeRecord = match &saved {
+                    Some(r) => serde_json::from_value(r.value.clone()).unwrap_or_else(|e| {
+                        tracing::warn!(session = name, "ignoring an unreadable bridge record: {e}");
+                        BridgeRecord::default()
+                    }),
+                    // Kept by an earlier ctxhost beside the state; the next save moves it in.
+                    None => dir.as_deref().map(BridgeRecord::load).unwrap_or_default(),
+                };
+                let mirror =
+                    Mirror::open(s, record.view.take(), record.mirror.take(), saved.as_ref());
+                (record, mirror)
             })
             .await?;
-        let record = match saved {
-            Some(v) => serde_json::from_value(v).unwrap_or_else(|e| {
-                tracing::warn!(session = key, "ignoring an unreadable bridge record: {e}");
-                BridgeRecord::default()
-            }),
-            // Kept by an earlier ctxhost beside the state; the next save moves it in.
-            None => match handle.file() {
-                Some(file) => file.parent().map(BridgeRecord::load).unwrap_or_default(),
-                None => BridgeRecord::default(),
-            },
-        };
         Ok(Served {
             handle,
             record,
+            mirror,
             assembled: false,
         })
     }
@@ -296,20 +347,56 @@ impl Server {
 
 impl Served {
     /// Runs `f` on the session (off the async threads) with the session's mirror of the
-    /// client's transcript, and keeps the mirror `f` leaves.
+    /// client's transcript, and keeps the mirror `f` leaves (what it stored stays stored, so
+    /// the mirror says so even when the call failed after).
     pub(super) async fn with_mirror<R: Send + 'static>(
         &mut self,
-        f: impl FnOnce(&mut Session, &mut ClientMirror) -> Result<R> + Send + 'static,
+        f: impl FnOnce(&mut Session, &mut Mirror) -> Result<R> + Send + 'static,
     ) -> std::result::Result<R, RpcError> {
-        let mut mirror = self.record.mirror.clone();
-        let r = self
+        let mut mirror = std::mem::take(&mut self.mirror);
+        let (r, mirror) = self
             .handle
-            .with(move |s| f(s, &mut mirror).map(|v| (v, mirror)))
-            .await;
-        let (v, mirror) = flatten(r)?;
-        self.record.mirror = mirror;
-        Ok(v)
+            .with(move |s| {
+                let r = f(s, &mut mirror);
+                (r, mirror)
+            })
+            .await
+            .map_err(from_error)?;
+        self.mirror = mirror;
+        r.map_err(from_error)
     }
+
+    /// `result` as answered: over a delta connection, with ctxhost's view after the call
+    /// (`{count, hash}`) in it (an object beside its keys; `null` becomes `{view}`).
+    pub(super) fn answer(&self, hosted: &Hosted, result: Value) -> Value {
+        if !hosted.capabilities.delta_views {
+            return result;
+        }
+        let view = json!({
+            "count": self.mirror.count(),
+            "hash": self.mirror.end_hash().map(|h| format!("{h:016x}")),
+        });
+        match result {
+            Value::Object(mut o) => {
+                o.insert("view".into(), view);
+                Value::Object(o)
+            }
+            _ => json!({ "view": view }),
+        }
+    }
+}
+
+/// `assemble`'s answer: the window as messages (the full form) or as references to the
+/// client's own ([`views::window`]).
+fn assembled(a: crate::session::Assembly, window: Option<Vec<Value>>) -> Value {
+    let mut out = match window {
+        Some(w) => json!({ "window": w, "estimatedTokens": a.assembled_tokens }),
+        None => json!({ "messages": a.messages, "estimatedTokens": a.assembled_tokens }),
+    };
+    if let Some(add) = a.system_prompt_addition {
+        out["systemPromptAddition"] = Value::String(add);
+    }
+    out
 }
 
 /// The conversation a compaction says continues this one (`result.sessionTarget.sessionId`,

@@ -1,13 +1,23 @@
-//! The engine a server hosts: the config it runs with, the `info` the client sees, and a reload
-//! when the engine file changed since the last call.
+//! The engine a server hosts: the config it runs with, the `info` the client sees, and the
+//! watcher that reloads it when its file is saved.
+//!
+//! A save is noticed by a file watcher ([`crate::runtime::reload::EngineWatcher`], as `ctxhost watch`
+//! uses, with `host.watch.debounceMs`), never by looking at the file before a call: a call
+//! costs no file I/O. After the debounce the file is read once: the same text as the version
+//! serving is no new version; a version that fails to load leaves the old one serving; one
+//! that loads is taken by every session at its next call and lifts the quarantine.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::contract;
+use crate::error::Result;
 use crate::runtime::Host;
+use crate::runtime::reload::{EngineWatcher, ReloadOutcome};
 
 use super::protocol::{self, ClientCapabilities};
 
@@ -17,101 +27,109 @@ pub(super) struct Hosted {
     /// Where this host's sessions are stored (`host.store`).
     pub(super) backend: Arc<dyn crate::store::Backend>,
     pub(super) capabilities: ClientCapabilities,
-    pub(super) engine_path: Option<PathBuf>,
-    pub(super) watch: bool,
-    /// The engine file as last seen, under a lock so one reload runs at a time.
-    pub(super) seen: tokio::sync::Mutex<Option<EngineFile>>,
+    /// The task that owns the engine file's watcher and reports its reloads (ended, and the
+    /// watcher dropped, with the host).
+    pub(super) watching: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// What a file's metadata says of its version: modification and change times, length and
-/// inode. The change time cannot be set back by a tool (`touch -d`), and a save by rename
-/// makes a new inode. Two saves of the same length within one tick of the file system's clock
-/// (a few ms) look the same: the content hash then only runs when the metadata moved.
-type Meta = (Option<SystemTime>, Option<(i64, i64)>, u64, u64);
+impl Drop for Hosted {
+    fn drop(&mut self) {
+        if let Some(task) = self.watching.take() {
+            task.abort();
+        }
+    }
+}
 
-/// Tells whether the engine file changed since the last look: its metadata on every call (one
-/// `stat`), its content (read and hashed) only when the metadata moved.
-#[derive(Debug)]
-pub(super) struct EngineFile {
+/// The engine file's text as last loaded: a save that writes the same text again (or only
+/// touches the file) is no new version.
+pub(super) struct Loaded {
     path: PathBuf,
-    meta: Option<Meta>,
-    hash: Option<u64>,
-    /// How many times the file was read and hashed (for tests).
-    pub(super) reads: u64,
+    hash: Mutex<Option<u64>>,
 }
 
-impl EngineFile {
-    /// Takes the file as it is now as the version loaded.
-    pub(super) fn new(path: PathBuf) -> Self {
-        let mut f = EngineFile {
-            meta: meta(&path),
-            hash: None,
-            reads: 0,
-            path,
-        };
-        f.hash = f.read_hash();
-        f.reads = 0;
-        f
+impl Loaded {
+    /// The file as it is now (taken before the engine loads, so a save during the load is a
+    /// change).
+    pub(super) fn new(path: PathBuf) -> Loaded {
+        let hash = Mutex::new(hash_of(&path));
+        Loaded { path, hash }
     }
 
-    /// Whether the content changed since the last call (metadata alone when it did not move).
-    pub(super) fn changed(&mut self) -> bool {
-        let now = meta(&self.path);
-        if now == self.meta {
+    /// Whether the file's text differs from the version loaded (taking it as loaded).
+    fn changed(&self) -> bool {
+        let now = hash_of(&self.path);
+        let mut hash = self.hash.lock();
+        if now.is_some() && now == *hash {
             return false;
         }
-        self.meta = now;
-        let hash = self.read_hash();
-        if hash == self.hash {
-            return false;
-        }
-        self.hash = hash;
+        *hash = now;
         true
     }
-
-    fn read_hash(&mut self) -> Option<u64> {
-        self.reads += 1;
-        let bytes = std::fs::read(&self.path).ok()?;
-        let mut h = crate::session::Fnv::new();
-        h.write(&bytes);
-        Some(h.0)
-    }
 }
 
-fn meta(path: &Path) -> Option<Meta> {
-    let m = std::fs::metadata(path).ok()?;
-    #[cfg(unix)]
-    let (changed, inode) = {
-        use std::os::unix::fs::MetadataExt;
-        (Some((m.ctime(), m.ctime_nsec())), m.ino())
+fn hash_of(path: &Path) -> Option<u64> {
+    let bytes = std::fs::read(path).ok()?;
+    let mut h = crate::services::fnv::Fnv::new();
+    h.write(&bytes);
+    Some(h.0)
+}
+
+/// Starts watching the engine file `loaded` names for `host` (inside a tokio runtime): each
+/// debounced save reloads it when its text changed; each outcome is logged and, when
+/// `report` is given, sent there. A save between `loaded` and now is reloaded at once.
+pub(super) fn watch(
+    host: &Arc<Host>,
+    loaded: Loaded,
+    debounce: Duration,
+    report: Option<tokio::sync::mpsc::UnboundedSender<ReloadOutcome>>,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let path = loaded.path.clone();
+    let loaded = Arc::new(loaded);
+    let reload = {
+        let host = Arc::clone(host);
+        let loaded = Arc::clone(&loaded);
+        move || {
+            if !loaded.changed() {
+                return Ok(host.engine_cell().number());
+            }
+            host.reload_engine()
+        }
     };
-    #[cfg(not(unix))]
-    let (changed, inode) = (None, 0);
-    Some((m.modified().ok(), changed, m.len(), inode))
-}
-
-impl Hosted {
-    /// Loads the engine file again when it changed since the last call (with
-    /// `host.watch.enabled`); a version that fails to load leaves the old one serving.
-    pub(super) async fn refresh(&self) {
-        let (true, Some(path)) = (self.watch, self.engine_path.clone()) else {
-            return;
-        };
-        let mut seen = self.seen.lock().await;
-        if !seen.as_mut().is_some_and(EngineFile::changed) {
-            return;
+    let missed = {
+        let host = Arc::clone(host);
+        let loaded = Arc::clone(&loaded);
+        move || loaded.changed().then(|| host.reload_engine())
+    };
+    let mut watcher = EngineWatcher::new(&path, debounce, reload)?;
+    let generation = Arc::clone(host);
+    Ok(tokio::spawn(async move {
+        if let Ok(Some(Err(e))) = tokio::task::spawn_blocking(missed).await {
+            tracing::warn!(file = %path.display(), "kept the running engine; the new version failed: {e}");
         }
-        let host = Arc::clone(&self.host);
-        match tokio::task::spawn_blocking(move || host.reload_engine()).await {
-            Ok(Ok(generation)) => {
-                tracing::info!(file = %path.display(), generation, "engine reloaded")
+        let mut last = generation.engine_cell().number();
+        while let Some(outcome) = watcher.next_outcome().await {
+            let file = outcome.path.display().to_string();
+            match &outcome.result {
+                Ok(g) if *g == last => {
+                    tracing::debug!(file, "the engine file was saved unchanged")
+                }
+                Ok(g) => {
+                    last = *g;
+                    tracing::info!(
+                        file,
+                        generation = g,
+                        "engine file changed; reloaded by the watcher"
+                    )
+                }
+                Err(e) => {
+                    tracing::warn!(file, "kept the running engine; the new version failed: {e}")
+                }
             }
-            Ok(Err(e)) => {
-                tracing::warn!(file = %path.display(), "kept the running engine; the new version failed: {e}")
+            if let Some(report) = &report {
+                let _ = report.send(outcome);
             }
-            Err(e) => tracing::error!("engine reload did not finish: {e}"),
         }
-    }
+    }))
 }
 
 /// Applies what differs under `serve`: a gateway runs other people's engines for other people,
@@ -150,7 +168,3 @@ pub(super) fn engine_info(host: &Host) -> contract::EngineInfo {
     info.transcript_semantics = Some(protocol::declared_semantics());
     info
 }
-
-#[cfg(test)]
-#[path = "engine_tests.rs"]
-mod tests;

@@ -7,15 +7,18 @@
 //! ask the client `runtime.delegateCompaction` (a non-owning engine's compaction is the
 //! client's own, since the client owns the transcript) and `llm.complete`.
 //!
-//! Each session (one conversation: OpenClaw's `sessionId`, whatever its `sessionKey`) has one worker that serves its
-//! requests in arrival order; different sessions run concurrently. Every call goes through the
-//! session's engine-calling path ([`crate::session::Session::client_assemble`] and its
-//! siblings): a failing script is quarantined and `legacy` answers, results are checked,
-//! pairing is repaired and the window re-measured. The mirror of the client's transcript, the
+//! Each session (one conversation: OpenClaw's `sessionId`, whatever its `sessionKey`) has one
+//! worker that serves its requests in arrival order; different sessions run concurrently. The
+//! client's messages reach the session through serve's mirror of the client's transcript
+//! (`mirror`), and every call goes through the session's engine-calling path
+//! ([`crate::session::Session::assemble_with_tail`] and its siblings): a failing script is
+//! quarantined and `legacy` answers, results are checked, pairing is repaired and the window
+//! re-measured. The mirror of the client's transcript, the
 //! engine's state and the `commitTurn` record live under a state directory ([`state`]), so a
 //! new client process continues where the last left off. When `host.watch.enabled` (the
-//! default), a change of the engine file is loaded before the next call; a version that fails
-//! to load leaves the old one serving, and one that loads lifts the quarantine.
+//! default), a save of the engine file is noticed by a watcher and loaded after
+//! `host.watch.debounceMs` (no call looks at the file); a version that fails to load leaves
+//! the old one serving, and one that loads lifts the quarantine.
 //!
 //! ```no_run
 //! # async fn demo() -> ctxhost::Result<()> {
@@ -45,10 +48,12 @@ mod delegate;
 mod engine;
 mod frame;
 mod identity;
+mod mirror;
 mod model;
 mod params;
 mod retention;
 mod server;
+mod views;
 
 use engine::Hosted;
 pub use model::NO_CLIENT_MODEL;
@@ -82,6 +87,9 @@ pub struct ServeOptions {
     /// program with [`crate::engine::isolation::CHILD_ARG`]; see
     /// [`HostBuilder::child_command`](crate::runtime::HostBuilder::child_command)).
     pub child_command: Option<crate::engine::isolation::ChildCommand>,
+    /// Where each reload of the engine file's watcher is reported, besides the log (an
+    /// embedder that shows them; tests that wait for one). None by default.
+    pub reloads: Option<tokio::sync::mpsc::UnboundedSender<crate::runtime::reload::ReloadOutcome>>,
 }
 
 impl ServeOptions {
@@ -95,6 +103,7 @@ impl ServeOptions {
             client_timeout: Duration::from_secs(120),
             isolation: None,
             child_command: None,
+            reloads: None,
         }
     }
 }

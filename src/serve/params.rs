@@ -6,14 +6,16 @@ use serde_json::{Value, json};
 use crate::contract::client;
 use crate::contract::message::Message;
 use crate::error::{Error, Result};
-use crate::session::ClientCall;
+use crate::session::CallExtras;
 
+use super::Hosted;
 use super::protocol::{RpcError, code};
+use super::views::{self, Synced};
 
 /// What the client passed with `call` for the engine: its host params as they are.
-pub(super) fn client_call(call: &client::ClientCall) -> ClientCall {
+pub(super) fn client_call(call: &client::ClientCall) -> CallExtras {
     let (_, _, host) = call.session();
-    ClientCall {
+    CallExtras {
         method: call.method(),
         host_params: host.to_map(),
         available_tools: None,
@@ -72,4 +74,112 @@ pub(super) fn to_value<T: serde::Serialize>(
     r: Result<Result<T>>,
 ) -> std::result::Result<Value, RpcError> {
     flatten(r).and_then(|v| serde_json::to_value(v).map_err(internal))
+}
+
+/// A delta view's answer, or the out-of-sync error with what ctxhost holds.
+pub(super) fn synced<T>(
+    r: std::result::Result<Synced<T>, RpcError>,
+) -> std::result::Result<T, RpcError> {
+    match r? {
+        Ok(v) => Ok(v),
+        Err(out) => Err(RpcError {
+            code: code::VIEW_OUT_OF_SYNC,
+            message: format!(
+                "the view's base disagrees with what ctxhost holds ({} messages); nothing was done: send the messages again from there, or all of them",
+                out.count
+            ),
+            data: Some(json!({
+                "count": out.count,
+                "hash": out.hash.map(|h| format!("{h:016x}")),
+            })),
+        }),
+    }
+}
+
+/// A delta view's params, checked: only on a connection that asked for delta views; the
+/// base hash there for a base over 0; one hash (1 to 16 hex digits) per message; every
+/// message readable (a message left out would move every place after it).
+pub(super) fn delta_of(
+    hosted: &Hosted,
+    method: &str,
+    v: client::ViewDelta,
+) -> std::result::Result<views::Delta, RpcError> {
+    if !hosted.capabilities.delta_views {
+        return Err(invalid(
+            method,
+            "view",
+            "a delta view needs `capabilities.deltaViews` at initialize",
+        ));
+    }
+    let base = usize::try_from(v.base).map_err(|_| invalid(method, "view.base", "too large"))?;
+    let base_hash = match v.base_hash.as_deref() {
+        Some(h) => Some(
+            super::mirror::parse_hash(h)
+                .ok_or_else(|| invalid(method, "view.baseHash", "expected 1 to 16 hex digits"))?,
+        ),
+        None if base > 0 => {
+            return Err(invalid(
+                method,
+                "view.baseHash",
+                "required for a base over 0",
+            ));
+        }
+        None => None,
+    };
+    if v.hashes.len() != v.append.len() {
+        return Err(invalid(
+            method,
+            "view.hashes",
+            &format!(
+                "one hash per appended message: {} for {}",
+                v.hashes.len(),
+                v.append.len()
+            ),
+        ));
+    }
+    let hashes = v
+        .hashes
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            super::mirror::parse_hash(h).ok_or_else(|| {
+                invalid(
+                    method,
+                    &format!("view.hashes[{i}]"),
+                    "expected 1 to 16 hex digits",
+                )
+            })
+        })
+        .collect::<std::result::Result<Vec<u64>, RpcError>>()?;
+    let append = readable(v.append, method, "view.append")?;
+    Ok(views::Delta {
+        base,
+        base_hash,
+        append,
+        hashes,
+    })
+}
+
+/// Every message of `list`, or the first one ctxhost cannot read, named.
+pub(super) fn readable(
+    list: Vec<client::WireMessage>,
+    method: &str,
+    key: &str,
+) -> std::result::Result<Vec<crate::contract::message::Message>, RpcError> {
+    list.into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            serde_json::from_value(Value::Object(m))
+                .map_err(|e| invalid(method, &format!("{key}[{i}]"), &e.to_string()))
+        })
+        .collect()
+}
+
+/// An invalid-params error naming `param`, as a decoded call's are.
+fn invalid(method: &str, param: &str, message: &str) -> RpcError {
+    RpcError {
+        code: code::INVALID_PARAMS,
+        message: format!("{method} params: `{param}`: {message}"),
+        data: Some(json!({ "param": param })),
+    }
 }

@@ -7,8 +7,10 @@ use serde_json::Value;
 
 use crate::contract::EngineInfo;
 
-/// The protocol version `initialize` reports; bumped on an incompatible change.
-pub const PROTOCOL_VERSION: &str = "1";
+/// The protocol version `initialize` reports; bumped on an incompatible change. Version 2
+/// adds delta views ([`ClientCapabilities::delta_views`]); a client that does not ask for
+/// them is served as by version 1.
+pub const PROTOCOL_VERSION: &str = "2";
 
 /// The fence OpenClaw 2026.8+ requires before it lets a plugin engine run a turn.
 pub const CURRENT_TURN_FENCE: &str = "before-current-turn-entry-v1";
@@ -53,6 +55,10 @@ pub mod code {
     pub const ENGINE_ERROR: i64 = -32001;
     /// The client cancelled the request.
     pub const REQUEST_CANCELLED: i64 = -32800;
+    /// A delta view's `base` disagrees with what ctxhost holds: `data` is ctxhost's view
+    /// (`{count, hash}`), for the client to send its messages again from there (or all of them).
+    /// Nothing of the call was done.
+    pub const VIEW_OUT_OF_SYNC: i64 = -32012;
 }
 
 /// A request id: a number (kept exactly as sent, fractions and all) or a string.
@@ -129,6 +135,21 @@ pub struct ClientCapabilities {
     /// The client answers `llm.complete`.
     #[serde(default)]
     pub llm_complete: bool,
+    /// The client sends delta views (only what changed in its transcript) and takes
+    /// `assemble`'s window as references to its own messages.
+    #[serde(default)]
+    pub delta_views: bool,
+}
+
+/// Which form of the client's view a connection speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Views {
+    /// The whole history with every call (protocol version 1).
+    #[default]
+    Full,
+    /// Only what changed, checked against a rolling hash; windows as references.
+    Delta,
 }
 
 /// `initialize` result.
@@ -141,6 +162,9 @@ pub struct InitializeResult {
     pub ctxhost_version: String,
     /// The engine's `info`, with what the host declares on its behalf.
     pub info: EngineInfo,
+    /// The form of the client's view this connection speaks (`delta` when the client asked
+    /// for [`ClientCapabilities::delta_views`]).
+    pub views: Views,
 }
 
 /// The `transcriptSemantics` the host declares for every engine it bridges: it fences the

@@ -14,7 +14,7 @@ use crate::contract::Method;
 use crate::contract::client::ClientCall;
 use crate::runtime::{Host, SessionHandle};
 
-use super::engine::{EngineFile, engine_info};
+use super::engine::{Loaded, engine_info};
 use super::frame::{self, Incoming};
 use super::identity::Names;
 use super::params::*;
@@ -87,8 +87,11 @@ pub(super) struct Job {
 /// A session open in this server.
 pub(super) struct Served {
     pub(super) handle: SessionHandle,
-    /// Saved with the engine's state after every call.
+    /// Saved with the engine's state after every call (the turns committed; the mirror is
+    /// put in as it is saved).
     pub(super) record: BridgeRecord,
+    /// The mirror of the client's transcript.
+    pub(super) mirror: super::mirror::Mirror,
     /// An `assemble` ran since the last turn ended: the next `commitTurn` or `afterTurn` ends
     /// the turn (a client may call both; the turn ends once).
     pub(super) assembled: bool,
@@ -199,10 +202,7 @@ impl Server {
                 let hosted = self.hosted.read().await.clone();
                 let r = match hosted {
                     None => Err(RpcError::new(code::NOT_INITIALIZED, "not initialized")),
-                    Some(h) => {
-                        h.refresh().await;
-                        serde_json::to_value(engine_info(&h.host)).map_err(internal)
-                    }
+                    Some(h) => serde_json::to_value(engine_info(&h.host)).map_err(internal),
                 };
                 self.answer(id, r);
             }
@@ -479,8 +479,9 @@ impl Server {
             .engine_entry()
             .and_then(|(_, e)| e.path.as_deref().map(|p| config.resolve(p)));
         let watch = config.host.watch.enabled;
-        // Taken before the load, so a save during the load is a change at the next call.
-        let seen = engine_path.clone().map(EngineFile::new);
+        let debounce = std::time::Duration::from_millis(config.host.watch.debounce_ms);
+        // Taken before the load, so a save during the load is a change.
+        let loaded = engine_path.filter(|_| watch).map(Loaded::new);
         let model =
             super::model::client_model(&self.peer, &p.capabilities, self.options.client_timeout);
         let mut builder = Host::builder(config).model(model);
@@ -494,13 +495,20 @@ impl Server {
         }
         let backend =
             crate::store::open_backend(host.config(), &self.options.state_dir).map_err(internal)?;
+        let watching = loaded.and_then(|loaded| {
+            super::engine::watch(&host, loaded, debounce, self.options.reloads.clone())
+                .map_err(|e| {
+                    tracing::warn!(
+                        "cannot watch the engine file, a save is not picked up until a restart: {e}"
+                    )
+                })
+                .ok()
+        });
         let hosted = Arc::new(Hosted {
             backend,
-            seen: tokio::sync::Mutex::new(seen),
             host,
             capabilities: p.capabilities,
-            engine_path,
-            watch,
+            watching,
         });
         let old = self.hosted.write().await.replace(hosted);
         if old.is_some() {
@@ -511,6 +519,11 @@ impl Server {
             protocol_version: protocol::PROTOCOL_VERSION.into(),
             ctxhost_version: env!("CARGO_PKG_VERSION").into(),
             info,
+            views: if p.capabilities.delta_views {
+                protocol::Views::Delta
+            } else {
+                protocol::Views::Full
+            },
         };
         serde_json::to_value(result).map_err(|e| internal(e.to_string()))
     }

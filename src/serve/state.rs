@@ -14,14 +14,15 @@
 //! stored, after every call ([`crate::store::SessionStore::commit`]): a crash leaves all of
 //! them as they were or all as they are, so a turn is never recorded as committed while the
 //! state the engine's `commitTurn` left is lost (or the reverse), and the mirror never misses
-//! a stored message.
+//! a stored message. Messages an earlier ctxhost's crash left in the transcript but not in its
+//! saved mirror are recognised at the next view and stored once (`serve::mirror`).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::session::ClientMirror;
+use super::mirror::{LegacyMirror, SavedView};
 use crate::store::jsonl::JsonlBackend;
 use crate::transcript::Durability;
 
@@ -84,8 +85,12 @@ pub fn forget_subagent(state_dir: &Path, child: &str) {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct BridgeRecord {
-    /// How much of the client's transcript is mirrored.
-    pub mirror: ClientMirror,
+    /// The mirror of the client's transcript.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub view: Option<SavedView>,
+    /// The mirror as an earlier ctxhost kept it (read once; the next save writes `view`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<LegacyMirror>,
     /// `advancementKey`s committed, oldest first.
     pub committed: VecDeque<String>,
 }

@@ -79,7 +79,8 @@ pub fn violations(
     // History: what came before the request. The request and what follows it are the turn;
     // a summary, an addition or an engine's own message (an id the session does not hold)
     // carries history.
-    let at = request.and_then(|r| context.iter().position(|m| m.id == r.id));
+    // From the end: the request is near it (ids are unique, so it is the same place).
+    let at = request.and_then(|r| context.iter().rposition(|m| m.id == r.id));
     let earlier = &context[..at.unwrap_or(context.len())];
     let turn: HashSet<&str> = context[earlier.len()..]
         .iter()
@@ -223,7 +224,8 @@ fn add_history(
 ) -> (Vec<Arc<Message>>, Vec<Violation>) {
     let limit = budget.saturating_sub(addition.map_or(0, |a| tokens.text(a)));
     let mut room = limit.saturating_sub(tokens.messages(&sent));
-    let at = request.and_then(|r| context.iter().position(|m| m.id == r.id));
+    // From the end: the request is near it (ids are unique, so it is the same place).
+    let at = request.and_then(|r| context.iter().rposition(|m| m.id == r.id));
     let earlier = &context[..at.unwrap_or(context.len())];
     let cap = (budget / 8).max(64);
     let mut picked_rev: Vec<Vec<Arc<Message>>> = Vec::new();

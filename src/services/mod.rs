@@ -7,6 +7,7 @@
 
 pub mod compaction;
 pub(crate) mod fit;
+pub(crate) mod fnv;
 pub mod guarantee;
 pub mod llm;
 pub mod pairing;

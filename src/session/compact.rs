@@ -80,7 +80,7 @@ impl Session {
                 })?;
             if by_client {
                 // Applied by the client to the transcript it owns; its next view starts from
-                // its summary (see `session::bridge`).
+                // its summary (see `serve::mirror`).
                 return Ok(result);
             }
             let cap = (engine != LEGACY_ID).then_some(budget);

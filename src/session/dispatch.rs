@@ -151,8 +151,8 @@ impl Session {
             Arc::clone(&self.engine_config),
             budget,
         )
-        .with_client_params(self.serving.as_ref().map(|s| Arc::clone(&s.params)))
-        .with_client_compaction(self.serving.as_ref().and_then(|s| s.compaction.clone()))
+        .with_client_params(self.extras.as_ref().map(|x| Arc::clone(&x.params)))
+        .with_client_compaction(self.extras.as_ref().and_then(|x| x.compaction.clone()))
         .with_recall(Arc::clone(&self.recall))
         .with_storage(crate::engine::api::CallStorage {
             cursor: self.store.cursor(),

@@ -31,8 +31,8 @@ use crate::store::jsonl::JsonlStore;
 use crate::store::{Backend, Opened, SessionStore};
 use crate::transcript::Durability;
 
-mod bridge;
 mod checks;
+mod client;
 mod compact;
 mod context;
 mod dispatch;
@@ -40,9 +40,8 @@ mod state;
 mod turn;
 
 pub use crate::engine::api::{CallTimes, MethodTimes};
-pub(crate) use bridge::Fnv;
-pub use bridge::{ClientAssemble, ClientCall, ClientMirror};
 pub use checks::{check_assemble, check_compact};
+pub use client::{CallExtras, ClientAssemble, SavedRecord};
 pub use context::derive_context;
 pub use state::state_path;
 
@@ -187,20 +186,11 @@ pub struct Session {
     slow_strikes: u32,
     /// Per-method call times of this session's engine.
     call_times: CallTimes,
-    /// What the client passed with the call being served (`ctxhost serve`), beyond what the
-    /// session makes itself (see [`Session::serve_client`]).
-    serving: Option<bridge::Serving>,
-    /// What a client keeps with this session, saved with the engine's state.
-    client_record: Option<Value>,
-    /// How many stored messages `client_record` accounts for, when a state an earlier ctxhost
-    /// saved says (it wrote the transcript and the state in two steps; a commit now keeps them
-    /// together). Messages stored after it were appended by a call whose save never happened
-    /// (a crash); the client's next view is matched against them instead of appending them
-    /// again (see `bridge.rs`).
-    client_stored: Option<usize>,
-    /// The store holds messages after `client_stored` that no client view was matched against
-    /// yet: saves keep `client_stored` where it is until one is.
-    client_unmatched: bool,
+    /// What the caller passed with the operation in progress, beyond what the session makes
+    /// itself (see [`Session::with_extras`]).
+    extras: Option<client::Extras>,
+    /// A record the caller keeps with the engine's state (see [`Session::save_with_record`]).
+    record: Option<SavedRecord>,
 }
 
 impl std::fmt::Debug for Session {
@@ -280,10 +270,8 @@ impl Session {
             turn_engine_time: std::time::Duration::ZERO,
             slow_strikes: 0,
             call_times: CallTimes::default(),
-            serving: None,
-            client_record: None,
-            client_stored: None,
-            client_unmatched: false,
+            extras: None,
+            record: None,
             services,
             recall,
             context,

@@ -30,10 +30,11 @@ impl Session {
                 return Ok(());
             }
         };
-        if self.client_record.is_none() {
-            self.client_record = saved.client;
-            self.client_stored = saved.stored;
-            self.client_unmatched = saved.stored.is_some_and(|n| n < self.store.len());
+        if self.record.is_none() {
+            self.record = saved.client.map(|value| super::SavedRecord {
+                value,
+                entries: saved.stored,
+            });
         }
         if saved.engine != self.engine_id {
             return Ok(());
@@ -54,7 +55,7 @@ impl Session {
     }
 
     /// Commits what the session appended since its last commit together with the engine's
-    /// state and the client's record (one [`crate::store::SessionStore::commit`], so the three
+    /// state and the caller's record (one [`crate::store::SessionStore::commit`], so the three
     /// never disagree after a crash). A turn that ended since the last commit is counted.
     pub(super) fn save_state(&mut self) -> Result<()> {
         let turn_ended = std::mem::take(&mut self.turn_ended);
@@ -71,8 +72,8 @@ impl Session {
                 }
             }
             // No instance (quarantined, or legacy): the saved state stays as it is, and only
-            // a client's record has anything new to write.
-            None if self.client_record.is_none() => return self.commit_entries(turn_ended),
+            // a caller's record has anything new to write.
+            None if self.record.is_none() => return self.commit_entries(turn_ended),
             None => match self
                 .saved
                 .as_ref()
@@ -85,13 +86,11 @@ impl Session {
         let mut doc = Map::new();
         doc.insert("engine".into(), Value::String(engine_id));
         doc.insert("state".into(), state);
-        if let Some(client) = &self.client_record {
-            doc.insert("client".into(), client.clone());
-            // Only a state an earlier ctxhost saved can leave messages the record does not
-            // account for; the commit accounts for everything stored since.
-            if self.client_unmatched
-                && let Some(n) = self.client_stored
-            {
+        if let Some(record) = &self.record {
+            doc.insert("client".into(), record.value.clone());
+            // How many entries the record accounts for (the commit holds them all; a state an
+            // earlier ctxhost saved could account for fewer).
+            if let Some(n) = record.entries {
                 doc.insert("stored".into(), Value::from(n));
             }
         }
@@ -192,12 +191,12 @@ impl std::io::Write for CappedWriter {
 struct SavedState {
     engine: String,
     state: Value,
-    /// What a client keeps with the session (`ctxhost serve`: the mirror of its transcript and
-    /// the `commitTurn` record), saved in the same write as the state.
+    /// What a caller keeps with the session (`ctxhost serve`: the mirror of its client's
+    /// transcript and the `commitTurn` record), saved in the same write as the state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client: Option<Value>,
-    /// How many transcript messages `client` accounts for (see `Session::client_stored`):
-    /// written by an earlier ctxhost, and kept only until the messages after it are matched.
+    /// How many transcript messages `client` accounts for ([`super::SavedRecord::entries`];
+    /// an earlier ctxhost wrote it too, before a commit kept entries and state together).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stored: Option<usize>,
 }

@@ -377,10 +377,7 @@ impl Session {
                     .clone()
                     .and_then(|p| self.host_param(HostParam::Prompt, p)),
                 model: self.setup.model.clone(),
-                available_tools: self
-                    .serving
-                    .as_ref()
-                    .and_then(|s| s.available_tools.clone()),
+                available_tools: self.extras.as_ref().and_then(|x| x.available_tools.clone()),
                 runtime_settings: self.runtime_settings_param(budget, degraded),
             };
             let limits = self.setup.limits.clone();

@@ -1,5 +1,5 @@
 //! What survives a crash and what a save changes: the commit record and the engine state as
-//! one write; hot reload's cheap check of the engine file.
+//! one write; hot reload through the engine file's watcher.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -82,7 +82,7 @@ fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
 }
 
 #[tokio::test]
-async fn a_save_of_the_same_length_with_its_time_set_back_is_picked_up_at_the_next_call() {
+async fn a_save_of_the_same_length_with_its_time_set_back_is_picked_up_by_the_watcher() {
     let dir = tempfile::tempdir().unwrap();
     let (mut c, engine) = Client::on(dir.path(), &window_engine("v1", 2, true)).await;
     let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
@@ -97,8 +97,29 @@ async fn a_save_of_the_same_length_with_its_time_set_back_is_picked_up_at_the_ne
         .unwrap()
         .set_modified(modified)
         .unwrap();
+    c.reloaded().await.unwrap();
     let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
     assert_eq!(r["systemPromptAddition"], "v2 n=2 kept 2 of 4");
+    c.close().await;
+}
+
+#[tokio::test]
+async fn a_save_is_reloaded_by_the_watcher_with_no_call_and_the_same_text_again_is_no_new_version()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let (mut c, engine) = Client::on(dir.path(), &window_engine("v1", 2, true)).await;
+    // No call looks at the file: the watcher reloads it on its own.
+    let v2 = c
+        .save(&engine, &window_engine("v2", 2, true))
+        .await
+        .unwrap();
+    let again = c
+        .save(&engine, &window_engine("v2", 2, true))
+        .await
+        .unwrap();
+    assert_eq!(again, v2, "the same text written again is no new version");
+    let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+    assert_eq!(r["systemPromptAddition"], "v2 n=1 kept 2 of 4");
     c.close().await;
 }
 
@@ -196,6 +217,63 @@ async fn crash_before_the_commit(earlier_ctxhost: bool) {
     // they were ingested again (once), with the new ones.
     let saved: Value = serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
     assert_eq!(saved["state"]["ingested"], 6, "{saved}");
+}
+
+/// The FNV-1a fingerprint an earlier ctxhost kept per mirrored message (role, text and tool
+/// call id, each ended by a 0 byte), as 16 hex digits.
+fn old_fingerprint(role: &str, text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in [role.as_bytes(), &[0], text.as_bytes(), &[0]].concat() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+#[tokio::test]
+async fn a_mirror_an_earlier_ctxhost_saved_as_fingerprints_is_read_once_and_nothing_is_stored_twice()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, true));
+    let two = [user("question 0"), assistant("answer 0")];
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("assemble", assemble_params(&two, 10_000)).await;
+    c.close().await;
+    // The state file as an earlier ctxhost wrote it: the mirror as one fingerprint a message.
+    let session = std::fs::read_dir(state.join("sessions"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let file = session.join("transcript.jsonl.state.json");
+    let mut saved: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(saved["client"]["view"].is_object(), "{saved}");
+    saved["client"] = json!({
+        "mirror": {"fingerprints": [old_fingerprint("user", "question 0"), old_fingerprint("assistant", "answer 0")]},
+        "committed": [],
+    });
+    std::fs::write(&file, serde_json::to_vec_pretty(&saved).unwrap()).unwrap();
+
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    let mut three = two.to_vec();
+    three.push(user("question 1"));
+    let r = c.ok("assemble", assemble_params(&three, 10_000)).await;
+    assert_eq!(texts(&r), ["question 0", "answer 0", "question 1"]);
+    c.close().await;
+    assert_eq!(
+        stored_texts(&session.join("transcript.jsonl")),
+        ["question 0", "answer 0", "question 1"],
+        "the old mirror's messages are not stored again"
+    );
+    let saved: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(
+        saved["client"]["view"].is_object() && saved["client"].get("mirror").is_none(),
+        "the next save writes the new form: {saved}"
+    );
 }
 
 /// `host.store: {kind: "sqlite"}`: a served session lives in the database (no session files),

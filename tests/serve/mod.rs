@@ -8,6 +8,7 @@ mod budget;
 mod cancel;
 mod compaction;
 mod corpus;
+mod delta;
 mod durability;
 mod fuzz;
 mod identity;
@@ -73,6 +74,8 @@ struct Client {
     write: tokio::io::WriteHalf<DuplexStream>,
     server: tokio::task::JoinHandle<ctxhost::Result<()>>,
     next: i64,
+    /// What the engine file's watcher reloaded.
+    reloads: tokio::sync::mpsc::UnboundedReceiver<ctxhost::runtime::reload::ReloadOutcome>,
 }
 
 impl Client {
@@ -80,7 +83,9 @@ impl Client {
         Self::start_with(ServeOptions::new(state.to_path_buf()))
     }
 
-    fn start_with(options: ServeOptions) -> Client {
+    fn start_with(mut options: ServeOptions) -> Client {
+        let (report, reloads) = tokio::sync::mpsc::unbounded_channel();
+        options.reloads = Some(report);
         let (ours, theirs) = tokio::io::duplex(1 << 20);
         let (their_read, their_write) = tokio::io::split(theirs);
         let server = tokio::spawn(serve(their_read, their_write, options));
@@ -90,7 +95,24 @@ impl Client {
             write,
             server,
             next: 1,
+            reloads,
         }
+    }
+
+    /// Saves `text` as the engine file and waits until the server's watcher has reloaded it
+    /// (or refused it: the error).
+    async fn save(&mut self, engine: &Path, text: &str) -> Result<u64, String> {
+        std::fs::write(engine, text).unwrap();
+        self.reloaded().await
+    }
+
+    /// The next reload the engine file's watcher reports.
+    async fn reloaded(&mut self) -> Result<u64, String> {
+        let outcome = tokio::time::timeout(Duration::from_secs(20), self.reloads.recv())
+            .await
+            .expect("the watcher reloaded in time")
+            .expect("the watcher is running");
+        outcome.result.map_err(|e| e.to_string())
     }
 
     async fn send_raw(&mut self, line: &str) {
@@ -228,7 +250,11 @@ async fn initialize_reports_the_engine_info_and_the_declared_transcript_semantic
     let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 2, true));
     let mut c = Client::start(&dir.path().join("state"));
     let r = c.init(&engine).await;
-    assert_eq!(r["protocolVersion"], "1");
+    assert_eq!(r["protocolVersion"], "2");
+    assert_eq!(
+        r["views"], "full",
+        "a client that did not ask for delta views"
+    );
     assert_eq!(r["ctxhostVersion"], env!("CARGO_PKG_VERSION"));
     assert_eq!(r["info"]["id"], "window");
     assert_eq!(r["info"]["ownsCompaction"], true);
@@ -348,18 +374,20 @@ async fn a_failing_script_is_answered_by_legacy_and_the_client_sees_no_error() {
 }
 
 #[tokio::test]
-async fn a_saved_engine_is_picked_up_at_the_next_call_and_a_broken_save_keeps_the_old_one() {
+async fn a_saved_engine_is_picked_up_by_the_watcher_and_a_broken_save_keeps_the_old_one() {
     let dir = tempfile::tempdir().unwrap();
     let (mut c, engine) = Client::on(dir.path(), &window_engine("v1", 2, true)).await;
     let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
     assert_eq!(r["systemPromptAddition"], "v1 n=1 kept 2 of 4");
-    std::fs::write(&engine, window_engine("v2", 3, true)).unwrap();
+    c.save(&engine, &window_engine("v2", 3, true))
+        .await
+        .unwrap();
     let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
     assert_eq!(
         r["systemPromptAddition"], "v2 n=2 kept 3 of 4",
         "state carried over"
     );
-    std::fs::write(&engine, "return {").unwrap();
+    c.save(&engine, "return {").await.unwrap_err();
     let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
     assert_eq!(
         r["systemPromptAddition"], "v2 n=3 kept 3 of 4",
@@ -377,7 +405,9 @@ async fn a_reload_lifts_the_quarantine() {
         r.get("systemPromptAddition").is_none(),
         "quarantined: legacy answered"
     );
-    std::fs::write(&engine, window_engine("fixed", 2, true)).unwrap();
+    c.save(&engine, &window_engine("fixed", 2, true))
+        .await
+        .unwrap();
     let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
     assert_eq!(r["systemPromptAddition"], "fixed n=1 kept 2 of 4");
     c.close().await;
@@ -490,7 +520,9 @@ async fn a_running_request_is_stopped_by_its_cancel_and_the_session_goes_on() {
         "the call was running when cancelled: {message}"
     );
     // Nothing quarantined, and the flag does not stop the next call: it runs on the engine.
-    std::fs::write(&engine, window_engine("v2", 2, true)).unwrap();
+    c.save(&engine, &window_engine("v2", 2, true))
+        .await
+        .unwrap();
     let next = c.ok("assemble", assemble_params(&history(1), 1000)).await;
     let addition = next["systemPromptAddition"].as_str().unwrap_or_default();
     assert!(addition.starts_with("v2 n="), "{next}");

@@ -1,7 +1,8 @@
 //! Exactly once under the bridge's own retries: a client that behaves like
-//! `bridges/openclaw/index.js` (one `ctxhost serve --stdio` child; a call whose child died
-//! under it is sent again, with the same params, to a new child) drives conversations while
-//! the child is SIGKILLed at random moments after a request is written. Seen from outside at
+//! `bridges/openclaw/index.js` (one `ctxhost serve --stdio` child; it speaks delta views, and a
+//! call whose child died under it is sent again to a new child, from no belief of what ctxhost
+//! holds: [`views`]) drives conversations while the child is SIGKILLed at random moments after
+//! a request is written. Seen from outside at
 //! the end: each conversation's `transcript.jsonl` holds every client message exactly once, in
 //! order (the session's own compaction summaries aside), and no acknowledged message is ever
 //! missing from a later `assemble` window. It runs once per durable backend
@@ -18,6 +19,8 @@
 //! run's calls and kills to FILE. With `CTXHOST_KILL_GIVE_UP` set, a call whose retry died too
 //! is given up half the time, as the bridge gives up after one retry (OpenClaw's error path;
 //! its own transcript keeps the message, and a later view carries it).
+//! `CTXHOST_KILL_VIEWS=full` speaks the full form (the whole history with every call, as a
+//! protocol-1 client) instead of delta views.
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
@@ -33,10 +36,12 @@ use serde_json::{Value, json};
 
 mod child;
 mod disk;
+mod views;
 
 use crate::rng::{Rng, env_u64};
 use child::{Outcome, Serve};
 use disk::{is_summary, key_of, left_behind, stored, transcript_of};
+use views::{Carried, Known, rebuilt};
 
 /// Keeps everything; a forced `compact` writes a summary and keeps every message after it, so
 /// kills land behind summaries while every client message stays in the window.
@@ -81,6 +86,8 @@ struct Bridge {
     given_up: u64,
     /// A running mean of a call's round trip (µs): kill delays are drawn from about twice it.
     round_trip_us: f64,
+    /// Speaks delta views (else the full form).
+    delta: bool,
     log: Vec<String>,
     /// What each kill left on disk (see [`left_behind`]), by kind.
     windows: BTreeMap<&'static str, u64>,
@@ -91,7 +98,8 @@ impl Bridge {
         if self.serve.is_none() {
             let mut s = Serve::spawn(&self.state, &self.engine, &self.home);
             let mut init = json!({"engine": self.engine, "clientInfo": {"name": "kills-test", "version": "1"},
-                              "capabilities": {"delegateCompaction": true, "llmComplete": true}});
+                              "capabilities": {"delegateCompaction": true, "llmComplete": true,
+                                               "deltaViews": self.delta}});
             if let Some(config) = &self.config {
                 init["config"] = json!(config);
             }
@@ -107,92 +115,119 @@ impl Bridge {
 
     /// One call, sent again (the same params) to a new child until answered, or given up as
     /// the bridge does once its one retry died too (`None`: OpenClaw's error path; the turn
-    /// goes on, and its own transcript keeps the message). A kill is planned at random for each
-    /// attempt (more often when `early`: a conversation's first calls, before its first save,
-    /// and compactions, whose summary a retry must not take for a client message).
+    /// goes on, and its own transcript keeps the message).
     fn call(&mut self, method: &str, params: Value, early: bool) -> Option<Value> {
         let mut died = 0;
         loop {
-            let kill_at =
-                (self.kills_left > 0 && self.rng.one_in(if early { 2 } else { 4 })).then(|| {
-                    let span = (2.0 * self.round_trip_us) as u64 + 50;
-                    Duration::from_micros(self.rng.below(span))
-                });
-            self.serve();
-            let mut serve = self.serve.take().unwrap();
-            let started = Instant::now();
-            let Some(id) = serve.write(method, &params) else {
-                panic!(
-                    "{method}: the child's stdin closed before a kill\n{}",
-                    self.log.join("\n")
-                );
-            };
-            let mut outcome = serve.wait(id, kill_at.map(|d| started + d));
-            let killed = outcome.is_none();
-            if killed {
-                // The kill lands while the call is in flight; an answer already on its way
-                // still counts, as it does for the bridge.
-                serve.kill();
-                self.kills += 1;
-                self.kills_left -= 1;
-                outcome = serve.wait(id, None);
-                let window = match &self.config {
-                    // A call's messages and state are one transaction: no window between them.
-                    Some(_) => "a sqlite transaction (all or nothing)",
-                    None => left_behind(&self.state, params["sessionId"].as_str().unwrap_or("")),
-                };
-                *self.windows.entry(window).or_default() += 1;
-                self.log.push(format!(
-                    "kill {} at {:?} in {method}, {window} ({})",
-                    self.kills,
-                    kill_at.unwrap_or_default(),
-                    if matches!(outcome, Some(Outcome::Answered(_))) {
-                        "answered"
-                    } else {
-                        "sent again"
-                    }
-                ));
-            }
-            match outcome {
-                Some(Outcome::Answered(r)) => {
-                    if killed {
-                        serve.kill();
-                    } else {
-                        let us = started.elapsed().as_micros() as f64;
-                        self.round_trip_us = 0.9 * self.round_trip_us + 0.1 * us;
-                        self.serve = Some(serve);
-                    }
-                    assert!(
-                        r.get("error").is_none(),
-                        "{method} answered an error: {r}\n{}",
-                        self.log.join("\n")
-                    );
-                    return Some(r["result"].clone());
+            match self.attempt(method, &params, early, &mut died) {
+                Attempt::Answered(r) => return Some(r),
+                Attempt::Refused(e) => {
+                    panic!("{method} answered an error: {e}\n{}", self.log.join("\n"))
                 }
-                _ => {
-                    assert!(
-                        killed,
-                        "{method}: the child died by itself\n{}",
-                        self.log.join("\n")
-                    );
-                    serve.kill();
-                    died += 1;
-                    if self.give_up && died >= 2 && self.rng.one_in(2) {
-                        self.given_up += 1;
-                        self.log.push(format!("{method} given up"));
-                        return None;
-                    }
-                    self.resent += 1;
-                }
+                Attempt::Died => {}
+                Attempt::GivenUp => return None,
             }
         }
     }
+
+    /// One try of a call, with a kill planned at random (more often when `early`: a
+    /// conversation's first calls, before its first save, and compactions, whose summary a
+    /// retry must not take for a client message). `died` counts the tries of this call the
+    /// child died under; after the second, the call is given up half the time when
+    /// `give_up` is set.
+    fn attempt(&mut self, method: &str, params: &Value, early: bool, died: &mut u32) -> Attempt {
+        let kill_at =
+            (self.kills_left > 0 && self.rng.one_in(if early { 2 } else { 4 })).then(|| {
+                let span = (2.0 * self.round_trip_us) as u64 + 50;
+                Duration::from_micros(self.rng.below(span))
+            });
+        self.serve();
+        let mut serve = self.serve.take().unwrap();
+        let started = Instant::now();
+        let Some(id) = serve.write(method, params) else {
+            panic!(
+                "{method}: the child's stdin closed before a kill\n{}",
+                self.log.join("\n")
+            );
+        };
+        let mut outcome = serve.wait(id, kill_at.map(|d| started + d));
+        let killed = outcome.is_none();
+        if killed {
+            // The kill lands while the call is in flight; an answer already on its way
+            // still counts, as it does for the bridge.
+            serve.kill();
+            self.kills += 1;
+            self.kills_left -= 1;
+            outcome = serve.wait(id, None);
+            let window = match &self.config {
+                // A call's messages and state are one transaction: no window between them.
+                Some(_) => "a sqlite transaction (all or nothing)",
+                None => left_behind(&self.state, params["sessionId"].as_str().unwrap_or("")),
+            };
+            *self.windows.entry(window).or_default() += 1;
+            self.log.push(format!(
+                "kill {} at {:?} in {method}, {window} ({})",
+                self.kills,
+                kill_at.unwrap_or_default(),
+                if matches!(outcome, Some(Outcome::Answered(_))) {
+                    "answered"
+                } else {
+                    "sent again"
+                }
+            ));
+        }
+        match outcome {
+            Some(Outcome::Answered(r)) => {
+                if killed {
+                    serve.kill();
+                } else {
+                    let us = started.elapsed().as_micros() as f64;
+                    self.round_trip_us = 0.9 * self.round_trip_us + 0.1 * us;
+                    self.serve = Some(serve);
+                }
+                match r.get("error") {
+                    Some(e) => Attempt::Refused(e.clone()),
+                    None => Attempt::Answered(r["result"].clone()),
+                }
+            }
+            _ => {
+                assert!(
+                    killed,
+                    "{method}: the child died by itself\n{}",
+                    self.log.join("\n")
+                );
+                serve.kill();
+                *died += 1;
+                if self.give_up && *died >= 2 && self.rng.one_in(2) {
+                    self.given_up += 1;
+                    self.log.push(format!("{method} given up"));
+                    return Attempt::GivenUp;
+                }
+                self.resent += 1;
+                Attempt::Died
+            }
+        }
+    }
+}
+
+/// How one try of a call ended.
+enum Attempt {
+    /// Its result.
+    Answered(Value),
+    /// Its error.
+    Refused(Value),
+    /// The child died under it (it is sent again).
+    Died,
+    /// Given up, as the bridge gives up after its one retry.
+    GivenUp,
 }
 
 /// What the client knows of one conversation.
 struct Conversation {
     id: String,
     view: Vec<Value>,
+    /// What the bridge believes ctxhost holds of it (delta views).
+    known: Option<Known>,
     /// Messages a call carrying them was answered for.
     acknowledged: BTreeSet<String>,
 }
@@ -328,6 +363,7 @@ fn kills_on(kind: crate::common::backends::Kind) {
         give_up: std::env::var_os("CTXHOST_KILL_GIVE_UP").is_some(),
         given_up: 0,
         round_trip_us: 3000.0,
+        delta: std::env::var("CTXHOST_KILL_VIEWS").as_deref() != Ok("full"),
         log: Vec::new(),
         windows: BTreeMap::new(),
     };
@@ -344,6 +380,7 @@ fn kills_on(kind: crate::common::backends::Kind) {
         let mut c = Conversation {
             id: format!("sid-{n}"),
             view: Vec::new(),
+            known: None,
             acknowledged: BTreeSet::new(),
         };
         let turns = 4 + shape.below(10);
@@ -360,7 +397,18 @@ fn kills_on(kind: crate::common::backends::Kind) {
             ts += 1;
             let question = user(format!("c{n} t{t} question"));
             b.log.push(format!("{}: ingest t{t} question", c.id));
-            let answered = b.call("ingest", with(json!({"message": question})), calls < 2);
+            let answered = if b.delta {
+                let early = calls < 2;
+                b.view_call(
+                    &mut c.known,
+                    "ingest",
+                    with(json!({})),
+                    Carried::New(vec![question.clone()]),
+                    early,
+                )
+            } else {
+                b.call("ingest", with(json!({"message": question})), calls < 2)
+            };
             calls += 1;
             c.view.push(question);
             if answered.is_some() {
@@ -374,14 +422,22 @@ fn kills_on(kind: crate::common::backends::Kind) {
                 c.view.len()
             };
             b.log.push(format!("{}: assemble ({shown} messages)", c.id));
-            let r = b.call(
-                "assemble",
-                with(
-                    json!({"messages": c.view[..shown], "tokenBudget": 1_000_000,
-                            "prompt": format!("c{n} t{t} question")}),
-                ),
-                calls < 2,
-            );
+            let prompt = json!({"tokenBudget": 1_000_000, "prompt": format!("c{n} t{t} question")});
+            let r = if b.delta {
+                let shown_view = c.view[..shown].to_vec();
+                b.view_call(
+                    &mut c.known,
+                    "assemble",
+                    with(prompt),
+                    Carried::View(shown_view.clone()),
+                    calls < 2,
+                )
+                .map(|r| rebuilt(&r, &shown_view))
+            } else {
+                let mut p = with(prompt);
+                p["messages"] = json!(c.view[..shown]);
+                b.call("assemble", p, calls < 2)
+            };
             calls += 1;
             if let Some(r) = r {
                 c.acknowledge(0..shown);
@@ -406,6 +462,22 @@ fn kills_on(kind: crate::common::backends::Kind) {
                 // an engine that defines afterTurn).
                 b.log.push(format!("{}: t{t} reply not ingested", c.id));
                 None
+            } else if b.delta {
+                let method = if reply.len() > 1 {
+                    "ingestBatch"
+                } else {
+                    "ingest"
+                };
+                b.log
+                    .push(format!("{}: {method} t{t} ({})", c.id, reply.len()));
+                calls += 1;
+                b.view_call(
+                    &mut c.known,
+                    method,
+                    with(json!({})),
+                    Carried::New(reply.clone()),
+                    calls < 3,
+                )
             } else if reply.len() > 1 {
                 b.log
                     .push(format!("{}: ingestBatch t{t} ({})", c.id, reply.len()));
@@ -422,12 +494,21 @@ fn kills_on(kind: crate::common::backends::Kind) {
             }
             b.log
                 .push(format!("{}: afterTurn ({} messages)", c.id, c.view.len()));
-            let answered = b.call(
-                "afterTurn",
-                with(json!({"sessionFile": "f", "messages": c.view,
-                            "prePromptMessageCount": before, "tokenBudget": 1_000_000})),
-                calls < 2,
-            );
+            let turn = json!({"sessionFile": "f", "prePromptMessageCount": before,
+                              "tokenBudget": 1_000_000});
+            let answered = if b.delta {
+                b.view_call(
+                    &mut c.known,
+                    "afterTurn",
+                    with(turn),
+                    Carried::View(c.view.clone()),
+                    calls < 2,
+                )
+            } else {
+                let mut p = with(turn);
+                p["messages"] = json!(c.view);
+                b.call("afterTurn", p, calls < 2)
+            };
             calls += 1;
             if answered.is_some() {
                 c.acknowledge(0..c.view.len());
@@ -453,14 +534,23 @@ fn kills_on(kind: crate::common::backends::Kind) {
         s.kill();
     }
     for c in &mut conversations {
-        let r = b
-            .call(
+        let params = json!({"sessionId": c.id, "sessionKey": KEY, "tokenBudget": 1_000_000});
+        let r = if b.delta {
+            let view = c.view.clone();
+            b.view_call(
+                &mut c.known,
                 "assemble",
-                json!({"sessionId": c.id, "sessionKey": KEY, "messages": c.view,
-                       "tokenBudget": 1_000_000}),
+                params,
+                Carried::View(view.clone()),
                 false,
             )
-            .expect("no kills are left");
+            .map(|r| rebuilt(&r, &view))
+        } else {
+            let mut p = params;
+            p["messages"] = json!(c.view);
+            b.call("assemble", p, false)
+        }
+        .expect("no kills are left");
         c.acknowledge(0..c.view.len());
         tally.window(c, &r, &b.log);
     }
@@ -497,8 +587,9 @@ fn kills_on(kind: crate::common::backends::Kind) {
         }
     }
     eprintln!(
-        "kills ({kind:?}): {} kills ({} calls sent again, {} given up), {} conversations, {} compactions, {} messages \
+        "kills ({kind:?}): {} views: {} kills ({} calls sent again, {} given up), {} conversations, {} compactions, {} messages \
          acknowledged, stored twice {}, lost {}, out of order {} (CTXHOST_KILL_SEED={seed})",
+        if b.delta { "delta" } else { "full" },
         b.kills,
         b.resent,
         b.given_up,

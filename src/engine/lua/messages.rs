@@ -94,8 +94,8 @@ pub struct Resident {
     slab: Vec<Option<Arc<HeldMessage>>>,
     /// Free slab ids.
     free: Vec<u32>,
-    /// The context the array mirrors (kept so `Arc::ptr_eq` can skip an unchanged context).
-    ctx: Option<Arc<Vec<Arc<Message>>>>,
+    /// The context the array mirrors (see [`script::ContextSeen`]).
+    ctx: Option<script::ContextSeen>,
     /// The message tables, aligned with `ctx`.
     entries: Vec<Table>,
     /// The frozen Lua array handed to scripts as `p.messages`.
@@ -263,7 +263,7 @@ impl Resident {
             self.rebuild(lua, ctx)?
         };
         self.drop_pending();
-        self.ctx = Some(ctx.clone());
+        self.ctx = Some(script::ContextSeen::of(ctx));
         self.array = Some(array.clone());
         Ok(array)
     }

@@ -26,8 +26,8 @@ use crate::engine::script::{self, Budget, ConvError, Nesting};
 pub struct Resident {
     /// Message `Arc` pointer → its handle (a read-only `Dynamic`), for every resident message.
     by_msg: HashMap<usize, Dynamic>,
-    /// The context the list mirrors (kept so `Arc::ptr_eq` can skip an unchanged context).
-    ctx: Option<Arc<Vec<Arc<Message>>>>,
+    /// The context the list mirrors (see [`script::ContextSeen`]).
+    ctx: Option<script::ContextSeen>,
     /// The handles of the context, handed to scripts as `p.messages`.
     list: Option<Arc<Vec<Dynamic>>>,
     /// Messages made resident for one call only (ingest, batches, `host::repairPairing`).
@@ -75,7 +75,7 @@ impl Resident {
         let context: HashSet<usize> = self
             .ctx
             .iter()
-            .flat_map(|c| c.iter().map(msg_key))
+            .flat_map(|c| c.keys().iter().copied())
             .collect();
         for m in std::mem::take(&mut self.temps) {
             if !context.contains(&msg_key(&m)) {
@@ -121,7 +121,7 @@ impl Resident {
             };
             items.push(v);
         }
-        self.ctx = Some(ctx.clone());
+        self.ctx = Some(script::ContextSeen::of(ctx));
         let out = list_value(&list);
         self.list = Some(list);
         Ok(out)

@@ -1,7 +1,7 @@
 //! How the session context changed since a VM's resident copy was made, so each adapter
 //! marshals only what is new.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crate::contract::message::Message;
 
@@ -16,18 +16,47 @@ pub enum ContextChange {
     Rebuilt,
 }
 
+/// What a VM keeps of the context it last mirrored. Not the context itself: holding it would
+/// make the session copy the whole context at its next append (`Arc::make_mut`), a cost that
+/// grows with the history on every call. A weak handle tells the very same context; the
+/// messages' addresses, in order, tell an append. The addresses stay the messages' own while
+/// the VM's resident copy holds those messages, which it does until its next sync.
+#[derive(Debug)]
+pub struct ContextSeen {
+    handle: Weak<Vec<Arc<Message>>>,
+    order: Vec<usize>,
+}
+
+impl ContextSeen {
+    /// The context `ctx` as mirrored now.
+    pub fn of(ctx: &Arc<Vec<Arc<Message>>>) -> ContextSeen {
+        ContextSeen {
+            handle: Arc::downgrade(ctx),
+            order: ctx.iter().map(|m| Arc::as_ptr(m) as usize).collect(),
+        }
+    }
+
+    /// The messages' addresses, in order.
+    pub fn keys(&self) -> &[usize] {
+        &self.order
+    }
+}
+
 /// Compares the resident context (`old`, if any) with the call's.
-pub fn context_change(
-    old: Option<&Arc<Vec<Arc<Message>>>>,
-    new: &Arc<Vec<Arc<Message>>>,
-) -> ContextChange {
+pub fn context_change(old: Option<&ContextSeen>, new: &Arc<Vec<Arc<Message>>>) -> ContextChange {
     match old {
-        Some(old) if Arc::ptr_eq(old, new) => ContextChange::Same,
+        // The weak handle keeps the old allocation: a context changed since (always moved to a
+        // new one while the handle exists) cannot have its address.
+        Some(old) if std::ptr::eq(old.handle.as_ptr(), Arc::as_ptr(new)) => ContextChange::Same,
         Some(old)
-            if old.len() <= new.len()
-                && old.iter().zip(new.iter()).all(|(a, b)| Arc::ptr_eq(a, b)) =>
+            if old.order.len() <= new.len()
+                && old
+                    .order
+                    .iter()
+                    .zip(new.iter())
+                    .all(|(a, b)| *a == Arc::as_ptr(b) as usize) =>
         {
-            ContextChange::Appended(old.len())
+            ContextChange::Appended(old.order.len())
         }
         _ => ContextChange::Rebuilt,
     }

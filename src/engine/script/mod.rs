@@ -24,7 +24,7 @@ pub mod result;
 pub mod rollbacks;
 pub mod site;
 
-pub use context::{ContextChange, context_change};
+pub use context::{ContextChange, ContextSeen, context_change};
 pub use convert::{Budget, ConvError, MAX_DEPTH, Nesting, number, written_len};
 pub use instance::{ScriptInstance, WorkerVm, params_object};
 pub use language::{Boot, Expect, Feed, Language, Loaded, Reply, Returned, ScriptVm};

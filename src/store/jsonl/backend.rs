@@ -40,7 +40,7 @@ impl JsonlBackend {
     /// Where an earlier ctxhost kept the session keyed `key` (a 32-bit hash: two keys could
     /// share it). Read once, when the conversation has no directory of its own yet, and moved.
     fn legacy_session_dir(&self, key: &str) -> PathBuf {
-        let mut h = crate::session::Fnv::new();
+        let mut h = crate::services::fnv::Fnv::new();
         h.write(key.as_bytes());
         self.state_dir
             .join("sessions")

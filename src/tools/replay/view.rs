@@ -260,7 +260,7 @@ impl ContextTracker {
         if !m.id.is_empty() && self.stored.contains_key(&m.id) {
             return m.id.clone();
         }
-        let mut h = crate::session::Fnv::new();
+        let mut h = crate::services::fnv::Fnv::new();
         h.write(m.role().as_str().as_bytes());
         h.write(&[0]);
         h.write(m.text().as_bytes());
