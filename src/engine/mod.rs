@@ -62,6 +62,11 @@ pub trait EngineFactory: Send + Sync + std::fmt::Debug {
     fn warnings(&self) -> &[String] {
         &[]
     }
+    /// The hook pipeline behind this factory, when it is one (for `check`, `doctor` and the
+    /// reload of one hook).
+    fn pipeline(&self) -> Option<&crate::pipeline::PipelineFactory> {
+        None
+    }
     /// A fresh instance for one session.
     fn instantiate(&self, cx: &InstanceContext) -> Result<Box<dyn Engine>, EngineError>;
 }

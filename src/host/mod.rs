@@ -124,6 +124,22 @@ impl HostCall {
         }
     }
 
+    /// The same call as pipeline hook `hook` sees it: its id (for `host.log` and errors), its
+    /// entry config and `context` as `p.messages` (the previous `prune` hook's result, say).
+    pub fn for_hook(
+        &self,
+        hook: &str,
+        config: Arc<Value>,
+        context: Arc<Vec<Arc<Message>>>,
+    ) -> Self {
+        HostCall {
+            engine_id: Arc::from(hook),
+            config,
+            context,
+            ..self.clone()
+        }
+    }
+
     /// The call with `forward` deciding which `host` functions run elsewhere (a child-process
     /// VM sends them to its parent).
     pub fn with_forward(mut self, forward: Arc<dyn HostForward>) -> Self {

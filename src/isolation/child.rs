@@ -116,6 +116,7 @@ impl Child {
                 agent_dir,
                 workspace_dir,
                 tokenizer,
+                hook,
             } => {
                 limit_address_space(limits.script.memory_bytes);
                 self.label = configured_id.clone().unwrap_or_default();
@@ -141,7 +142,7 @@ impl Child {
                     agent_dir,
                     workspace_dir,
                     cancel: Some(Arc::clone(&self.cancel)),
-                    hook: false,
+                    hook,
                 };
                 crate::engine::load_any(&path, &opts, &limits.rhai).map(|f| {
                     let reply = FromChild::Loaded {
