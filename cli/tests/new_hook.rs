@@ -38,7 +38,10 @@ fn every_function_runs(dir: &Path, file: &str) {
     let o = ctxhost(dir, &["check", file]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains(&format!("defines: {}\n", FUNCTIONS.join(", "))), "{out}");
+    assert!(
+        out.contains(&format!("defines: {}\n", FUNCTIONS.join(", "))),
+        "{out}"
+    );
     for f in FUNCTIONS {
         assert!(
             out.lines()
@@ -51,7 +54,10 @@ fn every_function_runs(dir: &Path, file: &str) {
 #[test]
 fn a_new_lua_hook_passes_check_with_and_without_its_optional_functions() {
     let dir = tempfile::tempdir().unwrap();
-    let o = ctxhost(dir.path(), &["new", "my_hook", "--kind", "hook", "--lang", "lua"]);
+    let o = ctxhost(
+        dir.path(),
+        &["new", "my_hook", "--kind", "hook", "--lang", "lua"],
+    );
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("hook id \"my-hook\""), "{}", text(&o));
     let source = std::fs::read_to_string(dir.path().join("my_hook.lua")).unwrap();
@@ -77,13 +83,20 @@ fn a_new_lua_hook_passes_check_with_and_without_its_optional_functions() {
 #[test]
 fn a_new_rhai_hook_passes_check_with_and_without_its_optional_functions() {
     let dir = tempfile::tempdir().unwrap();
-    let o = ctxhost(dir.path(), &["new", "sub/r_hook", "--kind", "hook", "--lang", "rhai"]);
+    let o = ctxhost(
+        dir.path(),
+        &["new", "sub/r_hook", "--kind", "hook", "--lang", "rhai"],
+    );
     assert!(o.status.success(), "{}", text(&o));
     let source = std::fs::read_to_string(dir.path().join("sub/r_hook.rhai")).unwrap();
     assert!(source.contains(r#"id: "r-hook""#), "{source}");
     let o = ctxhost(dir.path(), &["check", "sub/r_hook.rhai"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("  ok   hook collect: ran "), "{}", text(&o));
+    assert!(
+        text(&o).contains("  ok   hook collect: ran "),
+        "{}",
+        text(&o)
+    );
 
     // Deleting the `/*` and `*/` lines enables every optional function.
     std::fs::create_dir(dir.path().join("all")).unwrap();
@@ -119,6 +132,9 @@ fn a_hook_that_throws_is_not_sound_and_check_names_its_error() {
     assert_eq!(failed.len(), 1, "{report:#}");
     assert_eq!(failed[0]["step"], "hook collect");
     let detail = failed[0]["detail"].as_str().unwrap();
-    assert!(detail.contains("flaky broke") && detail.contains("flaky.lua:3"), "{detail}");
+    assert!(
+        detail.contains("flaky broke") && detail.contains("flaky.lua:3"),
+        "{detail}"
+    );
     assert_eq!(report["hooks"][0]["status"]["quarantines"], 1, "{report:#}");
 }

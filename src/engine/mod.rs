@@ -90,6 +90,14 @@ pub trait Engine: Send {
         None
     }
 
+    /// Whether the host's own compaction trigger (for an engine that does not own compaction)
+    /// runs through this engine's `compact` rather than straight to the built-in compaction:
+    /// the `pipeline` engine says yes when a hook plans compactions (`compactionPlan`), as the
+    /// design has its trigger go through `compaction.plan`. Default false.
+    fn plans_compaction(&self) -> bool {
+        false
+    }
+
     /// Once per session per instance, before the first turn.
     fn bootstrap(
         &mut self,

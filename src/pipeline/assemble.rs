@@ -59,7 +59,7 @@ pub(super) fn assemble(
             Method::Project,
         )?;
         if let Some(m) = r.get("messages").filter(|m| !m.is_null()) {
-            messages = Some(messages_of(m)?);
+            messages = Some(messages_of(m, call.context())?);
         }
         if let Some(p) = r.get("projection").filter(|p| !p.is_null()) {
             projection = Some(p.clone());
@@ -108,7 +108,7 @@ pub(super) fn assemble(
                     Method::Prune,
                 )?;
                 if let Some(m) = r.get("messages").filter(|m| !m.is_null()) {
-                    next = Some(messages_of(m)?);
+                    next = Some(messages_of(m, &before)?);
                 }
                 reported = r.get("dropped").filter(|d| !d.is_null()).cloned();
                 if let Some(c) = r.get("contribution") {

@@ -20,6 +20,9 @@ pub struct HookVersion {
     pub source: Arc<dyn HookSource>,
     /// Its entry config (`host.config` of the hook).
     pub config: Arc<Json>,
+    /// Where its instances run: `thread` (a worker thread of this process), `process` (a child
+    /// process each, `host.isolation: "process"`) or `builtin` (the host's own code).
+    pub runs_in: &'static str,
     /// Bumped by every reload of this hook alone.
     pub generation: u64,
 }
@@ -83,11 +86,13 @@ impl HookCell {
 
     /// Swaps in a new loaded version; returns its generation. Instances follow it at their
     /// next turn; the other hooks' instances are not touched.
-    pub fn swap(&self, source: Arc<dyn HookSource>, config: Arc<Json>) -> u64 {
+    pub fn swap(&self, version: HookVersion) -> u64 {
         let mut v = self.current.write();
-        v.generation += 1;
-        v.source = source;
-        v.config = config;
+        let generation = v.generation + 1;
+        *v = HookVersion {
+            generation,
+            ..version
+        };
         let mut s = self.status.lock();
         s.generation = v.generation;
         s.last_failure = None;

@@ -193,10 +193,54 @@ pub(super) fn fields(pairs: impl IntoIterator<Item = (&'static str, Json)>) -> M
     pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
 }
 
-pub(super) fn messages_of(v: &Json) -> Result<Vec<Arc<Message>>, String> {
-    serde_json::from_value::<Vec<Message>>(v.clone())
-        .map(|ms| ms.into_iter().map(Arc::new).collect())
-        .map_err(|e| format!("messages: {e}"))
+/// The messages a hook returned. One equal to a message it was `given` (same id, same fields
+/// once the nulls a script cannot hold are left out) is that very message, so an unchanged
+/// message stays the session's (its cached token count, its exact fields).
+pub(super) fn messages_of(v: &Json, given: &[Arc<Message>]) -> Result<Vec<Arc<Message>>, String> {
+    let Json::Array(items) = v else {
+        return Err(format!(
+            "messages must be a list, got {}",
+            crate::engine::script::result::json_type(v)
+        ));
+    };
+    let by_id: std::collections::HashMap<&str, &Arc<Message>> = given
+        .iter()
+        .filter(|m| !m.id.is_empty())
+        .map(|m| (m.id.as_str(), m))
+        .collect();
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let id = item.get("id").and_then(Json::as_str).unwrap_or_default();
+            if let Some(m) = by_id.get(id)
+                && serde_json::to_value(&***m).is_ok_and(|g| same_but_nulls(&g, item))
+            {
+                return Ok(Arc::clone(m));
+            }
+            serde_json::from_value::<Message>(item.clone())
+                .map(Arc::new)
+                .map_err(|e| format!("messages[{}]: {e}", i + 1))
+        })
+        .collect()
+}
+
+/// Whether two JSON values are equal once object fields holding null are left out.
+fn same_but_nulls(a: &Json, b: &Json) -> bool {
+    match (a, b) {
+        (Json::Object(x), Json::Object(y)) => {
+            let set = |m: &'_ Map<String, Json>| m.iter().filter(|(_, v)| !v.is_null()).count();
+            set(x) == set(y)
+                && x.iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_but_nulls(v, w)))
+        }
+        (Json::Array(x), Json::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same_but_nulls(v, w))
+        }
+        (Json::Number(x), Json::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
 }
 
 pub(super) fn only_keys(v: &Json, keys: &[&str], hook: Method) -> Result<(), String> {

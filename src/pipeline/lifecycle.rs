@@ -42,6 +42,10 @@ impl Engine for Pipeline {
         method.required() || method == Method::IngestBatch
     }
 
+    fn plans_compaction(&self) -> bool {
+        self.hooks.iter().any(|h| h.runs(Method::CompactionPlan))
+    }
+
     fn ingest(
         &mut self,
         call: &HostCall,

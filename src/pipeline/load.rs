@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::{Map, Value as Json};
+use serde_json::Map;
 
 use crate::config::{Config, Entry, FailurePolicy};
 use crate::contract::EngineInfo;
@@ -67,13 +67,8 @@ pub fn load_with(
             tracing::warn!(hook = id, "pipeline: the hook's entry is disabled; skipped");
             continue;
         }
-        let (source, hook_config) = load_hook(config, child, id)?;
-        warnings.extend(source.warnings().iter().cloned());
-        let version = HookVersion {
-            source,
-            config: hook_config,
-            generation: 0,
-        };
+        let version = load_hook(config, child, id)?;
+        warnings.extend(version.source.warnings().iter().cloned());
         cells.push(Arc::new(HookCell::new(id, cells.len(), version)));
     }
     let owners = owners(&cells);
@@ -117,18 +112,28 @@ fn two_owners(owners: &[String]) -> String {
 }
 
 /// Loads hook `id`: a built-in hook, or the file its entry names (by its extension, in this
-/// process or in children as `host.isolation` says). Returns it with its entry config.
+/// process or in children as `host.isolation` says), as generation 0.
 fn load_hook(
     config: &Config,
     child: Option<&ChildCommand>,
     id: &str,
-) -> Result<(Arc<dyn HookSource>, Arc<Json>), EngineError> {
+) -> Result<HookVersion, EngineError> {
     let entry = config.plugins.entries.get(id).cloned().unwrap_or_default();
-    let hook_config = Arc::new(entry.config.clone());
-    if builtin::is_builtin(id) {
-        return Ok((builtin::load(config, id, &entry.config)?, hook_config));
-    }
-    Ok((load_script(config, child, id, &entry)?, hook_config))
+    let (source, runs_in) = if builtin::is_builtin(id) {
+        (builtin::load(config, id, &entry.config)?, "builtin")
+    } else {
+        let runs_in = match config.host.isolation {
+            Isolation::Thread => "thread",
+            Isolation::Process => "process",
+        };
+        (load_script(config, child, id, &entry)?, runs_in)
+    };
+    Ok(HookVersion {
+        source,
+        config: Arc::new(entry.config),
+        runs_in,
+        generation: 0,
+    })
 }
 
 fn load_script(
@@ -213,6 +218,8 @@ pub struct HookReport {
     pub id: String,
     /// `lua`, `rhai` or `builtin`.
     pub kind: String,
+    /// Where its instances run: `thread`, `process` or `builtin`.
+    pub runs_in: String,
     /// The hook file, for script hooks.
     pub file: Option<std::path::PathBuf>,
     /// `info.priority` (0 when none).
@@ -251,6 +258,7 @@ impl PipelineFactory {
                 HookReport {
                     id: c.id.clone(),
                     kind: kind.into(),
+                    runs_in: v.runs_in.into(),
                     file,
                     priority: c.priority(),
                     owns_compaction: v.source.info().owns_compaction(),
@@ -284,8 +292,9 @@ impl PipelineFactory {
                 format!("the pipeline has no hook \"{id}\""),
             ));
         };
-        let (source, config) = load_hook(&self.config, self.child.as_ref(), id)?;
-        if source.info().owns_compaction() != cell.current().source.info().owns_compaction() {
+        let version = load_hook(&self.config, self.child.as_ref(), id)?;
+        if version.source.info().owns_compaction() != cell.current().source.info().owns_compaction()
+        {
             return Err(EngineError::new(
                 Op::Load,
                 id,
@@ -293,7 +302,7 @@ impl PipelineFactory {
                 "the new version changes info.ownsCompaction, which decides whether the host compacts; restart (or reload the whole pipeline) to apply it",
             ));
         }
-        Ok(cell.swap(source, config))
+        Ok(cell.swap(version))
     }
 }
 

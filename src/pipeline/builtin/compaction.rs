@@ -3,7 +3,10 @@
 //!
 //! - `maxHistoryShare` (default 0.5): after compacting, the summary and the messages kept
 //!   verbatim take at most this share of the call's budget (the compaction runs against that
-//!   share of the budget), so a compaction leaves room for the turns that follow;
+//!   share of the budget, `details.historyBudget`), so a compaction leaves room for the turns
+//!   that follow; only the turn in progress (never summarized while it fits what compaction
+//!   keeps) or a newest group (a tool call and its results, never cut apart) larger than the
+//!   share on its own is kept over it (`details.withinShare: false`);
 //! - `identifierPolicy` (default `strict`): UUIDs, hashes, URLs, paths and hosts of the
 //!   summarized span are kept verbatim, and the plan's `details.identifierAudit` says how many
 //!   were found and kept.
@@ -11,8 +14,9 @@
 use serde_json::{Map, Value as Json, json};
 
 use crate::compaction::compact;
-use crate::contract::{CompactParams, CompactionTarget, Method};
+use crate::contract::{CompactParams, CompactResult, CompactionTarget, Method};
 use crate::host::HostCall;
+use crate::message::Role;
 use crate::summarize::IdentifierPolicy;
 
 use super::{Builtin, known, number, string};
@@ -71,7 +75,9 @@ impl Builtin for Compaction {
             .unwrap_or(call.token_budget());
         let share = ((budget as f64 * self.max_history_share) as u64).max(1);
         let services = call.services();
-        let params = CompactParams {
+        let mut settings = services.compaction.clone();
+        settings.identifier_policy = self.identifier_policy;
+        let mut params = CompactParams {
             session_id: call.session_id().to_owned(),
             session_key: None,
             token_budget: share,
@@ -87,22 +93,53 @@ impl Builtin for Compaction {
                 .map(str::to_owned),
             runtime_settings: None,
         };
-        let mut settings = services.compaction.clone();
-        settings.identifier_policy = self.identifier_policy;
-        let mut out = compact(
-            call.context(),
-            &services.tokens,
-            services.summarizer.as_ref(),
-            &settings,
-            &params,
-            &services.cancel,
-        );
+        // The turn in progress is never summarized while it fits what compaction keeps for
+        // the whole budget (the host refuses that): a budget of twice the turn keeps it.
+        let context = call.context();
+        let request = context.iter().rposition(|m| m.role() == Role::User);
+        let mut floor = 1;
+        if let Some(at) = request {
+            let turn = services.tokens.messages(&context[at..]);
+            if turn <= settings.keep_for(budget) {
+                floor = turn.saturating_mul(2).min(budget);
+                params.token_budget = params.token_budget.max(floor);
+            }
+        }
+        // The compaction is sized for `share`; when what it keeps still comes out over (a kept
+        // tool result it could not cut at, the summary message's own overhead), it runs again
+        // for a budget smaller by the excess, a few times at most.
+        let mut out = CompactResult::nothing(true, "not run");
+        for _ in 0..4 {
+            out = compact(
+                call.context(),
+                &services.tokens,
+                services.summarizer.as_ref(),
+                &settings,
+                &params,
+                &services.cancel,
+            );
+            let after = out.result.as_ref().and_then(|r| r.tokens_after);
+            match after {
+                Some(a) if a > share && params.token_budget.saturating_sub(a - share) >= floor => {
+                    params.token_budget -= a - share;
+                    params.force = true;
+                }
+                _ => break,
+            }
+        }
         if let Some(result) = &mut out.result
             && let Some(Json::Object(d)) = &mut result.details
         {
             let found = d.get("identifiersFound").cloned().unwrap_or(json!(0));
             let kept = d.get("identifiersKept").cloned().unwrap_or(json!(0));
             d.insert("maxHistoryShare".into(), json!(self.max_history_share));
+            d.insert("historyBudget".into(), json!(share));
+            // Over the share only when the newest group (a call and its results, never cut
+            // apart) alone is larger.
+            d.insert(
+                "withinShare".into(),
+                json!(result.tokens_after.is_some_and(|a| a <= share)),
+            );
             d.insert("identifierPolicy".into(), json!(self.identifier_policy));
             d.insert(
                 "identifierAudit".into(),
