@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ctxhost::config::{Config, Entry};
-use ctxhost::reload::EngineWatcher;
 use ctxhost::runtime::Host;
+use ctxhost::runtime::reload::EngineWatcher;
 
 /// A small but realistic engine: the stdlib's fit, a version string that changes each save.
 fn engine(version: u64) -> String {

@@ -9,6 +9,8 @@
 //! }"#, "inline").unwrap();
 //! assert_eq!(cfg.engine_entry().unwrap().0, "recent");
 //! ```
+//!
+#![doc = include_str!("../docs/configuration.md")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,11 +18,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::compaction::CompactionSettings;
 use crate::contract::LEGACY_ID;
+use crate::contract::limits::{HostLimits, Isolation};
 use crate::error::{Error, Result};
-use crate::limits::{HostLimits, Isolation};
-use crate::tokens::Tokenizer;
+use crate::services::compaction::CompactionSettings;
+use crate::services::tokens::Tokenizer;
 
 /// The environment variable that names the config file (overridden by `--config`).
 pub const CONFIG_ENV: &str = "CTXHOST_CONFIG";
@@ -178,15 +180,18 @@ pub struct HostSettings {
     pub window: u64,
     /// When transcript appends are forced to disk: `entry` (default), `turn` or `none`.
     pub durability: crate::transcript::Durability,
+    /// Where sessions are kept: `{kind: "jsonl"}` (default: files under the state
+    /// directory), `{kind: "sqlite", path?}` or `{kind: "postgres", url, passwordEnv?}`.
+    pub store: StoreSettings,
     /// Built-in compaction.
     pub compaction: CompactionSettings,
     /// Which summarizer writes compaction summaries: `{kind: "builtin"}` (default, offline)
     /// or `{kind: "llm", baseUrl, model, ...}` (an OpenAI-compatible endpoint).
-    pub summarizer: crate::llm::SummarizerSettings,
+    pub summarizer: crate::services::llm::SummarizerSettings,
     /// What `host.complete` may spend, per engine: `{timeoutMs, maxOutputTokens,
     /// maxCallsPerTurn, maxTokensPerDay}`. It asks the model `host.summarizer` names (`llm`,
     /// or the `serve` client's with `client`), or the embedder's.
-    pub complete: crate::llm::ModelLimits,
+    pub complete: crate::services::llm::ModelLimits,
     /// Script limits: per-call deadline and grace, memory, result caps, Rhai's operations.
     pub limits: HostLimits,
     /// How much engine time one turn may take, and what happens to an engine that keeps
@@ -199,7 +204,7 @@ pub struct HostSettings {
     pub engines_dir: Option<PathBuf>,
     /// Where engine VMs run: `thread` (default: a worker thread in this process; a call stuck
     /// in native code past deadline + grace is abandoned) or `process` (a child process per
-    /// engine instance, killed at deadline + grace; see [`crate::isolation`]).
+    /// engine instance, killed at deadline + grace; see [`crate::engine::isolation`]).
     pub isolation: Isolation,
     /// The `pipeline` engine's hooks and their budget (`plugins.slots.contextEngine:
     /// "pipeline"`).
@@ -320,9 +325,10 @@ impl Default for HostSettings {
             tokenizer: Tokenizer::Estimate,
             window: 32_000,
             durability: crate::transcript::Durability::default(),
+            store: StoreSettings::default(),
             compaction: CompactionSettings::default(),
-            summarizer: crate::llm::SummarizerSettings::default(),
-            complete: crate::llm::ModelLimits::default(),
+            summarizer: crate::services::llm::SummarizerSettings::default(),
+            complete: crate::services::llm::ModelLimits::default(),
             limits: HostLimits::default(),
             turn_budget: TurnBudget::default(),
             watch: WatchSettings::default(),
@@ -583,3 +589,37 @@ fn explain_serde_message(raw: &str) -> String {
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;
+
+/// `host.store`: where sessions are kept (see [`crate::store`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum StoreSettings {
+    /// Files under the state directory: `sessions/<id>/transcript.jsonl` and its state.
+    #[default]
+    Jsonl,
+    /// One SQLite database file for every session of a state directory.
+    Sqlite(SqliteSettings),
+    /// A Postgres database shared by many `ctxhost serve` processes.
+    Postgres(PostgresSettings),
+}
+
+/// `host.store` with `kind: "sqlite"`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct SqliteSettings {
+    /// The database file, relative to the config file. Default `ctxhost.db` in the state
+    /// directory.
+    pub path: Option<PathBuf>,
+}
+
+/// `host.store` with `kind: "postgres"`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PostgresSettings {
+    /// `postgres://user@host:port/db` or `host=/run/postgresql dbname=ctxhost`, without a
+    /// password (it comes from `passwordEnv`).
+    pub url: String,
+    /// The environment variable holding the password. Default `CTXHOST_PG_PASSWORD`.
+    #[serde(default)]
+    pub password_env: Option<String>,
+}

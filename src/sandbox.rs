@@ -3,8 +3,8 @@
 //! Three pieces, each language-neutral so the Rhai adapter can reuse them:
 //!
 //! - [`Limits`]: the configurable budgets every language has (`host.limits`), with defaults a
-//!   sane engine never meets; defined in [`crate::limits`] beside a language's own budgets
-//!   ([`RhaiLimits`](crate::limits::RhaiLimits)), and enforced here.
+//!   sane engine never meets; defined in [`crate::contract::limits`] beside a language's own budgets
+//!   ([`RhaiLimits`](crate::contract::limits::RhaiLimits)), and enforced here.
 //! - The process-wide [`watchdog`]: one thread that sets a call's [`StopSignals::expired`] flag when
 //!   its deadline passes. VM interrupts (Luau `set_interrupt`, Rhai `on_progress`) only *read*
 //!   that flag, because reading the clock inside an interrupt made loops ~6× slower.
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-pub use crate::limits::Limits;
+pub use crate::contract::limits::Limits;
 
 /// Why an interrupt stopped a script.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

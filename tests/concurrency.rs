@@ -4,7 +4,8 @@
 //! a clean engine is never quarantined, and the memory an idle session holds is bounded.
 //!
 //! The workload runs in a child process (this test binary, one test) so that its resident-set
-//! figures are its own, not those of the tests running beside it.
+//! figures are its own, not those of the tests running beside it, once per session backend
+//! (`each_backend!`): JSONL files and one SQLite database.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -12,10 +13,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ctxhost::config::{Config, Entry};
-use ctxhost::message::Message;
+use ctxhost::contract::message::Message;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::TurnInput;
+use ctxhost::store::Backend;
 use ctxhost::transcript::Durability;
+
+use crate::common::backends::Kind;
 
 const SESSIONS: usize = 1_000;
 const TURNS: usize = 4;
@@ -70,12 +74,12 @@ fn assert_own_canaries(text: &str, sid: usize, place: &str) {
 /// One session's turns; returns the handle so the session stays open (idle) afterwards.
 async fn converse(
     host: Arc<Host>,
-    dir: PathBuf,
+    backend: Arc<dyn Backend>,
     sid: usize,
     hostile: bool,
 ) -> ctxhost::runtime::SessionHandle {
-    let spec = SessionSpec::new(format!("s{sid}"), dir.join(format!("s{sid}.jsonl")));
-    let session = host.create_session(spec).await.expect("session");
+    let spec = SessionSpec::new(format!("s{sid}"), "");
+    let session = host.open_in(backend, spec).await.expect("session");
     for t in 0..TURNS {
         let attack = if hostile && (sid / 4).is_multiple_of(12) && t == 2 {
             " ATTACK"
@@ -119,8 +123,11 @@ async fn converse(
     session
 }
 
-#[test]
-fn a_thousand_concurrent_sessions_keep_to_themselves() {
+each_backend! { durable:
+    a_thousand_concurrent_sessions_keep_to_themselves => thousand_sessions_on;
+}
+
+fn thousand_sessions_on(kind: Kind) {
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "concurrency::thousand_sessions_workload",
@@ -130,7 +137,7 @@ fn a_thousand_concurrent_sessions_keep_to_themselves() {
             "--test-threads",
             "1",
         ])
-        .env(INNER, "1")
+        .env(INNER, kind.name())
         .output()
         .expect("run the workload");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -153,10 +160,13 @@ fn a_thousand_concurrent_sessions_keep_to_themselves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "run by a_thousand_concurrent_sessions_keep_to_themselves in its own process"]
 async fn thousand_sessions_workload() {
-    if std::env::var_os(INNER).is_none() {
-        return;
-    }
+    let kind = match std::env::var(INNER).as_deref() {
+        Ok("fs-jsonl") => Kind::Jsonl,
+        Ok("sqlite") => Kind::Sqlite,
+        _ => return,
+    };
     let dir = tempfile::tempdir().expect("tempdir");
+    let backend = kind.open(dir.path());
     let hosts = [
         (host("lua/canary.lua"), false),
         (host("rhai/canary.rhai"), false),
@@ -169,7 +179,7 @@ async fn thousand_sessions_workload() {
         let (host, hostile) = &hosts[sid % hosts.len()];
         tasks.spawn(converse(
             Arc::clone(host),
-            dir.path().to_path_buf(),
+            Arc::clone(&backend),
             sid,
             *hostile,
         ));
@@ -195,14 +205,12 @@ async fn thousand_sessions_workload() {
             assert!(failure.is_none(), "a clean engine failed: {failure:?}");
         }
     }
-    // No message lost: every session's file holds its TURNS user messages and replies.
+    drop(idle);
+    // No message lost: every session's store holds its TURNS user messages and replies.
     for sid in (0..SESSIONS).step_by(97) {
-        let text = std::fs::read_to_string(dir.path().join(format!("s{sid}.jsonl"))).unwrap();
-        assert_own_canaries(&text, sid, "the transcript");
-        let messages: String = text
-            .lines()
-            .filter(|l| l.contains(r#""type":"message""#))
-            .collect();
+        let stored = backend.open(&format!("s{sid}"), "").unwrap().messages;
+        let messages: String = stored.iter().map(|m| m.text() + "\n").collect();
+        assert_own_canaries(&messages, sid, "the store");
         for t in 0..TURNS {
             assert_eq!(
                 messages.matches(&format!("canary-{sid}-{t} ")).count(),
@@ -218,5 +226,4 @@ async fn thousand_sessions_workload() {
     }
     let per_session = after.saturating_sub(before) / SESSIONS as u64;
     println!("idle-session-bytes={per_session}");
-    drop(idle);
 }

@@ -9,21 +9,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use ctxhost::config::{Config, Entry};
-use ctxhost::message::{Message, Role};
+use ctxhost::contract::message::{Message, Role};
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::{Session, TurnInput};
-use ctxhost::transcript::{Store, TranscriptStore};
+use ctxhost::store::jsonl::JsonlStore;
+use ctxhost::store::{Commit, Opened, SessionStore, StorageCursor};
+use ctxhost::transcript::{Durability, TranscriptStore};
 
 /// A JSONL store whose appends of compaction summaries fail with "No space left on device"
 /// while `full` is set, as a full disk would fail the one write a compaction makes.
 #[derive(Debug)]
 struct FullDisk {
-    inner: TranscriptStore,
+    inner: Box<dyn SessionStore>,
     full: Arc<AtomicBool>,
     refused: Arc<AtomicUsize>,
 }
 
-impl Store for FullDisk {
+impl SessionStore for FullDisk {
     fn append(&mut self, messages: Vec<Message>) -> ctxhost::Result<Vec<Arc<Message>>> {
         if self.full.load(Ordering::SeqCst)
             && messages.iter().any(|m| m.role() == Role::CompactionSummary)
@@ -31,17 +33,23 @@ impl Store for FullDisk {
             self.refused.fetch_add(1, Ordering::SeqCst);
             return Err(ctxhost::Error::io(
                 "append to transcript",
-                self.inner.path(),
+                Path::new(&self.inner.location()),
                 std::io::Error::from_raw_os_error(28),
             ));
         }
         self.inner.append(messages)
     }
-    fn path(&self) -> &Path {
-        self.inner.path()
+    fn commit(&mut self, commit: Commit<'_>) -> ctxhost::Result<()> {
+        self.inner.commit(commit)
     }
     fn len(&self) -> usize {
         self.inner.len()
+    }
+    fn cursor(&self) -> StorageCursor {
+        self.inner.cursor()
+    }
+    fn location(&self) -> String {
+        self.inner.location()
     }
 }
 
@@ -72,13 +80,17 @@ fn session_on_full_disk(host: &Host, file: &Path) -> (Session, Disk) {
     let spec = SessionSpec::new("s", file);
     let full = Arc::new(AtomicBool::new(false));
     let refused = Arc::new(AtomicUsize::new(0));
+    let opened = JsonlStore::create(file, "s", "", Durability::Entry).unwrap();
     let store = FullDisk {
-        inner: TranscriptStore::create(file, "s", "").unwrap(),
+        inner: opened.store,
         full: Arc::clone(&full),
         refused: Arc::clone(&refused),
     };
-    let session = Session::with_store(host.session_setup(&spec), Box::new(store), Vec::new())
-        .expect("session");
+    let opened = Opened {
+        store: Box::new(store),
+        ..opened
+    };
+    let session = Session::with_store(host.session_setup(&spec), opened).expect("session");
     (session, Disk { full, refused })
 }
 
@@ -286,7 +298,7 @@ fn check_without_a_config_warns_when_info_id_differs_from_the_file_name() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("my_policy.lua");
     std::fs::write(&path, renamed_engine(false)).unwrap();
-    let report = ctxhost::check::check_engine(&path, &Config::default());
+    let report = ctxhost::tools::check::check_engine(&path, &Config::default());
     assert!(report.sound, "{:#?}", report.steps);
     assert_eq!(report.engine, "declared-id");
     assert!(
@@ -303,7 +315,7 @@ fn check_without_a_config_warns_when_info_id_differs_from_the_file_name() {
 fn check_refuses_an_engine_that_calls_itself_legacy() {
     let dir = tempfile::tempdir().unwrap();
     let path = impostor(dir.path());
-    let report = ctxhost::check::check_engine(&path, &Config::default());
+    let report = ctxhost::tools::check::check_engine(&path, &Config::default());
     assert!(!report.sound);
     let failed = report.steps.iter().find(|s| !s.ok).expect("a failed step");
     assert!(

@@ -18,7 +18,7 @@ mod report;
 
 fn main() -> ExitCode {
     // `host.isolation: "process"` starts this program again as an engine's child.
-    if std::env::args().nth(1).as_deref() == Some(ctxhost::isolation::CHILD_ARG) {
+    if std::env::args().nth(1).as_deref() == Some(ctxhost::engine::isolation::CHILD_ARG) {
         tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_env("CTXHOST_LOG")
@@ -27,7 +27,7 @@ fn main() -> ExitCode {
             .with_ansi(false)
             .with_writer(std::io::stderr)
             .init();
-        let code = ctxhost::isolation::child_main();
+        let code = ctxhost::engine::isolation::child_main();
         return ExitCode::from(u8::try_from(code).unwrap_or(2));
     }
     let args = cli::Args::parse();

@@ -2,6 +2,7 @@
 //! and rhai link once. Each module is one command's (or one concern's) tests.
 
 #[path = "../../tests/common/mod.rs"]
+#[macro_use]
 mod common;
 
 mod bin;
@@ -22,5 +23,6 @@ mod retention;
 mod rng;
 mod serve;
 mod snapshots;
+mod store;
 mod terminal;
 mod watch;

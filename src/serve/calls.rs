@@ -11,9 +11,9 @@ use crate::contract::client::{self, ClientCall as Call};
 use crate::contract::{
     CommitStatus, CompactionTarget, ContextMode, MaintainReason, SubagentEndReason,
 };
+use crate::engine::api::ClientCompaction;
 use crate::error::Result;
-use crate::host::ClientCompaction;
-use crate::runtime::{Host, SessionSpec};
+use crate::runtime::SessionSpec;
 use crate::session::{ClientAssemble, ClientCall, ClientMirror, Session};
 
 use super::Hosted;
@@ -38,11 +38,7 @@ impl Server {
         };
         hosted.refresh().await;
         if served.is_none() {
-            *served = Some(
-                self.open(&hosted.host, key, cancel)
-                    .await
-                    .map_err(from_error)?,
-            );
+            *served = Some(self.open(&hosted, key, cancel).await.map_err(from_error)?);
         }
         let Some(s) = served.as_mut() else {
             return Err(internal("the session did not open"));
@@ -261,21 +257,18 @@ impl Server {
 
     pub(super) async fn open(
         &self,
-        host: &Host,
+        hosted: &Hosted,
         key: &str,
         cancel: &Arc<AtomicBool>,
     ) -> Result<Served> {
-        let dir = state::open_session_dir(&self.options.state_dir, key)?;
-        let file = dir.join("transcript.jsonl");
         let spec = SessionSpec {
             cancel: Some(Arc::clone(cancel)),
-            ..SessionSpec::new(key, &file)
+            ..SessionSpec::new(key, "")
         };
-        let handle = if file.exists() {
-            host.open_session(spec).await?
-        } else {
-            host.create_session(spec).await?
-        };
+        let handle = hosted
+            .host
+            .open_in(Arc::clone(&hosted.backend), spec)
+            .await?;
         let saved = handle
             .with(|s| {
                 s.expect_client();
@@ -288,7 +281,10 @@ impl Server {
                 BridgeRecord::default()
             }),
             // Kept by an earlier ctxhost beside the state; the next save moves it in.
-            None => BridgeRecord::load(&dir),
+            None => match handle.file() {
+                Some(file) => file.parent().map(BridgeRecord::load).unwrap_or_default(),
+                None => BridgeRecord::default(),
+            },
         };
         Ok(Served {
             handle,

@@ -14,6 +14,8 @@ use super::protocol::{self, ClientCapabilities};
 /// The engine host and what the client said at `initialize`.
 pub(super) struct Hosted {
     pub(super) host: Arc<Host>,
+    /// Where this host's sessions are stored (`host.store`).
+    pub(super) backend: Arc<dyn crate::store::Backend>,
     pub(super) capabilities: ClientCapabilities,
     pub(super) engine_path: Option<PathBuf>,
     pub(super) watch: bool,

@@ -492,7 +492,10 @@ impl Server {
         if let Some(client) = &p.client_info {
             tracing::info!(client = %client.name, version = %client.version, engine = %info.id, "initialized");
         }
+        let backend =
+            crate::store::open_backend(host.config(), &self.options.state_dir).map_err(internal)?;
         let hosted = Arc::new(Hosted {
+            backend,
             seen: tokio::sync::Mutex::new(seen),
             host,
             capabilities: p.capabilities,

@@ -1,5 +1,6 @@
-//! What a served session keeps on disk, so the next client process (every
-//! `openclaw agent --local` run is one) continues where the last left off:
+//! What a served session keeps beside its entries, so the next client process (every
+//! `openclaw agent --local` run is one) continues where the last left off. Sessions are kept
+//! in the host's store (`host.store`; by default [`JsonlBackend`] under the state directory):
 //!
 //! ```text
 //! <state dir>/sessions/<id slug>-<sha256>/transcript.jsonl             the mirrored messages
@@ -9,12 +10,11 @@
 //!                                                                       commitTurn record
 //! ```
 //!
-//! The engine's state and the [`BridgeRecord`] are one file, replaced atomically after every
-//! call: a crash leaves both as they were or both as they are, so a turn is never recorded
-//! as committed while the state the engine's `commitTurn` left is lost (or the reverse). The
-//! transcript is appended before that write; messages a crash left in the transcript but not
-//! in the saved mirror are recognised at the next view and stored once
-//! ([`crate::session::ClientMirror`]).
+//! The engine's state and the [`BridgeRecord`] are committed with the messages the call
+//! stored, after every call ([`crate::store::SessionStore::commit`]): a crash leaves all of
+//! them as they were or all as they are, so a turn is never recorded as committed while the
+//! state the engine's `commitTurn` left is lost (or the reverse), and the mirror never misses
+//! a stored message.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -48,12 +48,6 @@ pub fn default_state_dir() -> Option<PathBuf> {
 /// [`JsonlBackend::session_dir`]).
 pub fn session_dir(state_dir: &Path, id: &str) -> PathBuf {
     JsonlBackend::new(state_dir, Durability::default()).session_dir(id)
-}
-
-/// The directory of the conversation `id`, created if missing, taking over one an earlier
-/// ctxhost kept for it ([`JsonlBackend::open_session_dir`]).
-pub fn open_session_dir(state_dir: &Path, id: &str) -> crate::error::Result<PathBuf> {
-    JsonlBackend::new(state_dir, Durability::default()).open_session_dir(id)
 }
 
 /// Where the parent of a subagent is noted: OpenClaw's `onSubagentEnded` names only the child,

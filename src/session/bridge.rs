@@ -12,24 +12,27 @@
 //! in the store, so every later view is assembled from the compacted context even though the
 //! client never applies the summary to its own transcript.
 //!
-//! A crash between a call's transcript append and its state write (which holds the mirror)
-//! stores messages the saved mirror does not know. The state file records how many stored
-//! messages the mirror accounts for; after a restart, the first client view is matched
-//! against the messages stored beyond that (by fingerprint, in order), and those are taken as
-//! stored instead of being appended again.
+//! What a call stores is committed with the engine's state and the mirror in one
+//! [`crate::store::SessionStore::commit`]: a crash before it leaves neither (the store sets the
+//! uncommitted entries aside when it reopens), so the store and the mirror agree. Only a state
+//! an earlier ctxhost saved (it appended and saved in two steps) can know fewer messages than
+//! the store holds: it records how many its mirror accounts for, and after a restart the first
+//! client view is matched against the messages stored beyond that (by fingerprint, in order),
+//! and those are taken as stored instead of being appended again. A session stored without
+//! any record (a crash before an earlier ctxhost's first save) is matched the same way.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::contract::message::{Message, Role};
 use crate::contract::{
     self, BootstrapResult, CompactResult, CompactionTarget, MaintainReason, MaintainResult, Method,
     Operation,
 };
+use crate::engine::api::{ClientCompaction, ClientParams};
 use crate::error::Result;
-use crate::host::{ClientCompaction, ClientParams};
-use crate::message::{Message, Role};
 
 use super::{Assembly, Session};
 
@@ -256,6 +259,7 @@ impl Session {
     /// an `assemble`): the engine time of the turn's calls is held against `host.turnBudget`
     /// as a driven turn's is, so a slow engine is reported (or quarantined) under `serve` too.
     pub fn end_client_turn(&mut self) -> Result<()> {
+        self.turn_ended = true;
         let r = self.judge_turn_time();
         self.turn_engine_time = std::time::Duration::ZERO;
         self.stats = super::TurnStats::default();
@@ -279,14 +283,12 @@ impl Session {
         }))
     }
 
-    /// Saves the engine's per-session state now (a client process may end at any call), with
-    /// `record` (what the client's bridge keeps: its mirror, the turns committed) in the same
-    /// atomic write, so a crash leaves both as they were before or both as they are now.
+    /// Commits what the call stored with the engine's per-session state now (a client
+    /// process may end at any call) and `record` (what the client's bridge keeps: its mirror,
+    /// the turns committed), so a crash leaves all three as they were before or as they are
+    /// now.
     pub fn persist_state(&mut self, record: serde_json::Value) -> Result<()> {
         self.client_record = Some(record);
-        if !self.client_unmatched {
-            self.client_stored = Some(self.store.len());
-        }
         self.save_state()
     }
 

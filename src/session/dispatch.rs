@@ -9,10 +9,10 @@ use crate::contract::{
     self, EngineSelection, HostParam, Method, ModelInfo, Operation, RuntimeDiagnostics,
     RuntimeInfo, RuntimeLimits, RuntimeSettings,
 };
+use crate::engine::api::HostCall;
 use crate::engine::legacy::LEGACY_ID;
 use crate::engine::{Engine, InstanceContext};
 use crate::error::{Disposition, EngineError, EngineErrorKind, Error, Result};
-use crate::host::HostCall;
 
 use super::Session;
 
@@ -154,6 +154,10 @@ impl Session {
         .with_client_params(self.serving.as_ref().map(|s| Arc::clone(&s.params)))
         .with_client_compaction(self.serving.as_ref().and_then(|s| s.compaction.clone()))
         .with_recall(Arc::clone(&self.recall))
+        .with_storage(crate::engine::api::CallStorage {
+            cursor: self.store.cursor(),
+            meta: self.store.meta(),
+        })
     }
 
     pub(super) fn check_requirements(&self, op: Operation) -> Result<()> {

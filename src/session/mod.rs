@@ -15,19 +15,21 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::compaction::CompactionSettings;
 use crate::config::FailurePolicy;
+use crate::contract::message::Message;
 use crate::contract::{EngineInfo, ResultLimits};
+use crate::engine::Quarantine;
+use crate::engine::api::SessionServices;
 use crate::engine::legacy::{LEGACY_ID, Legacy};
 use crate::engine::{Engine, EngineCell, SpawnRollback};
 use crate::error::{EngineError, Result};
-use crate::host::SessionServices;
-use crate::message::Message;
-use crate::quarantine::Quarantine;
-use crate::recall::RecallIndex;
-use crate::summarize::Summarizer;
-use crate::tokens::TokenCache;
-use crate::transcript::{Durability, Store, TranscriptStore};
+use crate::services::compaction::CompactionSettings;
+use crate::services::recall::RecallIndex;
+use crate::services::summarize::Summarizer;
+use crate::services::tokens::TokenCache;
+use crate::store::jsonl::JsonlStore;
+use crate::store::{Backend, Opened, SessionStore};
+use crate::transcript::Durability;
 
 mod bridge;
 mod checks;
@@ -37,7 +39,7 @@ mod dispatch;
 mod state;
 mod turn;
 
-pub use crate::host::{CallTimes, MethodTimes};
+pub use crate::engine::api::{CallTimes, MethodTimes};
 pub(crate) use bridge::Fnv;
 pub use bridge::{ClientAssemble, ClientCall, ClientMirror};
 pub use checks::{check_assemble, check_compact};
@@ -66,11 +68,11 @@ pub struct SessionSetup {
     /// Caps on engine results.
     pub limits: ResultLimits,
     /// Counts tokens.
-    pub tokens: Arc<dyn crate::tokens::TokenCounter>,
+    pub tokens: Arc<dyn crate::services::tokens::TokenCounter>,
     /// Summarizes for compaction and `host.summarize`.
     pub summarizer: Arc<dyn Summarizer>,
     /// The model behind `host.complete`, with its budgets.
-    pub completions: Arc<crate::host::Completions>,
+    pub completions: Arc<crate::engine::api::Completions>,
     /// The configured engine (hot-reloadable), with its entry config.
     pub engine: Arc<EngineCell>,
     /// Where this host's engines are quarantined.
@@ -109,13 +111,13 @@ pub struct Assembly {
     /// Pairing repairs the host made.
     pub pairing_repairs: usize,
     /// Ids of the messages the host put in that the engine's result left out (the current
-    /// request, the newest summary; see [`crate::guarantee`]), so reports can tell them apart.
+    /// request, the newest summary; see [`crate::services::guarantee`]), so reports can tell them apart.
     pub host_added: Vec<String>,
-    /// What the engine's assembly lacked and the host put back (see [`crate::guarantee`]).
-    pub put_back: Vec<crate::guarantee::Violation>,
-    /// What the call still lacks as sent, after those repairs (see [`crate::guarantee`]),
+    /// What the engine's assembly lacked and the host put back (see [`crate::services::guarantee`]).
+    pub put_back: Vec<crate::services::guarantee::Violation>,
+    /// What the call still lacks as sent, after those repairs (see [`crate::services::guarantee`]),
     /// judged once here so `replay`, `check` and `compare` need not judge it again.
-    pub violations: Vec<crate::guarantee::Violation>,
+    pub violations: Vec<crate::services::guarantee::Violation>,
     /// The engine's `contextProjection`, as it returned it (the `pipeline` engine reports
     /// there what each hook did in this call).
     pub projection: Option<serde_json::Value>,
@@ -138,7 +140,7 @@ pub struct TurnStats {
     /// Whether that time exceeded `host.turnBudget.engineMs`.
     pub slow: bool,
     /// Model calls whose assembly lacked the current request or the newest summary, which the
-    /// host put back (see [`crate::guarantee`]).
+    /// host put back (see [`crate::services::guarantee`]).
     pub guarantee_repairs: usize,
 }
 
@@ -146,7 +148,12 @@ pub struct TurnStats {
 pub struct Session {
     id: Arc<str>,
     setup: SessionSetup,
-    store: Box<dyn Store>,
+    store: Box<dyn SessionStore>,
+    /// The state the store last committed (the engine's, with a client's record), restored
+    /// when the session reopens or follows a reload.
+    saved: Option<Value>,
+    /// A turn ended since the last commit (counted by the next one).
+    turn_ended: bool,
     context: Arc<Vec<Arc<Message>>>,
     services: Arc<SessionServices>,
     /// Every stored message, indexed for `host.search` / `host.fetch` as it is appended.
@@ -171,7 +178,7 @@ pub struct Session {
     pre_prompt_count: usize,
     turn_start: usize,
     /// The user message that started the current turn: every model call of the turn carries
-    /// it, even after a compaction summarized it (see [`crate::guarantee`]).
+    /// it, even after a compaction summarized it (see [`crate::services::guarantee`]).
     request: Option<Arc<Message>>,
     stats: TurnStats,
     rollbacks: Vec<SpawnRollback>,
@@ -188,10 +195,11 @@ pub struct Session {
     serving: Option<bridge::Serving>,
     /// What a client keeps with this session, saved with the engine's state.
     client_record: Option<Value>,
-    /// How many stored messages `client_record` accounts for: the store's length when the
-    /// record was last set (or as saved with it). Messages stored after it were appended by a
-    /// call whose save never happened (a crash); the client's next view is matched against
-    /// them instead of appending them again (see `bridge.rs`).
+    /// How many stored messages `client_record` accounts for, when a state an earlier ctxhost
+    /// saved says (it wrote the transcript and the state in two steps; a commit now keeps them
+    /// together). Messages stored after it were appended by a call whose save never happened
+    /// (a crash); the client's next view is matched against them instead of appending them
+    /// again (see `bridge.rs`).
     client_stored: Option<usize>,
     /// The store holds messages after `client_stored` that no client view was matched against
     /// yet: saves keep `client_stored` where it is until one is.
@@ -209,32 +217,35 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// Starts a new session in a new transcript file.
+    /// Starts a new session in a new transcript file (the JSONL store).
     pub fn create(setup: SessionSetup, file: &Path, cwd: &str) -> Result<Session> {
-        let mut store = TranscriptStore::create(file, &setup.id, cwd)?;
-        store.set_durability(setup.durability);
-        Session::with_store(setup, Box::new(store), Vec::new())
+        let opened = JsonlStore::create(file, &setup.id, cwd, setup.durability)?;
+        Session::with_store(setup, opened)
     }
 
-    /// Reopens a session from its transcript file, restoring the engine's saved state; a file
-    /// a crash left empty or torn at its creation opens repaired
-    /// ([`TranscriptStore::open_repairing`]).
+    /// Reopens a session from its transcript file (the JSONL store), restoring the engine's
+    /// committed state; a turn a crash left uncommitted is set aside and a file a crash left
+    /// empty or torn at its creation opens repaired ([`JsonlStore::open`]).
     pub fn open(setup: SessionSetup, file: &Path) -> Result<Session> {
-        let (mut store, messages, problems) = TranscriptStore::open_repairing(file, &setup.id, "")?;
-        store.set_durability(setup.durability);
-        for p in &problems {
-            tracing::warn!(file = %file.display(), line = p.line, "skipped transcript line: {}", p.message);
-        }
-        Session::with_store(setup, Box::new(store), messages)
+        let opened = JsonlStore::open(file, &setup.id, setup.durability)?;
+        Session::with_store(setup, opened)
     }
 
-    /// Starts a session over any [`Store`] holding `messages` (what the store already has, in
-    /// order): the seam for other storage backends.
-    pub fn with_store(
-        setup: SessionSetup,
-        store: Box<dyn Store>,
-        messages: Vec<Arc<Message>>,
-    ) -> Result<Session> {
+    /// Opens the session `setup.id` in `backend` (created empty, with `cwd`, when the backend
+    /// does not hold it yet).
+    pub fn in_backend(setup: SessionSetup, backend: &dyn Backend, cwd: &str) -> Result<Session> {
+        let opened = backend.open(&setup.id, cwd)?;
+        Session::with_store(setup, opened)
+    }
+
+    /// Starts a session over what any [`SessionStore`] opened (its committed messages and
+    /// state): the seam for every storage backend and for an embedder's own.
+    pub fn with_store(setup: SessionSetup, opened: Opened) -> Result<Session> {
+        let Opened {
+            store,
+            messages,
+            state,
+        } = opened;
         let services = Arc::new(SessionServices {
             tokens: TokenCache::new(Arc::clone(&setup.tokens)),
             summarizer: setup
@@ -243,7 +254,7 @@ impl Session {
                 .unwrap_or_else(|| Arc::clone(&setup.summarizer)),
             compaction: setup.compaction.clone(),
             limits: setup.limits.clone(),
-            model: crate::host::SessionModel::new(Arc::clone(&setup.completions)),
+            model: crate::engine::api::SessionModel::new(Arc::clone(&setup.completions)),
             host_times: Default::default(),
             cancel: setup.cancel.clone().unwrap_or_default(),
         });
@@ -280,6 +291,8 @@ impl Session {
             recall,
             context,
             store,
+            saved: state,
+            turn_ended: false,
             setup,
         };
         session.instantiate_engine()?;
@@ -297,9 +310,24 @@ impl Session {
         &self.id
     }
 
-    /// The transcript file.
-    pub fn file(&self) -> &Path {
-        self.store.path()
+    /// The transcript file, for stores that keep one (JSONL).
+    pub fn file(&self) -> Option<&Path> {
+        self.store.file()
+    }
+
+    /// Where the session is stored, for messages: the file, or the backend's name for it.
+    pub fn location(&self) -> String {
+        self.store.location()
+    }
+
+    /// Where the session stands in its store (the lifecycle context's `storageCursor`).
+    pub fn storage_cursor(&self) -> crate::store::StorageCursor {
+        self.store.cursor()
+    }
+
+    /// When the session was created and how many turns it committed, where the store knows.
+    pub fn storage_meta(&self) -> crate::store::SessionMeta {
+        self.store.meta()
     }
 
     /// Messages stored in the transcript (summaries included).
@@ -358,8 +386,10 @@ impl Session {
         if messages.is_empty() {
             return Ok(());
         }
-        let stored = self.append(messages)?;
-        self.ingest_new(&stored, false)
+        let r = self
+            .append(messages)
+            .and_then(|stored| self.ingest_new(&stored, false));
+        self.after_call(r)
     }
 }
 

@@ -1,33 +1,32 @@
-//! The engine's per-session state (`p.state` / `this`), saved beside the transcript after each
-//! turn and restored when the session reopens or follows a reload.
+//! The engine's per-session state (`p.state` / `this`), committed to the session's store with
+//! the entries a call appended (one [`crate::store::SessionStore::commit`]: a crash leaves both
+//! as they were or both as they are) and restored when the session reopens or follows a reload.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::{EngineError, EngineErrorKind, Error, Op, Result};
+use crate::store::Commit;
 
 use super::Session;
 use crate::transcript::Durability;
 
-/// The file beside a transcript that holds the engine's per-session state.
+/// The file beside a transcript that holds the engine's per-session state (JSONL store).
 pub fn state_path(transcript: &Path) -> PathBuf {
-    let mut name = transcript.file_name().unwrap_or_default().to_os_string();
-    name.push(".state.json");
-    transcript.with_file_name(name)
+    crate::store::jsonl::state_path(transcript)
 }
 
 impl Session {
     pub(super) fn restore_state(&mut self) -> Result<()> {
-        let path = state_path(self.store.path());
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        let Some(doc) = self.saved.clone() else {
             return Ok(());
         };
-        let saved: SavedState = match serde_json::from_str(&text) {
+        let saved: SavedState = match serde_json::from_value(doc) {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(file = %path.display(), "ignoring unreadable engine state: {e}");
+                tracing::warn!(session = &*self.id, location = %self.store.location(), "ignoring unreadable engine state: {e}");
                 return Ok(());
             }
         };
@@ -54,42 +53,56 @@ impl Session {
         }
     }
 
-    /// Saves the engine's state, and the client's record with it (one atomic write, so the
-    /// two never disagree after a crash).
+    /// Commits what the session appended since its last commit together with the engine's
+    /// state and the client's record (one [`crate::store::SessionStore::commit`], so the three
+    /// never disagree after a crash). A turn that ended since the last commit is counted.
     pub(super) fn save_state(&mut self) -> Result<()> {
-        let path = state_path(self.store.path());
+        let turn_ended = std::mem::take(&mut self.turn_ended);
         let (engine_id, state) = match self.engine.take() {
             Some(mut engine) => {
                 let state = engine.save_state();
                 self.engine = Some(engine);
                 match state {
                     Ok(s) => (self.engine_id.clone(), s),
-                    Err(e) => return self.on_failure(e),
+                    Err(e) => {
+                        self.commit_entries(turn_ended)?;
+                        return self.on_failure(e);
+                    }
                 }
             }
             // No instance (quarantined, or legacy): the saved state stays as it is, and only
             // a client's record has anything new to write.
-            None if self.client_record.is_none() => return Ok(()),
-            None => match std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<SavedState>(&b).ok())
+            None if self.client_record.is_none() => return self.commit_entries(turn_ended),
+            None => match self
+                .saved
+                .as_ref()
+                .and_then(|v| serde_json::from_value::<SavedState>(v.clone()).ok())
             {
                 Some(old) => (old.engine, old.state),
                 None => (self.engine_id.clone(), Value::Null),
             },
         };
-        let saved = SavedState {
-            engine: engine_id,
-            state,
-            client: self.client_record.clone(),
-            stored: self.client_record.as_ref().and(self.client_stored),
-        };
+        let mut doc = Map::new();
+        doc.insert("engine".into(), Value::String(engine_id));
+        doc.insert("state".into(), state);
+        if let Some(client) = &self.client_record {
+            doc.insert("client".into(), client.clone());
+            // Only a state an earlier ctxhost saved can leave messages the record does not
+            // account for; the commit accounts for everything stored since.
+            if self.client_unmatched
+                && let Some(n) = self.client_stored
+            {
+                doc.insert("stored".into(), Value::from(n));
+            }
+        }
+        let doc = Value::Object(doc);
         // The cap counts the state as written (escaped JSON: a control character is six
-        // bytes), and writing stops at it rather than build a huge file only to refuse it.
+        // bytes), and measuring stops at it rather than build a huge file only to refuse it.
         let cap = self.setup.limits.max_result_bytes;
         let mut text = CappedWriter::new(cap);
-        if let Err(e) = serde_json::to_writer_pretty(&mut text, &saved) {
+        if let Err(e) = serde_json::to_writer_pretty(&mut text, &doc) {
             if text.over {
+                self.commit_entries(turn_ended)?;
                 let e = EngineError::new(
                     Op::SaveState,
                     self.engine_id.clone(),
@@ -105,19 +118,47 @@ impl Session {
                 format!("serialize engine state: {e}"),
             )));
         }
-        let text = text.bytes;
-        // The state is saved after every call of a served session: an unchanged state costs a
-        // read, not a write and two syncs.
-        if std::fs::read(&path).is_ok_and(|old| old == text) {
-            return Ok(());
+        let committed = self.store.commit(Commit {
+            state: Some(&doc),
+            turn_ended,
+        });
+        if committed.is_err() {
+            self.turn_ended |= turn_ended;
         }
-        crate::store::jsonl::write_atomic(&path, &text, self.setup.durability != Durability::None)
+        committed?;
+        self.saved = Some(doc);
+        Ok(())
+    }
+
+    /// Commits the entries appended since the last commit, keeping the committed state.
+    pub(super) fn commit_entries(&mut self, turn_ended: bool) -> Result<()> {
+        let committed = self.store.commit(Commit {
+            state: None,
+            turn_ended,
+        });
+        if committed.is_err() {
+            self.turn_ended |= turn_ended;
+        }
+        committed
+    }
+
+    /// After a call outside a turn's end: with `durability: entry` what the call appended is
+    /// committed now (whether the call succeeded or not: what was stored stays stored); with
+    /// `turn` (and `none`, which keeps nothing across a crash anyway) it waits for the turn's
+    /// end. The call's own error comes first.
+    pub(super) fn after_call<R>(&mut self, r: Result<R>) -> Result<R> {
+        if self.setup.durability != Durability::Entry {
+            return r;
+        }
+        let committed = self.commit_entries(false);
+        let r = r?;
+        committed.map(|()| r)
     }
 }
 
-/// A buffer that refuses to grow past `cap` bytes (the write fails and `over` is set).
+/// Counts bytes written and refuses to go past `cap` (the write fails and `over` is set).
 struct CappedWriter {
-    bytes: Vec<u8>,
+    len: usize,
     cap: usize,
     over: bool,
 }
@@ -125,7 +166,7 @@ struct CappedWriter {
 impl CappedWriter {
     fn new(cap: usize) -> Self {
         CappedWriter {
-            bytes: Vec::new(),
+            len: 0,
             cap,
             over: false,
         }
@@ -134,11 +175,11 @@ impl CappedWriter {
 
 impl std::io::Write for CappedWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.bytes.len().saturating_add(buf.len()) > self.cap {
+        if self.len.saturating_add(buf.len()) > self.cap {
             self.over = true;
             return Err(std::io::Error::other("over the state cap"));
         }
-        self.bytes.extend_from_slice(buf);
+        self.len += buf.len();
         Ok(buf.len())
     }
 
@@ -155,7 +196,8 @@ struct SavedState {
     /// the `commitTurn` record), saved in the same write as the state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     client: Option<Value>,
-    /// How many transcript messages `client` accounts for (see `Session::client_stored`).
+    /// How many transcript messages `client` accounts for (see `Session::client_stored`):
+    /// written by an earlier ctxhost, and kept only until the messages after it are matched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stored: Option<usize>,
 }

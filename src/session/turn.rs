@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::config::SlowEnginePolicy;
+use crate::contract::message::Message;
 use crate::contract::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, BootstrapResult,
     CommitTurnParams, CompactResult, CompactionTarget, ContextMode, HostParam, IngestBatchParams,
@@ -15,9 +16,7 @@ use crate::engine::SpawnRollback;
 use crate::engine::legacy::LEGACY_ID;
 use crate::error::Result;
 use crate::error::{EngineError, EngineErrorKind, Op};
-use crate::message::Message;
-use crate::transcript::Durability;
-use crate::{guarantee, pairing};
+use crate::services::{guarantee, pairing};
 
 use super::compact::invalid_for;
 use super::{Assembly, Session, TurnInput, TurnStats};
@@ -26,6 +25,11 @@ impl Session {
     /// Starts a turn: bootstrap (once), store and ingest the user message, auto-compact when a
     /// non-owning engine's context overflows, then `assemble` with overflow recovery.
     pub fn begin_turn(&mut self, input: TurnInput) -> Result<Assembly> {
+        let r = self.start_turn(input);
+        self.after_call(r)
+    }
+
+    fn start_turn(&mut self, input: TurnInput) -> Result<Assembly> {
         self.sync_engine()?;
         self.stats = TurnStats::default();
         self.turn_engine_time = std::time::Duration::ZERO;
@@ -58,6 +62,11 @@ impl Session {
     /// ingest those messages, auto-compact if a non-owning engine's context overflows, and
     /// `assemble` again for the next model call of the same turn.
     pub fn continue_turn(&mut self, messages: Vec<Message>) -> Result<Assembly> {
+        let r = self.tool_loop(messages);
+        self.after_call(r)
+    }
+
+    fn tool_loop(&mut self, messages: Vec<Message>) -> Result<Assembly> {
         let _turn = self.turn_span().entered();
         let stored = self.append(messages)?;
         self.ingest_new(&stored, false)?;
@@ -69,8 +78,16 @@ impl Session {
     }
 
     /// Ends a turn: store the model's messages, `ingestBatch` (or `ingest` each) **and**
-    /// `afterTurn`, `commitTurn`, then `maintain`, and save the engine's state.
+    /// `afterTurn`, `commitTurn`, then `maintain`, and commit the turn's entries with the
+    /// engine's state.
     pub fn end_turn(&mut self, replies: Vec<Message>) -> Result<TurnStats> {
+        match self.finish_turn(replies) {
+            Ok(stats) => Ok(stats),
+            Err(e) => self.after_call(Err(e)),
+        }
+    }
+
+    fn finish_turn(&mut self, replies: Vec<Message>) -> Result<TurnStats> {
         let _turn = self.turn_span().entered();
         let stored = self.append(replies)?;
         self.ingest_new(&stored, false)?;
@@ -85,9 +102,7 @@ impl Session {
             self.run_commit_turn(key, turn)?;
         }
         self.maintain(MaintainReason::Turn)?;
-        if self.setup.durability == Durability::Turn {
-            self.store.sync()?;
-        }
+        self.turn_ended = true;
         self.save_state()?;
         self.judge_turn_time()?;
         Ok(std::mem::take(&mut self.stats))
@@ -133,12 +148,12 @@ impl Session {
 
     /// `/compact`: the engine's `compact` with `force` and target `threshold`.
     pub fn compact_now(&mut self, instructions: Option<String>) -> Result<CompactResult> {
-        self.sync_engine()?;
-        self.check_requirements(Operation::ManualCompact)?;
-        let budget = self.token_budget();
-        let result =
-            self.engine_compact(budget, CompactionTarget::Threshold, instructions, None)?;
-        Ok(result)
+        let r = self.sync_engine().and_then(|()| {
+            self.check_requirements(Operation::ManualCompact)?;
+            let budget = self.token_budget();
+            self.engine_compact(budget, CompactionTarget::Threshold, instructions, None)
+        });
+        self.after_call(r)
     }
 
     /// What happened in the turn so far.
@@ -241,7 +256,7 @@ impl Session {
         let params = BootstrapParams {
             session_id: self.id.to_string(),
             session_key: self.host_param(HostParam::SessionKey, self.id.to_string()),
-            session_file: self.store.path().display().to_string(),
+            session_file: self.store.location(),
             runtime_settings: self.runtime_settings_param(budget, None),
         };
         self.run(Method::Bootstrap, budget, |e, call| {

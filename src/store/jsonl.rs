@@ -1,34 +1,51 @@
 //! The default store: one directory per session under the state directory, holding the
-//! append-only transcript and the state beside it.
+//! append-only transcript, the committed state beside it and a two-slot commit journal.
 //!
 //! ```text
 //! <state dir>/sessions/<id slug>-<sha256>/transcript.jsonl             the session's entries
 //! <state dir>/sessions/<id slug>-<sha256>/transcript.jsonl.state.json  the committed state and
-//!                                                                       the commit mark
+//!                                                                       its commit mark
+//! <state dir>/sessions/<id slug>-<sha256>/transcript.jsonl.commit-0|1  the commit journal
 //! ```
 //!
-//! A commit syncs the transcript, then replaces the state file atomically; the state file's
-//! `commit` mark says how many bytes of the transcript (and messages) it accounts for. Bytes a
-//! crash left after the mark belong to a turn that never committed: at the next open they are
-//! moved to `transcript.jsonl.uncommitted` (kept, never deleted) and the transcript ends at the
-//! mark again, so the session opens as it was before that turn. A state file without a mark
-//! (written by an earlier ctxhost) accounts for the whole transcript.
+//! Appends are written through to the OS at once and synced by the commit that makes them
+//! part of the session. A commit writes one record into the journal (the state with its mark,
+//! plus the transcript bytes written since the transcript was last synced) and syncs that one
+//! file; then it replaces the state file (not synced: the journal is what survives a power
+//! loss). So a call's writes cost one durable sync; every 64 KiB of transcript a commit syncs
+//! the transcript too, which keeps records small ([`journal`]).
+//!
+//! The mark says how many bytes of the transcript (and messages, and turns) the commit
+//! accounts for. Bytes a crash left after the mark belong to a turn that never committed: at
+//! the next open they are moved to `transcript.jsonl.uncommitted` (kept, never deleted) and
+//! the transcript ends at the mark again, so the session opens as it was before that turn.
+//! Bytes a power loss took from the transcript are written back from the journal. A state file
+//! without a mark (written by an earlier ctxhost) accounts for the whole transcript.
 
+mod backend;
+mod journal;
+
+pub use backend::{JsonlBackend, digest, header_id, slug};
+
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use super::{Backend, Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
+use super::{Commit, Opened, SessionMeta, SessionStore, StorageCursor};
+use crate::contract::message::Message;
 use crate::error::{Error, Result};
-use crate::message::Message;
 use crate::transcript::{Durability, TranscriptStore};
 
 const KIND: &str = "fs-jsonl";
 
 /// The state file's key for the commit mark (removed before the state is handed out).
 const MARK_KEY: &str = "commit";
+
+/// Transcript bytes a commit leaves unsynced at most (carried in its journal record instead).
+const UNSYNCED_MAX: u64 = 64 << 10;
 
 /// What the last commit accounted for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +57,9 @@ struct Mark {
     entries: u64,
     /// Turns committed.
     turns: u64,
+    /// The commit's number (its journal record's); 0 in marks written before the journal.
+    #[serde(default)]
+    seq: u64,
 }
 
 /// The file beside a transcript that holds the session's committed state.
@@ -53,7 +73,7 @@ fn beside(transcript: &Path, suffix: &str) -> PathBuf {
     transcript.with_file_name(name)
 }
 
-/// One session's transcript file and its state file.
+/// One session's transcript file, its state file and its commit journal.
 #[derive(Debug)]
 pub struct JsonlStore {
     transcript: TranscriptStore,
@@ -63,6 +83,10 @@ pub struct JsonlStore {
     /// and to skip writing one that did not change.
     state: Option<Value>,
     mark: Option<Mark>,
+    /// Transcript bytes known to be on disk (synced); the journal carries those after them.
+    synced: u64,
+    /// Both journal slots exist with their directory entries synced.
+    slots: bool,
     created_at: Option<String>,
     last_id: Option<String>,
 }
@@ -76,18 +100,30 @@ impl JsonlStore {
         durability: Durability,
     ) -> Result<Opened> {
         let mut transcript = TranscriptStore::create(file, session_id, cwd)?;
-        transcript.set_durability(durability);
+        transcript.set_durability(appends(durability));
+        let durable = durability != Durability::None;
+        if durable {
+            // Made durable by the state file's directory sync below.
+            journal::reset(file)?;
+        } else {
+            journal::remove(file);
+        }
         let mut store = JsonlStore {
             state_file: state_path(file),
+            synced: transcript.byte_len()?,
+            created_at: transcript.created_at().map(str::to_owned),
             transcript,
             durability,
             state: None,
             mark: None,
-            created_at: Some(crate::transcript::iso_now()),
+            slots: durable,
             last_id: None,
         };
         // A mark from the start: a crash in the first turn leaves nothing half-committed.
-        store.write_state()?;
+        let mark = store.mark_now(0)?;
+        let doc = store.encode(None, mark)?;
+        write_atomic(&store.state_file, &doc, durable)?;
+        store.mark = Some(mark);
         Ok(Opened {
             store: Box::new(store),
             messages: Vec::new(),
@@ -95,70 +131,160 @@ impl JsonlStore {
         })
     }
 
-    /// Opens a session file and its committed state; bytes after the commit mark are moved
-    /// aside first (see the module doc), and a file a crash left torn at its creation is
-    /// repaired ([`TranscriptStore::open_repairing`]).
+    /// Opens a session file and its committed state: the transcript is first brought to what
+    /// the last commit accounts for (bytes a power loss took are written back from the
+    /// journal, bytes after the mark are moved aside; see the module doc), and a file a crash
+    /// left torn at its creation is repaired ([`TranscriptStore::open_repairing`]).
     pub fn open(file: &Path, session_id: &str, durability: Durability) -> Result<Opened> {
-        let state_file = state_path(file);
-        let (state, mark) = read_state(&state_file);
-        if let Some(mark) = mark {
+        let committed = read_committed(file);
+        if let Some(record) = &committed.redo {
+            journal::redo(file, record)?;
+        }
+        if committed.from_journal
+            && let Some(record) = &committed.redo
+        {
+            // The state file missed the last commit (a power loss): give readers the journal's.
+            write_atomic(&state_path(file), &record.state, false)?;
+        }
+        if let Some(mark) = committed.mark {
             set_aside_uncommitted(file, mark.bytes)?;
         }
         let (mut transcript, messages, problems) =
             TranscriptStore::open_repairing(file, session_id, "")?;
-        transcript.set_durability(durability);
+        transcript.set_durability(appends(durability));
         for p in &problems {
             tracing::warn!(file = %file.display(), line = p.line, "skipped transcript line: {}", p.message);
         }
         let store = JsonlStore {
-            state_file,
+            state_file: state_path(file),
             created_at: transcript.created_at().map(str::to_owned),
             last_id: messages.last().map(|m| m.id.clone()),
+            synced: transcript.byte_len()?,
+            slots: journal::slots_exist(file),
             transcript,
             durability,
-            state: state.clone(),
-            mark,
+            state: committed.state.clone(),
+            mark: committed.mark,
         };
         Ok(Opened {
             store: Box::new(store),
             messages,
-            state,
+            state: committed.state,
         })
     }
 
-    fn write_state(&mut self) -> Result<()> {
-        let bytes = self.transcript.byte_len()?;
-        let mark = Mark {
-            bytes,
-            entries: self.transcript.len() as u64,
-            turns: self.mark.map_or(0, |m| m.turns),
+    /// Writes a whole session stored elsewhere into a new file `file` (ids kept), synced and
+    /// committed before it returns.
+    pub(super) fn import(
+        file: &Path,
+        id: &str,
+        messages: &[Arc<Message>],
+        state: Option<&Value>,
+        meta: &SessionMeta,
+        durability: Durability,
+    ) -> Result<()> {
+        let mut transcript = TranscriptStore::create(file, id, "")?;
+        transcript.set_durability(durability);
+        transcript.append_stored(messages)?;
+        transcript.sync()?;
+        journal::remove(file);
+        let store = JsonlStore {
+            state_file: state_path(file),
+            synced: transcript.byte_len()?,
+            transcript,
+            durability,
+            state: state.cloned(),
+            mark: None,
+            slots: false,
+            created_at: meta.created_at.clone(),
+            last_id: messages.last().map(|m| m.id.clone()),
         };
-        self.write_state_with(mark)
+        let mark = store.mark_now(meta.turns.unwrap_or(0))?;
+        let doc = store.encode(store.state.as_ref(), mark)?;
+        write_atomic(&store.state_file, &doc, durability != Durability::None)
     }
 
-    fn write_state_with(&mut self, mark: Mark) -> Result<()> {
-        let mut doc = match &self.state {
-            Some(Value::Object(o)) => o.clone(),
+    /// A mark for the transcript as it is now.
+    fn mark_now(&self, turns: u64) -> Result<Mark> {
+        Ok(Mark {
+            bytes: self.transcript.byte_len()?,
+            entries: self.transcript.len() as u64,
+            turns,
+            seq: self.mark.map_or(0, |m| m.seq),
+        })
+    }
+
+    /// The state file's text: `state` (an object; anything else under `value`) with `mark`.
+    fn encode(&self, state: Option<&Value>, mark: Mark) -> Result<Vec<u8>> {
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            #[serde(flatten)]
+            state: &'a Map<String, Value>,
+            commit: Mark,
+        }
+        let wrapped;
+        let empty = Map::new();
+        let state = match state {
+            Some(Value::Object(o)) => o,
             Some(other) => {
-                let mut o = serde_json::Map::new();
+                let mut o = Map::new();
                 o.insert("value".into(), other.clone());
-                o
+                wrapped = o;
+                &wrapped
             }
-            None => serde_json::Map::new(),
+            None => &empty,
         };
-        doc.insert(
-            MARK_KEY.into(),
-            serde_json::to_value(mark).unwrap_or(Value::Null),
-        );
-        let text = serde_json::to_vec_pretty(&Value::Object(doc)).map_err(|e| Error::Store {
+        serde_json::to_vec_pretty(&Doc {
+            state,
+            commit: mark,
+        })
+        .map_err(|e| Error::Store {
             backend: KIND,
             op: "encode state",
             session: Some(self.transcript.session_id().to_owned()),
             message: e.to_string(),
-        })?;
-        write_atomic(&self.state_file, &text, self.durability != Durability::None)?;
-        self.mark = Some(mark);
-        Ok(())
+        })
+    }
+
+    /// The transcript's bytes from `from` to `to` (what a journal record carries), read back
+    /// from the OS's cache (no handle is kept: a gateway holds thousands of sessions).
+    fn transcript_bytes(&self, from: u64, to: u64) -> Result<Vec<u8>> {
+        let path = self.transcript.path();
+        let io = |e| Error::io("read transcript for the commit journal", path, e);
+        let mut reader = std::fs::File::open(path).map_err(io)?;
+        let mut bytes = Vec::with_capacity(to.saturating_sub(from) as usize);
+        reader
+            .seek(SeekFrom::Start(from))
+            .and_then(|_| reader.take(to.saturating_sub(from)).read_to_end(&mut bytes))
+            .map_err(io)?;
+        Ok(bytes)
+    }
+
+    /// Writes the journal record of commit `mark` with the state document `doc`: one synced
+    /// file (plus the transcript when its unsynced bytes passed [`UNSYNCED_MAX`], and once the
+    /// directory, when the slots are new).
+    fn journal(&mut self, mark: Mark, doc: &[u8]) -> Result<()> {
+        let file = self.transcript.path().to_path_buf();
+        if mark.bytes.saturating_sub(self.synced) > UNSYNCED_MAX {
+            self.transcript.sync()?;
+            self.synced = mark.bytes;
+        }
+        if !self.slots {
+            journal::reset(&file)?;
+            sync_dir(&file)?;
+            self.slots = true;
+        }
+        let tail = self.transcript_bytes(self.synced, mark.bytes)?;
+        journal::write(&file, mark.seq, doc, self.synced, &tail)
+    }
+}
+
+/// How the transcript's appends are synced under the store's `durability`: never one by one
+/// (a commit makes them durable; bytes after the last commit are set aside anyway).
+fn appends(durability: Durability) -> Durability {
+    match durability {
+        Durability::None => Durability::None,
+        Durability::Entry | Durability::Turn => Durability::Turn,
     }
 }
 
@@ -179,16 +305,35 @@ impl SessionStore for JsonlStore {
         {
             return Ok(());
         }
-        self.transcript.sync()?;
-        if let Some(state) = commit.state {
-            self.state = Some(state.clone());
-        }
+        let state = match commit.state {
+            Some(s) if !unchanged_state => Some(s),
+            _ => self.state.as_ref(),
+        };
         let mark = Mark {
             bytes: self.transcript.byte_len()?,
             entries,
             turns: old.turns + u64::from(commit.turn_ended),
+            seq: old.seq + 1,
         };
-        self.write_state_with(mark)
+        let doc = self.encode(state, mark)?;
+        if self.durability != Durability::None {
+            self.journal(mark, &doc)?;
+        }
+        // The journal holds the commit now; the state file is for readers and is brought up
+        // to date from the journal at the next open if this write is lost.
+        if let Err(e) = write_atomic(&self.state_file, &doc, false) {
+            if self.durability == Durability::None {
+                return Err(e);
+            }
+            tracing::warn!(file = %self.state_file.display(), "the state file was not replaced (the commit journal holds the commit): {e}");
+        }
+        if let Some(s) = commit.state
+            && !unchanged_state
+        {
+            self.state = Some(s.clone());
+        }
+        self.mark = Some(mark);
+        Ok(())
     }
 
     fn len(&self) -> usize {
@@ -220,23 +365,82 @@ impl SessionStore for JsonlStore {
     }
 }
 
+/// What the last commit of a transcript left: its state and mark (from the state file, or
+/// from the journal when that is newer), and the journal record to check the transcript
+/// against.
+struct Committed {
+    state: Option<Value>,
+    mark: Option<Mark>,
+    redo: Option<journal::Record>,
+    /// The state file missed the newest commit; the journal's record stands for it.
+    from_journal: bool,
+}
+
+fn read_committed(transcript: &Path) -> Committed {
+    let (state, mark) = read_state(&state_path(transcript));
+    let file_seq = mark.map_or(0, |m| m.seq);
+    let Some(record) = journal::newest(transcript) else {
+        return Committed {
+            state,
+            mark,
+            redo: None,
+            from_journal: false,
+        };
+    };
+    if record.seq == file_seq && mark.is_some() {
+        return Committed {
+            state,
+            mark,
+            redo: Some(record),
+            from_journal: false,
+        };
+    }
+    if record.seq > file_seq || mark.is_none() {
+        match parse_state(&record.state) {
+            Some((state, Some(mark))) if mark.seq == record.seq => {
+                return Committed {
+                    state,
+                    mark: Some(mark),
+                    redo: Some(record),
+                    from_journal: true,
+                };
+            }
+            _ => tracing::warn!(
+                file = %transcript.display(),
+                "ignoring a commit journal record whose state does not read"
+            ),
+        }
+    }
+    // An older record (the store ran without syncs since) stands for nothing.
+    Committed {
+        state,
+        mark,
+        redo: None,
+        from_journal: false,
+    }
+}
+
 /// The committed state and its mark; a missing or unreadable file is no state (reported).
 fn read_state(path: &Path) -> (Option<Value>, Option<Mark>) {
     let Ok(text) = std::fs::read(path) else {
         return (None, None);
     };
-    match serde_json::from_slice::<Value>(&text) {
+    parse_state(&text).unwrap_or_else(|| {
+        tracing::warn!(file = %path.display(), "ignoring an unreadable session state");
+        (None, None)
+    })
+}
+
+fn parse_state(text: &[u8]) -> Option<(Option<Value>, Option<Mark>)> {
+    match serde_json::from_slice::<Value>(text) {
         Ok(Value::Object(mut doc)) => {
             let mark = doc
                 .remove(MARK_KEY)
                 .and_then(|m| serde_json::from_value::<Mark>(m).ok());
             let state = (!doc.is_empty()).then_some(Value::Object(doc));
-            (state, mark)
+            Some((state, mark))
         }
-        Ok(_) | Err(_) => {
-            tracing::warn!(file = %path.display(), "ignoring an unreadable session state");
-            (None, None)
-        }
+        Ok(_) | Err(_) => None,
     }
 }
 
@@ -244,7 +448,7 @@ fn read_state(path: &Path) -> (Option<Value>, Option<Mark>) {
 /// `<transcript>.uncommitted` and cuts the transcript there. A transcript shorter than the mark
 /// (replaced by hand) is left as it is, with a warning.
 fn set_aside_uncommitted(file: &Path, committed: u64) -> Result<()> {
-    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::io::Write;
     let Ok(meta) = std::fs::metadata(file) else {
         return Ok(());
     };
@@ -299,9 +503,10 @@ fn set_aside_uncommitted(file: &Path, committed: u64) -> Result<()> {
 }
 
 /// Replaces `path` with `bytes` so that a reader sees the old state or the new, never a mix:
-/// written to a temporary file, synced, renamed over, and the directory synced (the rename is
-/// durable only then). With `durable` false the two syncs are skipped (replays into a scratch
-/// directory).
+/// written to a temporary file, renamed over, and with `durable` the file synced before the
+/// rename and the directory after it (the rename is durable only then). Without `durable`
+/// nothing is synced (a commit's journal is what survives a power loss; replays into a scratch
+/// directory need nothing).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
     use std::io::Write;
     let tmp = beside(path, ".tmp");
@@ -312,210 +517,24 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> Result<(
         .map_err(|e| Error::io("write session state", &tmp, e))?;
     drop(file);
     std::fs::rename(&tmp, path).map_err(|e| Error::io("replace session state", path, e))?;
-    if durable
-        && let Some(dir) = path.parent()
-        && let Ok(dir) = std::fs::File::open(if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        })
-    {
-        dir.sync_all()
-            .map_err(|e| Error::io("sync session state directory", path, e))?;
+    if durable {
+        sync_dir(path)?;
     }
     Ok(())
 }
 
-/// Sessions kept as files under a state directory (`ctxhost serve`'s layout).
-#[derive(Debug)]
-pub struct JsonlBackend {
-    state_dir: PathBuf,
-    durability: Durability,
-}
-
-impl JsonlBackend {
-    /// Sessions under `state_dir/sessions`.
-    pub fn new(state_dir: impl Into<PathBuf>, durability: Durability) -> Self {
-        JsonlBackend {
-            state_dir: state_dir.into(),
-            durability,
-        }
-    }
-
-    /// The directory of the conversation `id`: a readable slug plus the SHA-256 of the whole
-    /// id, so distinct conversations never share a directory (whatever names others choose)
-    /// and no id can climb out of the state directory.
-    pub fn session_dir(&self, id: &str) -> PathBuf {
-        self.state_dir
-            .join("sessions")
-            .join(format!("{}-{}", slug(id, 48), digest(id)))
-    }
-
-    /// Where an earlier ctxhost kept the session keyed `key` (a 32-bit hash: two keys could
-    /// share it). Read once, when the conversation has no directory of its own yet, and moved.
-    fn legacy_session_dir(&self, key: &str) -> PathBuf {
-        let mut h = crate::session::Fnv::new();
-        h.write(key.as_bytes());
-        self.state_dir
-            .join("sessions")
-            .join(format!("{}-{:08x}", slug(key, 64), h.0 as u32))
-    }
-
-    /// The directory of the conversation `id`, taking over the directory an earlier ctxhost
-    /// kept under the same name when its transcript says it holds this very conversation. A
-    /// directory kept under a `sessionKey` another conversation shares stays where it is,
-    /// untouched: a new `sessionId` starts empty.
-    pub fn open_session_dir(&self, id: &str) -> Result<PathBuf> {
-        let dir = self.session_dir(id);
-        let io = |e| Error::io("create session directory", &dir, e);
-        if !dir.exists() {
-            let old = self.legacy_session_dir(id);
-            if header_id(&old.join("transcript.jsonl")).as_deref() == Some(id) {
-                tracing::info!(from = %old.display(), to = %dir.display(), "moving a session an earlier ctxhost kept");
-                std::fs::rename(&old, &dir).map_err(io)?;
-            }
-        }
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        Ok(dir)
-    }
-}
-
-impl Backend for JsonlBackend {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    fn open(&self, id: &str, cwd: &str) -> Result<Opened> {
-        let file = self.open_session_dir(id)?.join("transcript.jsonl");
-        if file.exists() {
-            JsonlStore::open(&file, id, self.durability)
-        } else {
-            JsonlStore::create(&file, id, cwd, self.durability)
-        }
-    }
-
-    fn sessions(&self) -> Result<Vec<SessionSummary>> {
-        let dir = self.state_dir.join("sessions");
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return Ok(Vec::new());
-        };
-        let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let file = entry.path().join("transcript.jsonl");
-            let Some(id) = header_id(&file) else {
-                continue;
-            };
-            let (_, mark) = read_state(&state_path(&file));
-            let messages = match mark {
-                Some(m) => m.entries,
-                None => match TranscriptStore::open(&file) {
-                    Ok((_, messages, _)) => messages.len() as u64,
-                    Err(_) => continue,
-                },
-            };
-            out.push(SessionSummary {
-                id,
-                messages,
-                meta: SessionMeta {
-                    created_at: None,
-                    turns: mark.map(|m| m.turns),
-                },
-            });
-        }
-        out.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(out)
-    }
-
-    fn import(
-        &self,
-        id: &str,
-        messages: &[Arc<Message>],
-        state: Option<&Value>,
-        meta: &SessionMeta,
-    ) -> Result<bool> {
-        let file = self.open_session_dir(id)?.join("transcript.jsonl");
-        if file.exists() {
-            let opened = JsonlStore::open(&file, id, self.durability)?;
-            if !super::may_import(KIND, id, &opened.messages, messages)? {
-                return Ok(false);
-            }
-            // An empty session (created, never written) is replaced by the copy.
-            drop(opened);
-            std::fs::remove_file(&file)
-                .map_err(|e| Error::io("replace empty transcript", &file, e))?;
-        }
-        let mut transcript = TranscriptStore::create(&file, id, "")?;
-        transcript.set_durability(self.durability);
-        transcript.append_stored(messages)?;
-        let mut store = JsonlStore {
-            state_file: state_path(&file),
-            transcript,
-            durability: self.durability,
-            state: state.cloned(),
-            mark: None,
-            created_at: meta.created_at.clone(),
-            last_id: messages.last().map(|m| m.id.clone()),
-        };
-        store.transcript.sync()?;
-        let mark = Mark {
-            bytes: store.transcript.byte_len()?,
-            entries: messages.len() as u64,
-            turns: meta.turns.unwrap_or(0),
-        };
-        store.write_state_with(mark)?;
-        Ok(true)
-    }
-
-    fn size_bytes(&self) -> Option<u64> {
-        fn walk(dir: &Path) -> u64 {
-            std::fs::read_dir(dir)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => walk(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        }
-        Some(walk(&self.state_dir.join("sessions")))
-    }
-}
-
-/// The SHA-256 of `s`, in hex: names on disk that no chosen id can collide with.
-pub fn digest(s: &str) -> String {
-    ring::digest::digest(&ring::digest::SHA256, s.as_bytes())
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// `s` with every character but `[A-Za-z0-9_-]` replaced by `_`, cut at `max` characters:
-/// readable in a directory listing, never a path separator.
-pub fn slug(s: &str, max: usize) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(max)
-        .collect()
-}
-
-/// The session id a transcript's header names.
-pub fn header_id(transcript: &Path) -> Option<String> {
-    use std::io::{BufRead, Read};
-    let file = std::fs::File::open(transcript).ok()?;
-    let mut line = String::new();
-    std::io::BufReader::new(file)
-        .take(1 << 16)
-        .read_line(&mut line)
-        .ok()?;
-    let header: serde_json::Value = serde_json::from_str(&line).ok()?;
-    header.get("id")?.as_str().map(str::to_owned)
+/// Syncs the directory holding `path`, so the names created or renamed in it survive a power
+/// loss.
+fn sync_dir(path: &Path) -> Result<()> {
+    let Some(dir) = path.parent() else {
+        return Ok(());
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("sync session directory", dir, e))
 }

@@ -8,23 +8,27 @@
 //!
 //! - [`jsonl`]: the default, the pi/OpenClaw v3 session file plus `transcript.jsonl.state.json`
 //!   beside it (files an earlier ctxhost wrote open unchanged).
+//! - [`sqlite`]: one SQLite database file for every session of a state directory.
 //! - [`memory`]: nothing on disk, for embedders and tests.
 //!
-//! Not yet: [`crate::session::Session`] still writes through [`crate::transcript::Store`];
-//! moving it (and `ctxhost serve`) onto this seam, and database backends behind it, are the
-//! next steps of the storage work.
+//! [`open_backend`] opens the one `host.store` names.
+//!
+//! [`crate::session::Session`] appends through its store and commits after every call it
+//! makes durable (with `host.durability: "turn"`, at the end of each turn); `ctxhost serve`
+//! opens its sessions through a [`Backend`].
 
 pub mod jsonl;
 pub mod memory;
+pub mod sqlite;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::contract::message::Message;
 use crate::error::Result;
-use crate::message::Message;
 
 /// Where a lifecycle call's session stands in its store, so an engine can name a point in the
 /// history that survives a restart (`storageCursor` in the lifecycle context).
@@ -154,6 +158,58 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Bytes the backend occupies, when it can tell cheaply (for `doctor`).
     fn size_bytes(&self) -> Option<u64> {
         None
+    }
+
+    /// Where the backend keeps its sessions, for `doctor` and messages (a directory, a
+    /// database file, a server without its password).
+    fn location(&self) -> String {
+        self.kind().to_owned()
+    }
+
+    /// Writes a consistent copy of every session to `dest` (which must not exist yet) while
+    /// sessions keep being served (`ctxhost store backup`).
+    fn backup(&self, dest: &Path) -> Result<()> {
+        Err(crate::error::Error::Store {
+            backend: self.kind(),
+            op: "back up",
+            session: None,
+            message: format!(
+                "this backend cannot write a backup to {}; use the database's own tools",
+                dest.display()
+            ),
+        })
+    }
+}
+
+/// Opens the backend `host.store` names for the sessions of `state_dir` (JSONL files under it,
+/// or `ctxhost.db` in it for SQLite unless `path` says otherwise), with `host.durability`.
+pub fn open_backend(config: &crate::config::Config, state_dir: &Path) -> Result<Arc<dyn Backend>> {
+    use crate::config::StoreSettings;
+    let durability = config.host.durability;
+    match &config.host.store {
+        StoreSettings::Jsonl => Ok(Arc::new(jsonl::JsonlBackend::new(state_dir, durability))),
+        StoreSettings::Sqlite(s) => {
+            let path = sqlite_path(config, s, state_dir);
+            Ok(Arc::new(sqlite::SqliteBackend::open(&path, durability)?))
+        }
+        StoreSettings::Postgres(_) => Err(crate::error::Error::Config {
+            place: "host.store.kind".into(),
+            message: "\"postgres\" is not built into this ctxhost yet; use \"jsonl\" or \"sqlite\""
+                .into(),
+        }),
+    }
+}
+
+/// The database file of `host.store: {kind: "sqlite"}`: `path` relative to the config file,
+/// else `ctxhost.db` in the state directory.
+pub fn sqlite_path(
+    config: &crate::config::Config,
+    settings: &crate::config::SqliteSettings,
+    state_dir: &Path,
+) -> PathBuf {
+    match &settings.path {
+        Some(p) => config.resolve(p),
+        None => state_dir.join("ctxhost.db"),
     }
 }
 

@@ -5,7 +5,7 @@ use serde_json::json;
 use super::jsonl::{JsonlBackend, JsonlStore, state_path};
 use super::memory::MemoryBackend;
 use super::*;
-use crate::message::Message;
+use crate::contract::message::Message;
 use crate::transcript::Durability;
 
 fn texts(messages: &[Arc<Message>]) -> Vec<String> {
@@ -168,4 +168,111 @@ fn a_session_id_never_names_a_path_outside_the_state_directory() {
     let session = backend.session_dir("../../etc/passwd");
     assert!(session.starts_with(dir.path().join("sessions")));
     assert_eq!(session.parent().unwrap(), dir.path().join("sessions"));
+}
+
+/// Every file of a directory, by name.
+fn files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_power_loss_after_a_commit_is_repaired_from_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.jsonl");
+    let mut opened = JsonlStore::create(&file, "s1", "", Durability::Entry).unwrap();
+    opened.store.append(vec![Message::user("one")]).unwrap();
+    commit_turn(&mut *opened.store, &json!({"engine": "e", "state": 1}));
+    let after_first = files(dir.path());
+    opened.store.append(vec![Message::user("two")]).unwrap();
+    let second = json!({"engine": "e", "state": 2});
+    commit_turn(&mut *opened.store, &second);
+    drop(opened);
+
+    // A power loss: what was not synced is gone. The transcript's bytes of the second turn
+    // and the state file's replacement were never synced; the journal's record was.
+    for name in ["t.jsonl", "t.jsonl.state.json"] {
+        std::fs::write(dir.path().join(name), &after_first[name]).unwrap();
+    }
+    let again = JsonlStore::open(&file, "s1", Durability::Entry).unwrap();
+    assert_eq!(texts(&again.messages), ["one", "two"]);
+    assert_eq!(again.state, Some(second.clone()));
+    assert_eq!(again.store.meta().turns, Some(2));
+    drop(again);
+    // The state file readers see is the journal's again.
+    let (state, _) = {
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(state_path(&file)).unwrap()).unwrap();
+        (doc["state"].clone(), ())
+    };
+    assert_eq!(state, json!(2));
+}
+
+#[test]
+fn a_torn_journal_record_leaves_the_commit_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.jsonl");
+    let mut opened = JsonlStore::create(&file, "s1", "", Durability::Entry).unwrap();
+    opened.store.append(vec![Message::user("one")]).unwrap();
+    let first = json!({"engine": "e", "state": 1});
+    commit_turn(&mut *opened.store, &first);
+    let after_first = files(dir.path());
+    opened.store.append(vec![Message::user("two")]).unwrap();
+    commit_turn(&mut *opened.store, &json!({"engine": "e", "state": 2}));
+    drop(opened);
+    let written: Vec<String> = files(dir.path())
+        .into_iter()
+        .filter(|(name, bytes)| name.contains(".commit-") && after_first.get(name) != Some(bytes))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(written.len(), 1, "one journal slot per commit: {written:?}");
+
+    // The process died while writing the second record: it is torn, the state file old.
+    let slot = dir.path().join(&written[0]);
+    let mut torn = std::fs::read(&slot).unwrap();
+    torn.truncate(torn.len() / 2);
+    std::fs::write(&slot, torn).unwrap();
+    std::fs::write(state_path(&file), &after_first["t.jsonl.state.json"]).unwrap();
+
+    let again = JsonlStore::open(&file, "s1", Durability::Entry).unwrap();
+    assert_eq!(texts(&again.messages), ["one"]);
+    assert_eq!(again.state, Some(first));
+    let aside = std::fs::read_to_string(dir.path().join("t.jsonl.uncommitted")).unwrap();
+    assert!(aside.contains("two"), "{aside}");
+}
+
+#[test]
+fn a_commit_syncs_the_transcript_only_past_its_unsynced_limit() {
+    // Many small turns: each record carries the transcript bytes since the last sync, and
+    // those stay bounded (the transcript is synced when they pass the limit).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.jsonl");
+    let mut opened = JsonlStore::create(&file, "s1", "", Durability::Entry).unwrap();
+    let state = json!({"engine": "e", "state": null});
+    let mut largest = 0;
+    for n in 0..300 {
+        opened
+            .store
+            .append(vec![Message::user(format!("{n}: {}", "x".repeat(1000)))])
+            .unwrap();
+        commit_turn(&mut *opened.store, &state);
+        let slots = files(dir.path())
+            .into_iter()
+            .filter(|(name, _)| name.contains(".commit-"))
+            .map(|(_, b)| b.len())
+            .max()
+            .unwrap();
+        largest = largest.max(slots);
+    }
+    drop(opened);
+    assert!(largest < 80 << 10, "largest record: {largest} bytes");
+    let again = JsonlStore::open(&file, "s1", Durability::Entry).unwrap();
+    assert_eq!(again.messages.len(), 300);
+    assert_eq!(again.store.meta().turns, Some(300));
 }

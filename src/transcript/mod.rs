@@ -3,7 +3,7 @@
 //! - [`store`]: the session file ctxhost writes, in the pi/OpenClaw v3 session format. It is
 //!   append-only: earlier bytes are never rewritten, torn lines are reported and skipped.
 //! - [`mod@import`]: reads sessions recorded by other agents (pi, Claude Code, Codex, OpenAI Chat
-//!   Completions arrays, SWE-agent trajectories) into [`crate::message::Message`]s, detecting the
+//!   Completions arrays, SWE-agent trajectories) into [`crate::contract::message::Message`]s, detecting the
 //!   format from the content.
 
 pub mod import;
@@ -13,48 +13,11 @@ pub use import::{Format, Import, ImportedSession, import};
 pub use store::{Durability, TranscriptStore};
 
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use crate::contract::client::kind_of;
 use crate::error::{Error, Result};
-use crate::message::Message;
-
-/// Where a session's entries are kept. The JSONL [`TranscriptStore`] is the one ctxhost ships;
-/// an embedder (or a test that needs a failing disk) puts another behind the same seam.
-pub trait Store: Send + std::fmt::Debug {
-    /// Appends messages as new entries with fresh ids and returns them as stored. On an error
-    /// nothing of this call counts as stored, and what was stored before stays as it was.
-    fn append(&mut self, messages: Vec<Message>) -> Result<Vec<Arc<Message>>>;
-    /// The transcript file; the engine's per-session state is kept beside it.
-    fn path(&self) -> &Path;
-    /// How many messages the store holds.
-    fn len(&self) -> usize;
-    /// Whether the store holds no message.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Forces what was appended to durable storage; called at the end of every turn.
-    fn sync(&mut self) -> Result<()> {
-        Ok(())
-    }
-}
-
-impl Store for TranscriptStore {
-    fn append(&mut self, messages: Vec<Message>) -> Result<Vec<Arc<Message>>> {
-        TranscriptStore::append(self, messages)
-    }
-    fn path(&self) -> &Path {
-        TranscriptStore::path(self)
-    }
-    fn len(&self) -> usize {
-        TranscriptStore::len(self)
-    }
-    fn sync(&mut self) -> Result<()> {
-        TranscriptStore::sync(self)
-    }
-}
 
 /// The largest transcript file the host reads (1 GiB). A larger one is refused before it is
 /// read, so a wrong path cannot fill memory.

@@ -1,6 +1,8 @@
 //! Shared test helpers: where the shared transcripts live.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+#[macro_use]
+pub mod backends;
 pub mod engine;
 pub mod fake_model;
 pub mod replay;

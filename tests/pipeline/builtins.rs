@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 
 use ctxhost::config::{Config, Entry};
-use ctxhost::message::{MessageBody, Role};
+use ctxhost::contract::message::{MessageBody, Role};
 use ctxhost::runtime::Host;
 use ctxhost::session::Assembly;
 use ctxhost::transcript::TranscriptStore;

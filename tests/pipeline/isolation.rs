@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use ctxhost::isolation::ChildCommand;
-use ctxhost::limits::Isolation;
+use ctxhost::contract::limits::Isolation;
+use ctxhost::engine::isolation::ChildCommand;
 use ctxhost::runtime::Host;
 use ctxhost::session::Assembly;
 
@@ -36,7 +36,7 @@ fn hooks_run_in_child_processes_and_answer_as_they_do_in_process() {
         .find(|f| f.to_string_lossy().contains("sessionshare"))
         .expect("a transcript with tool calls");
 
-    let run = |host: Host| -> (Vec<Assembly>, Vec<ctxhost::pipeline::HookReport>) {
+    let run = |host: Host| -> (Vec<Assembly>, Vec<ctxhost::engine::pipeline::HookReport>) {
         let host = Arc::new(host);
         let dir = tempfile::tempdir().expect("tempdir");
         let (calls, _) = common::block_on(assemblies(Arc::clone(&host), &file, dir.path()));

@@ -4,7 +4,7 @@
 
 use serde_json::{Value as Json, json};
 
-use ctxhost::message::Message;
+use ctxhost::contract::message::Message;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::TurnInput;
 

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use ctxhost::message::Message;
+use ctxhost::contract::message::Message;
 use ctxhost::runtime::{Host, SessionHandle, SessionSpec};
 use ctxhost::session::TurnInput;
 

@@ -37,19 +37,24 @@ async fn the_commit_record_and_the_engine_state_are_one_write() {
         .filter(|(name, bytes)| before.get(*name) != Some(bytes))
         .map(|(name, _)| name)
         .collect();
-    assert_eq!(
-        changed,
-        ["transcript.jsonl.state.json"],
-        "a commit changes one file, replaced whole"
+    // The commit is one record in the journal (one synced file) and the state file readers
+    // see, replaced whole.
+    assert_eq!(changed.len(), 2, "{changed:?}");
+    assert!(
+        changed[0].starts_with("transcript.jsonl.commit-"),
+        "{changed:?}"
     );
+    assert_eq!(changed[1], "transcript.jsonl.state.json", "{changed:?}");
     let saved: Value = serde_json::from_slice(&after["transcript.jsonl.state.json"]).unwrap();
     assert_eq!(saved["client"]["committed"], json!(["turn-1"]));
     assert_eq!(saved["state"]["commits"], 1);
 
-    // A crash before that write leaves the old file: the turn is neither recorded nor in the
+    // A crash before that commit leaves the old files: the turn is neither recorded nor in the
     // state, and committing it again commits it once.
+    for name in &changed {
+        std::fs::write(session.join(name), &before[*name]).unwrap();
+    }
     let file = session.join("transcript.jsonl.state.json");
-    std::fs::write(&file, &before["transcript.jsonl.state.json"]).unwrap();
     let mut c = Client::start(&state);
     c.init(&engine).await;
     assert_eq!(
@@ -114,6 +119,18 @@ pub(super) fn stored_texts(transcript: &Path) -> Vec<String> {
 
 #[tokio::test]
 async fn messages_a_crash_stored_before_the_state_write_are_mirrored_once_after_a_restart() {
+    crash_before_the_commit(false).await;
+}
+
+/// The same crash in a state directory an earlier ctxhost wrote (its state file has no commit
+/// mark and there is no journal): the messages stored after the saved mirror are matched
+/// against the next view instead.
+#[tokio::test]
+async fn messages_a_crash_stored_before_an_earlier_ctxhosts_state_write_are_mirrored_once() {
+    crash_before_the_commit(true).await;
+}
+
+async fn crash_before_the_commit(earlier_ctxhost: bool) {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, true));
@@ -127,12 +144,26 @@ async fn messages_a_crash_stored_before_the_state_write_are_mirrored_once_after_
         .unwrap()
         .path();
     let state_file = session.join("transcript.jsonl.state.json");
-    let saved = std::fs::read(&state_file).unwrap();
-    // The next view stores two more messages; then the process dies before the state write
-    // that records them in the mirror: the transcript has them, the state file is the old one.
+    let mut saved = snapshot(&session);
+    saved.remove("transcript.jsonl");
+    // The next view stores two more messages; then the process dies before the commit that
+    // records them in the mirror: the transcript has them, the state file and the commit
+    // journal are the old ones.
     c.ok("assemble", assemble_params(&history(2), 10_000)).await;
     c.close().await;
-    std::fs::write(&state_file, &saved).unwrap();
+    for (name, bytes) in &saved {
+        std::fs::write(session.join(name), bytes).unwrap();
+    }
+    if earlier_ctxhost {
+        let mut old: Value = serde_json::from_slice(&saved["transcript.jsonl.state.json"]).unwrap();
+        let mark = old.as_object_mut().unwrap().remove("commit").unwrap();
+        // An earlier ctxhost wrote how many messages its mirror accounts for.
+        old["stored"] = mark["entries"].clone();
+        std::fs::write(&state_file, serde_json::to_vec(&old).unwrap()).unwrap();
+        for name in saved.keys().filter(|n| n.contains(".commit-")) {
+            std::fs::remove_file(session.join(name)).unwrap();
+        }
+    }
     let transcript = session.join("transcript.jsonl");
     assert_eq!(
         stored_texts(&transcript).len(),
@@ -165,4 +196,49 @@ async fn messages_a_crash_stored_before_the_state_write_are_mirrored_once_after_
     // they were ingested again (once), with the new ones.
     let saved: Value = serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
     assert_eq!(saved["state"]["ingested"], 6, "{saved}");
+}
+
+/// `host.store: {kind: "sqlite"}`: a served session lives in the database (no session files),
+/// and the next client process continues it, each message stored once.
+#[tokio::test]
+async fn a_session_kept_in_sqlite_continues_in_the_next_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, true));
+    let db = dir.path().join("db").join("sessions.db");
+    let config = dir.path().join("ctxhost.json5");
+    std::fs::write(
+        &config,
+        format!(
+            "{{ host: {{ store: {{ kind: \"sqlite\", path: {:?} }} }} }}",
+            db.display().to_string()
+        ),
+    )
+    .unwrap();
+    let init = json!({"engine": engine, "config": config});
+    let mut c = Client::start(&state);
+    c.ok("initialize", init.clone()).await;
+    c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+    c.close().await;
+    assert!(
+        db.exists(),
+        "the database was created where the config says"
+    );
+    assert!(!state.join("sessions").exists(), "no session files");
+
+    let mut c = Client::start(&state);
+    c.ok("initialize", init).await;
+    let r = c.ok("assemble", assemble_params(&history(3), 10_000)).await;
+    let expected: Vec<String> = (0..3)
+        .flat_map(|i| [format!("question {i}"), format!("answer {i}")])
+        .collect();
+    assert_eq!(texts(&r), expected);
+    assert_eq!(r["systemPromptAddition"], "v1 n=2 kept 6 of 6");
+    c.close().await;
+    let backend =
+        ctxhost::store::sqlite::SqliteBackend::open(&db, ctxhost::transcript::Durability::Entry)
+            .unwrap();
+    let listed = ctxhost::store::Backend::sessions(&backend).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].messages, 6);
 }

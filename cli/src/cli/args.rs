@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use ctxhost::tokens::Tokenizer;
+use ctxhost::services::tokens::Tokenizer;
 
 /// ctxhost: host scriptable context engines and replay conversations through them.
 #[derive(Debug, Parser)]
@@ -35,6 +35,44 @@ pub enum Command {
     /// Replay transcripts through several engines and windows; compare cost, cache reuse,
     /// re-references and time side by side, with baselines and gates for CI.
     Compare(crate::cli::compare::CompareArgs),
+    /// Back up the session store, or copy a JSONL state directory into another backend.
+    Store(StoreArgs),
+}
+
+/// `ctxhost store`.
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: StoreCommand,
+}
+
+/// `ctxhost store` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Write a consistent copy of every session to DEST while they may be served (SQLite:
+    /// `VACUUM INTO`; JSONL: a copy of the state directory's sessions).
+    Backup {
+        /// Where the copy goes (a file for SQLite, a directory for JSONL); must not exist.
+        dest: PathBuf,
+        /// The config file naming the store (`host.store`; default: `$CTXHOST_CONFIG`, else
+        /// `~/.config/ctxhost/config.json5`).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The state directory (default: the one `serve` uses).
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// Copy every session of a JSONL state directory into another backend, with its ids,
+    /// state and turns; verified by counts and SHA-256 digests; safe to run again.
+    Migrate {
+        /// The state directory to copy from (its `sessions/` directory).
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+        /// Where to: `sqlite:PATH` or `postgres:URL`.
+        #[arg(long, value_name = "TARGET")]
+        to: String,
+    },
 }
 
 /// `ctxhost serve`.
@@ -60,7 +98,7 @@ pub struct ServeArgs {
     /// Where engine VMs run: `thread`, or `process` (a child process per session, killed at
     /// deadline + grace); default: the config's `host.isolation`, else thread.
     #[arg(long, value_name = "thread|process")]
-    pub isolation: Option<ctxhost::limits::Isolation>,
+    pub isolation: Option<ctxhost::contract::limits::Isolation>,
 }
 
 /// `ctxhost check`.
@@ -80,7 +118,7 @@ pub struct CheckArgs {
     /// Run the engine in a child process (`process`) or on a thread (`thread`); default: the
     /// config's `host.isolation`.
     #[arg(long, value_name = "thread|process")]
-    pub isolation: Option<ctxhost::limits::Isolation>,
+    pub isolation: Option<ctxhost::contract::limits::Isolation>,
 }
 
 /// The host settings `replay` and `watch` take from the command line, over the config's.
@@ -98,7 +136,7 @@ pub struct HostArgs {
     /// Where engine VMs run: `thread`, or `process` (a child process per session, killed at
     /// deadline + grace); default: the config's `host.isolation`, else thread.
     #[arg(long, value_name = "thread|process")]
-    pub isolation: Option<ctxhost::limits::Isolation>,
+    pub isolation: Option<ctxhost::contract::limits::Isolation>,
 }
 
 /// `ctxhost replay`.

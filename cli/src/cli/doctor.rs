@@ -8,9 +8,9 @@ use serde::Serialize;
 
 use crate::cli::Outcome;
 use crate::cli::args::DoctorArgs;
-use ctxhost::check::check_engine;
 use ctxhost::config::discover;
 use ctxhost::contract::LEGACY_ID;
+use ctxhost::tools::check::check_engine;
 
 /// The doctor's findings.
 #[derive(Debug, Serialize)]
@@ -37,8 +37,74 @@ struct Diagnosis {
     isolation: String,
     /// The long-running ctxhost processes (`serve`, `watch`) under the state directory, with
     /// their own abandoned-worker counts.
-    running: Vec<ctxhost::status::LiveStatus>,
+    running: Vec<ctxhost::tools::status::LiveStatus>,
+    /// Where sessions are kept (`host.store`) under the default state directory.
+    store: StoreReport,
     openclaw: Bridge,
+}
+
+/// What `doctor` finds of the session store.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StoreReport {
+    /// `fs-jsonl`, `sqlite` or `postgres`.
+    kind: String,
+    /// Where it keeps sessions.
+    location: Option<String>,
+    /// Bytes it occupies, when it can tell.
+    size_bytes: Option<u64>,
+    /// How many sessions it holds.
+    sessions: usize,
+    /// The sessions with the most messages (at most 10): id, messages, turns.
+    largest: Vec<ctxhost::store::SessionSummary>,
+    /// Why it could not be read.
+    error: Option<String>,
+}
+
+/// Opens the configured store under `state_dir` read-mostly: a SQLite database that does not
+/// exist yet is reported, not created.
+fn store_report(config: &ctxhost::config::Config, state_dir: Option<&Path>) -> StoreReport {
+    use ctxhost::config::StoreSettings;
+    let kind = match &config.host.store {
+        StoreSettings::Jsonl => "fs-jsonl",
+        StoreSettings::Sqlite(_) => "sqlite",
+        StoreSettings::Postgres(_) => "postgres",
+    };
+    let mut r = StoreReport {
+        kind: kind.into(),
+        ..StoreReport::default()
+    };
+    let Some(state_dir) = state_dir else {
+        r.error = Some("no state directory (set CTXHOST_STATE_DIR or HOME)".into());
+        return r;
+    };
+    if let StoreSettings::Sqlite(s) = &config.host.store {
+        let path = ctxhost::store::sqlite_path(config, s, state_dir);
+        if !path.exists() {
+            r.location = Some(path.display().to_string());
+            r.error = Some("no database yet (serve creates it at its first session)".into());
+            return r;
+        }
+    }
+    let backend = match ctxhost::store::open_backend(config, state_dir) {
+        Ok(b) => b,
+        Err(e) => {
+            r.error = Some(e.to_string());
+            return r;
+        }
+    };
+    r.location = Some(backend.location());
+    r.size_bytes = backend.size_bytes();
+    match backend.sessions() {
+        Ok(mut list) => {
+            r.sessions = list.len();
+            list.sort_by(|a, b| b.messages.cmp(&a.messages).then(a.id.cmp(&b.id)));
+            list.truncate(10);
+            r.largest = list;
+        }
+        Err(e) => r.error = Some(e.to_string()),
+    }
+    r
 }
 
 /// What `doctor` finds of the OpenClaw bridge (`bridges/openclaw`) in OpenClaw's config.
@@ -65,7 +131,7 @@ struct Bridge {
     /// Where the plugin keeps ctxhost's sessions (as `bridges/openclaw` decides it).
     state_dir: Option<String>,
     /// The `ctxhost serve` processes running there.
-    running: Vec<ctxhost::status::LiveStatus>,
+    running: Vec<ctxhost::tools::status::LiveStatus>,
     /// A problem reading the config.
     error: Option<String>,
 }
@@ -140,7 +206,7 @@ fn openclaw_bridge(config: &ctxhost::config::Config) -> Bridge {
     if b.installed
         && let Some(dir) = bridge_state_dir(entry)
     {
-        b.running = ctxhost::status::running(&dir);
+        b.running = ctxhost::tools::status::running(&dir);
         b.state_dir = Some(dir.display().to_string());
     }
     if let Some(engine) = entry["config"]["engine"].as_str() {
@@ -180,8 +246,12 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         abandoned_workers: 0,
         isolation: h.isolation.to_string(),
         running: ctxhost::serve::state::default_state_dir()
-            .map(|dir| ctxhost::status::running(&dir))
+            .map(|dir| ctxhost::tools::status::running(&dir))
             .unwrap_or_default(),
+        store: store_report(
+            &config,
+            ctxhost::serve::state::default_state_dir().as_deref(),
+        ),
         openclaw: Bridge {
             last_call: ctxhost::serve::state::default_state_dir().and_then(|d| last_call(&d)),
             ..openclaw_bridge(&config)
@@ -284,12 +354,13 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             "isolation:  {} ({})",
             d.isolation,
             match h.isolation {
-                ctxhost::limits::Isolation::Thread =>
+                ctxhost::contract::limits::Isolation::Thread =>
                     "engine VMs on worker threads; a call stuck past deadline + grace is abandoned",
-                ctxhost::limits::Isolation::Process =>
+                ctxhost::contract::limits::Isolation::Process =>
                     "a child process per engine instance, killed at deadline + grace",
             }
         )?;
+        render_store(out, &d.store)?;
         render_bridge(out, &d.openclaw)?;
     }
     Ok(if healthy && bridge_healthy {
@@ -329,6 +400,36 @@ fn last_call(state_dir: &Path) -> Option<LastCall> {
         engine: saved["engine"].as_str().unwrap_or("?").to_owned(),
         seconds_ago: modified.elapsed().map_or(0, |d| d.as_secs()),
     })
+}
+
+fn render_store(out: &mut dyn Write, s: &StoreReport) -> std::io::Result<()> {
+    write!(out, "store:      {}", s.kind)?;
+    if let Some(l) = &s.location {
+        write!(out, " at {l}")?;
+    }
+    match (&s.error, s.size_bytes) {
+        (Some(e), _) => return writeln!(out, " ({e})"),
+        (None, Some(bytes)) => writeln!(
+            out,
+            " ({} sessions, {:.1} MiB)",
+            s.sessions,
+            bytes as f64 / (1 << 20) as f64
+        )?,
+        (None, None) => writeln!(out, " ({} sessions)", s.sessions)?,
+    }
+    for l in &s.largest {
+        writeln!(
+            out,
+            "  {}: {} messages{}",
+            l.id,
+            l.messages,
+            l.meta
+                .turns
+                .map(|t| format!(", {t} turns"))
+                .unwrap_or_default()
+        )?;
+    }
+    Ok(())
 }
 
 /// `125` → `2 min ago`.

@@ -10,6 +10,7 @@ mod new;
 mod replay;
 mod serve;
 mod show;
+mod store;
 mod watch;
 
 use std::io::Write;
@@ -36,5 +37,6 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<Outcome> {
         args::Command::Engines(a) => engines::run(a, out),
         args::Command::Serve(a) => serve::run(a, out),
         args::Command::Compare(a) => compare::run(a, out),
+        args::Command::Store(a) => store::run(a, out),
     }
 }

@@ -60,7 +60,8 @@ pub(super) fn transcript_of(state: &Path, session_id: &str) -> PathBuf {
 }
 
 /// What a kill left of the session `session_id` on disk: whether it came between a transcript
-/// append and the state write that accounts for it (the windows a retry must not store twice).
+/// append and the commit that accounts for it (the windows a retry must not store twice; the
+/// store sets such messages aside when the session reopens).
 pub(super) fn left_behind(state: &Path, session_id: &str) -> &'static str {
     let Ok(dirs) = std::fs::read_dir(state.join("sessions")) else {
         return "no session yet";
@@ -92,9 +93,13 @@ pub(super) fn left_behind(state: &Path, session_id: &str) -> &'static str {
     let saved = std::fs::read_to_string(transcript.with_extension("jsonl.state.json"))
         .ok()
         .and_then(|s| serde_json::from_str::<Value>(&s).ok());
+    // The commit mark's count (an earlier ctxhost's state said `stored`).
     let accounted = match &saved {
         None => 0,
-        Some(v) => v["stored"].as_u64().unwrap_or(0) as usize,
+        Some(v) => v["commit"]["entries"]
+            .as_u64()
+            .or(v["stored"].as_u64())
+            .unwrap_or(0) as usize,
     };
     if torn {
         "a torn transcript line"

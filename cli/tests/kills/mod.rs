@@ -4,7 +4,8 @@
 //! the child is SIGKILLed at random moments after a request is written. Seen from outside at
 //! the end: each conversation's `transcript.jsonl` holds every client message exactly once, in
 //! order (the session's own compaction summaries aside), and no acknowledged message is ever
-//! missing from a later `assemble` window.
+//! missing from a later `assemble` window. It runs once per durable backend
+//! (`each_backend!`): JSONL files, and one SQLite database (`host.store: {kind: "sqlite"}`).
 //!
 //! The counts (kills, messages acknowledged, stored twice, lost) and what each kill left on
 //! disk (messages stored before a session's first state save, or after its last; a summary
@@ -62,6 +63,8 @@ const KEY: &str = "agent:main:main";
 /// The bridge side: the child it talks to, and what it has seen.
 struct Bridge {
     state: PathBuf,
+    /// The config naming the store (`host.store`), when it is not the default JSONL one.
+    config: Option<PathBuf>,
     engine: PathBuf,
     home: PathBuf,
     serve: Option<Serve>,
@@ -87,8 +90,11 @@ impl Bridge {
     fn serve(&mut self) -> &mut Serve {
         if self.serve.is_none() {
             let mut s = Serve::spawn(&self.state, &self.engine, &self.home);
-            let init = json!({"engine": self.engine, "clientInfo": {"name": "kills-test", "version": "1"},
+            let mut init = json!({"engine": self.engine, "clientInfo": {"name": "kills-test", "version": "1"},
                               "capabilities": {"delegateCompaction": true, "llmComplete": true}});
+            if let Some(config) = &self.config {
+                init["config"] = json!(config);
+            }
             let id = s.write("initialize", &init).expect("initialize written");
             match s.wait(id, None) {
                 Some(Outcome::Answered(r)) => assert!(r.get("error").is_none(), "{r}"),
@@ -130,7 +136,11 @@ impl Bridge {
                 self.kills += 1;
                 self.kills_left -= 1;
                 outcome = serve.wait(id, None);
-                let window = left_behind(&self.state, params["sessionId"].as_str().unwrap_or(""));
+                let window = match &self.config {
+                    // A call's messages and state are one transaction: no window between them.
+                    Some(_) => "a sqlite transaction (all or nothing)",
+                    None => left_behind(&self.state, params["sessionId"].as_str().unwrap_or("")),
+                };
                 *self.windows.entry(window).or_default() += 1;
                 self.log.push(format!(
                     "kill {} at {:?} in {method}, {window} ({})",
@@ -257,8 +267,34 @@ fn assistant(text: String) -> Value {
     json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": 2})
 }
 
-#[test]
-fn sigkills_under_bridge_retries_store_nothing_twice_and_lose_nothing() {
+each_backend! { durable:
+    sigkills_under_bridge_retries_store_nothing_twice_and_lose_nothing => kills_on;
+}
+
+/// The client messages the store holds for `session_id`, in order (summaries aside).
+fn stored_in(b: &Bridge, session_id: &str) -> Vec<String> {
+    match &b.config {
+        None => stored(&transcript_of(&b.state, session_id)),
+        Some(_) => {
+            let db = b.state.join("ctxhost.db");
+            let backend = ctxhost::store::sqlite::SqliteBackend::open(
+                &db,
+                ctxhost::transcript::Durability::Entry,
+            )
+            .unwrap();
+            ctxhost::store::Backend::open(&backend, session_id, "")
+                .unwrap()
+                .messages
+                .iter()
+                .map(|m| serde_json::to_value(&**m).unwrap())
+                .filter(|m| !is_summary(m))
+                .map(|m| key_of(&m))
+                .collect()
+        }
+    }
+}
+
+fn kills_on(kind: crate::common::backends::Kind) {
     let runs = env_u64("CTXHOST_KILL_RUNS").unwrap_or(100);
     let seed = env_u64("CTXHOST_KILL_SEED").unwrap_or_else(|| {
         SystemTime::now()
@@ -270,8 +306,18 @@ fn sigkills_under_bridge_retries_store_nothing_twice_and_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let engine = dir.path().join("keepall.lua");
     std::fs::write(&engine, ENGINE).unwrap();
+    let config = match kind {
+        crate::common::backends::Kind::Sqlite => {
+            // `ctxhost.db` in the state directory, the default path.
+            let file = dir.path().join("sqlite.json5");
+            std::fs::write(&file, "{ host: { store: { kind: \"sqlite\" } } }").unwrap();
+            Some(file)
+        }
+        _ => None,
+    };
     let mut b = Bridge {
         state: dir.path().join("state"),
+        config,
         engine,
         home: dir.path().to_path_buf(),
         serve: None,
@@ -421,7 +467,7 @@ fn sigkills_under_bridge_retries_store_nothing_twice_and_lose_nothing() {
     b.serve.take().unwrap().close();
     for c in &conversations {
         tally.acknowledged += c.acknowledged.len();
-        let got = stored(&transcript_of(&b.state, &c.id));
+        let got = stored_in(&b, &c.id);
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for k in &got {
             *counts.entry(k.as_str()).or_default() += 1;
@@ -451,7 +497,7 @@ fn sigkills_under_bridge_retries_store_nothing_twice_and_lose_nothing() {
         }
     }
     eprintln!(
-        "kills: {} kills ({} calls sent again, {} given up), {} conversations, {} compactions, {} messages \
+        "kills ({kind:?}): {} kills ({} calls sent again, {} given up), {} conversations, {} compactions, {} messages \
          acknowledged, stored twice {}, lost {}, out of order {} (CTXHOST_KILL_SEED={seed})",
         b.kills,
         b.resent,

@@ -17,10 +17,10 @@ use serde_json::Value as Json;
 
 use super::values::{self, Resident};
 use crate::contract::ResultLimits;
-use crate::engine::script::Budget;
-use crate::host::{
+use crate::engine::api::{
     API, Args, HostError, HostFn, HostOut, HostScope, HostValue, Kept, LogLevel, Param,
 };
+use crate::engine::script::Budget;
 use crate::sandbox::StopSignals;
 
 /// What the `host` functions share with their VM.

@@ -10,8 +10,8 @@ use super::language::Boot;
 use super::located;
 use super::result::info_from_json;
 use crate::contract::EngineInfo;
+use crate::contract::limits::Limits;
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
-use crate::limits::Limits;
 use crate::sandbox::{StopReason, StopSignals, WatchGuard, WorkerError};
 
 /// The most bytes of text an engine's `info` may hold.
