@@ -16,6 +16,7 @@ mod did_you_mean;
 mod isolation;
 mod kills;
 mod new_engine;
+mod new_hook;
 mod progress;
 mod report;
 mod retention;

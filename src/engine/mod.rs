@@ -75,6 +75,11 @@ pub trait EngineFactory: Send + Sync + std::fmt::Debug {
     fn warnings(&self) -> &[String] {
         &[]
     }
+    /// The hook pipeline behind this factory, when it is one (for `check`, `doctor` and the
+    /// reload of one hook).
+    fn pipeline(&self) -> Option<&crate::engine::pipeline::PipelineFactory> {
+        None
+    }
     /// A fresh instance for one session.
     fn instantiate(&self, cx: &InstanceContext) -> Result<Box<dyn Engine>, EngineError>;
 }
@@ -96,6 +101,14 @@ pub trait Engine: Send {
     fn location(&self, method: Method) -> Option<ScriptLocation> {
         let _ = method;
         None
+    }
+
+    /// Whether the host's own compaction trigger (for an engine that does not own compaction)
+    /// runs through this engine's `compact` rather than straight to the built-in compaction:
+    /// the `pipeline` engine says yes when a hook plans compactions (`compactionPlan`), as the
+    /// design has its trigger go through `compaction.plan`. Default false.
+    fn plans_compaction(&self) -> bool {
+        false
     }
 
     /// Once per session per instance, before the first turn.

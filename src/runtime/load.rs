@@ -21,7 +21,7 @@ pub(super) fn load_entry(
     entry: &Entry,
 ) -> std::result::Result<Arc<dyn EngineFactory>, EngineError> {
     if id == crate::config::PIPELINE_ID && entry.path.is_none() {
-        return crate::engine::pipeline::load(config);
+        return Ok(crate::engine::pipeline::load_with(config, child_command)?);
     }
     let Some(path) = &entry.path else {
         return Err(EngineError::new(

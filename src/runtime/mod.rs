@@ -321,6 +321,33 @@ impl Host {
         Ok(generation)
     }
 
+    /// Reloads one hook of the `pipeline` engine from its file and, when it loads and
+    /// validates, swaps it in alone: each session's instance of that hook follows at its next
+    /// turn with its state carried over, and the other hooks keep their instances and state
+    /// (the engine's generation does not move). On failure the running version stays and the
+    /// error (with file:line) is returned. Returns the hook's new generation.
+    pub fn reload_hook(&self, hook: &str) -> Result<u64> {
+        let engine = self.engine.current().engine;
+        let Some(Ok(factory)) = engine else {
+            return Err(Error::Config {
+                place: "plugins.slots.contextEngine".into(),
+                message: "the host serves no loaded pipeline, so it has no hook to reload".into(),
+            });
+        };
+        let Some(pipeline) = factory.pipeline() else {
+            return Err(Error::Config {
+                place: "plugins.slots.contextEngine".into(),
+                message: format!(
+                    "the host serves engine \"{}\", not the pipeline; reload the engine instead",
+                    factory.info().id
+                ),
+            });
+        };
+        let generation = pipeline.reload_hook(hook)?;
+        tracing::info!(hook, generation, "pipeline hook reloaded");
+        Ok(generation)
+    }
+
     /// What a session of this host is built from (for driving a [`Session`] synchronously).
     pub fn session_setup(&self, spec: &SessionSpec) -> SessionSetup {
         let h = &self.config.host;

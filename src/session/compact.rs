@@ -18,6 +18,11 @@ use super::Session;
 impl Session {
     /// Built-in auto-compaction for engines that do not own compaction.
     pub(super) fn auto_compact(&mut self, budget: u64) -> Result<()> {
+        if self.engine.as_ref().is_some_and(|e| e.plans_compaction()) {
+            return self
+                .engine_compact(budget, CompactionTarget::Budget, None, None)
+                .map(|_| ());
+        }
         let params = self.compact_params(budget, CompactionTarget::Budget, None, None);
         let s = &self.services;
         let result = compaction::compact(

@@ -117,6 +117,9 @@ pub struct Assembly {
     /// What the call still lacks as sent, after those repairs (see [`crate::services::guarantee`]),
     /// judged once here so `replay`, `check` and `compare` need not judge it again.
     pub violations: Vec<crate::services::guarantee::Violation>,
+    /// The engine's `contextProjection`, as it returned it (the `pipeline` engine reports
+    /// there what each hook did in this call).
+    pub projection: Option<serde_json::Value>,
 }
 
 /// What happened during one turn, for reports.

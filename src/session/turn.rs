@@ -479,6 +479,7 @@ impl Session {
             host_added,
             put_back,
             violations: lacking,
+            projection: result.context_projection,
         }
     }
 

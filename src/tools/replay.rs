@@ -103,6 +103,11 @@ pub struct CallReport {
     /// The context itself, message by message, when [`ReplayOptions::contexts`] asked for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextView>,
+    /// What the `pipeline` engine's hooks did in this call (contributions by source and
+    /// placement, blocks dropped for the budget, what each `prune` hook removed or changed,
+    /// which hook summarized what, quarantined hooks), recorded with the context.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<serde_json::Value>,
 }
 
 /// The first failure of a quarantined engine, for the summary.
@@ -369,6 +374,9 @@ fn call_report(
         compactions: compactions.saturating_sub(*compactions_before),
         pairing_repairs: a.pairing_repairs,
         context: tracker.as_mut().map(|t| t.observe(s.context(), a)),
+        pipeline: tracker
+            .as_ref()
+            .and_then(|_| a.projection.as_ref()?.get("pipeline").cloned()),
     };
     *compactions_before = compactions;
     (report, judged)

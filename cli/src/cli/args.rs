@@ -320,6 +320,18 @@ pub struct NewArgs {
     /// The script language.
     #[arg(long, value_enum, default_value = "lua")]
     pub lang: Lang,
+    /// What to write: a whole engine, or a hook for the `pipeline` engine.
+    #[arg(long, value_enum, default_value = "engine")]
+    pub kind: Kind,
+}
+
+/// What `ctxhost new` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// A single-file context engine (every lifecycle method).
+    Engine,
+    /// A hook the `pipeline` engine composes with others (`collect`, `prune`, ...).
+    Hook,
 }
 
 /// The languages an engine can be written in.

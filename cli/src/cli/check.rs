@@ -16,7 +16,12 @@ pub(crate) fn run(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<Outcom
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
     } else {
-        writeln!(out, "engine {} ({})", report.engine, report.file.display())?;
+        let kind = if report.hooks.is_some() {
+            "hook"
+        } else {
+            "engine"
+        };
+        writeln!(out, "{kind} {} ({})", report.engine, report.file.display())?;
         if !report.defines.is_empty() {
             writeln!(out, "  defines: {}", report.defines.join(", "))?;
         }

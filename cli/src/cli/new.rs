@@ -1,5 +1,6 @@
-//! `ctxhost new NAME --lang lua|rhai`: a single-file engine skeleton that passes `ctxhost
-//! check` and documents every lifecycle method, so an author starts from something sound.
+//! `ctxhost new NAME --lang lua|rhai [--kind engine|hook]`: a single-file engine skeleton (or
+//! a pipeline hook's) that passes `ctxhost check` and documents every lifecycle method (every
+//! hook function), so an author starts from something sound.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,12 +8,16 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::cli::Outcome;
-use crate::cli::args::{Lang, NewArgs};
+use crate::cli::args::{Kind, Lang, NewArgs};
 
 /// The Lua skeleton; `__ID__`, `__NAME__` and `__FILE__` are filled in.
 const LUA_TEMPLATE: &str = include_str!("../templates/engine.lua");
 /// The Rhai skeleton; same placeholders.
 const RHAI_TEMPLATE: &str = include_str!("../templates/engine.rhai");
+/// The Lua hook skeleton; same placeholders.
+const LUA_HOOK_TEMPLATE: &str = include_str!("../templates/hook.lua");
+/// The Rhai hook skeleton; same placeholders.
+const RHAI_HOOK_TEMPLATE: &str = include_str!("../templates/hook.rhai");
 
 pub(crate) fn run(args: NewArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let file = target_file(&args.name, args.lang)?;
@@ -29,9 +34,11 @@ pub(crate) fn run(args: NewArgs, out: &mut dyn Write) -> anyhow::Result<Outcome>
         "engine name {stem:?}: use letters, digits, `_` and `-`, starting with a letter"
     );
     let id = stem.replace('_', "-");
-    let template = match args.lang {
-        Lang::Lua => LUA_TEMPLATE,
-        Lang::Rhai => RHAI_TEMPLATE,
+    let template = match (args.kind, args.lang) {
+        (Kind::Engine, Lang::Lua) => LUA_TEMPLATE,
+        (Kind::Engine, Lang::Rhai) => RHAI_TEMPLATE,
+        (Kind::Hook, Lang::Lua) => LUA_HOOK_TEMPLATE,
+        (Kind::Hook, Lang::Rhai) => RHAI_HOOK_TEMPLATE,
     };
     let text = template
         .replace("__ID__", &id)
@@ -53,9 +60,15 @@ pub(crate) fn run(args: NewArgs, out: &mut dyn Write) -> anyhow::Result<Outcome>
     };
     f.write_all(text.as_bytes())
         .with_context(|| format!("write {}", file.display()))?;
-    writeln!(out, "wrote {} (engine id \"{id}\")", file.display())?;
+    let what = match args.kind {
+        Kind::Engine => "engine",
+        Kind::Hook => "hook",
+    };
+    writeln!(out, "wrote {} ({what} id \"{id}\")", file.display())?;
     writeln!(out, "next: ctxhost check {}", file.display())?;
-    writeln!(out, "      ctxhost watch {}", file.display())?;
+    if args.kind == Kind::Engine {
+        writeln!(out, "      ctxhost watch {}", file.display())?;
+    }
     Ok(Outcome::Ok)
 }
 

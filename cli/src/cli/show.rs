@@ -119,6 +119,71 @@ fn write_call(
     )?;
     write_gone(out, "dropped", &v.dropped)?;
     write_gone(out, "summarized", &v.summarized)?;
+    if let Some(p) = &c.pipeline {
+        write_pipeline(out, p)?;
+    }
+    Ok(())
+}
+
+/// What the pipeline's hooks did in one call: contributions by source and placement, blocks
+/// dropped for the budget, what each `prune` hook removed or changed, which hook summarized
+/// what, and the hooks quarantined.
+fn write_pipeline(out: &mut dyn Write, p: &serde_json::Value) -> anyhow::Result<()> {
+    let list = |key: &str| p[key].as_array().cloned().unwrap_or_default();
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_owned();
+    let num = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let block = |b: &serde_json::Value| {
+        format!(
+            "{:<14} {:<24} {:<16} priority {:<4} {:>6} tokens",
+            text(&b["source"]),
+            text(&b["field"]),
+            b["id"].as_str().unwrap_or("-"),
+            b["priority"].as_f64().unwrap_or(0.0),
+            group(num(&b["tokens"]))
+        )
+    };
+    writeln!(out, "  pipeline:")?;
+    let contributions = list("contributions");
+    if contributions.is_empty() {
+        writeln!(out, "    contributions: none")?;
+    }
+    for b in &contributions {
+        writeln!(out, "    + {}", block(b))?;
+    }
+    if let Some(by) = p["systemPromptBy"].as_str() {
+        writeln!(out, "    systemPrompt replaced by {by}")?;
+    }
+    for b in &list("dropped") {
+        writeln!(out, "    - {} (dropped for the budget)", block(b))?;
+    }
+    for r in &list("pruned") {
+        writeln!(
+            out,
+            "    prune by {}: {} removed, {} changed, {} → {} tokens",
+            text(&r["hook"]),
+            num(&r["removed"]),
+            num(&r["changed"]),
+            group(num(&r["tokensBefore"])),
+            group(num(&r["tokensAfter"]))
+        )?;
+    }
+    if let Some(by) = p["compactionHandledBy"].as_str() {
+        writeln!(out, "    compaction handled by the prune of {by}")?;
+    }
+    for c in &list("compactions") {
+        writeln!(
+            out,
+            "    summarized by {}: {} messages, {} → {} tokens",
+            text(&c["summarizedBy"]),
+            num(&c["summarizedMessages"]),
+            group(num(&c["tokensBefore"])),
+            group(num(&c["tokensAfter"]))
+        )?;
+    }
+    let quarantined: Vec<String> = list("quarantined").iter().map(text).collect();
+    if !quarantined.is_empty() {
+        writeln!(out, "    quarantined: {}", quarantined.join(", "))?;
+    }
     Ok(())
 }
 

@@ -343,6 +343,40 @@
         ['−', '', m.role, g[0], fmt(m.tokens), m.firstLine].forEach(function (x) { html('td', '', x, tr); });
       });
     });
+    if (c.pipeline) { showPipeline(c.pipeline, box); }
+  }
+
+  // What the pipeline's hooks did in the call: contributions by source and placement, what was
+  // dropped for the budget, what each prune hook removed or changed, who summarized what.
+  function showPipeline(p, box) {
+    var sec = html('div', 'pipeline', null, box);
+    html('span', 'k', 'Pipeline hooks', sec);
+    var wrapP = html('div', 'table-wrap', null, sec);
+    var t = html('table', 'ctx pipeline-blocks', null, wrapP);
+    var head = html('tr', '', null, html('thead', '', null, t));
+    ['', 'source', 'placement', 'id', 'priority', 'tokens'].forEach(function (h) { html('th', '', h, head); });
+    var body = html('tbody', '', null, t);
+    [['+', p.contributions || [], ''], ['−', p.dropped || [], 'gone gone-dropped']].forEach(function (g) {
+      g[1].forEach(function (b) {
+        var tr = html('tr', g[2], null, body);
+        tr.setAttribute('data-block', g[0] === '+' ? 'placed' : 'dropped');
+        [g[0], b.source, b.field, b.id || '', String(b.priority), fmt(b.tokens)].forEach(function (x) { html('td', '', x, tr); });
+      });
+    });
+    var notes = [];
+    if ((p.dropped || []).length) { notes.push(p.dropped.length + ' block(s) dropped for the contributions\' share of the budget'); }
+    if (p.systemPromptBy) { notes.push('systemPrompt replaced by ' + p.systemPromptBy); }
+    (p.pruned || []).forEach(function (r) {
+      notes.push('prune by ' + r.hook + ': ' + fmt(r.removed) + ' removed, ' + fmt(r.changed) + ' changed, ' +
+        fmt(r.tokensBefore) + ' → ' + fmt(r.tokensAfter) + ' tokens');
+    });
+    if (p.compactionHandledBy) { notes.push('compaction handled by the prune of ' + p.compactionHandledBy); }
+    (p.compactions || []).forEach(function (c) {
+      notes.push('summarized by ' + c.summarizedBy + ': ' + fmt(c.summarizedMessages) + ' messages, ' +
+        fmt(c.tokensBefore) + ' → ' + fmt(c.tokensAfter || 0) + ' tokens');
+    });
+    if ((p.quarantined || []).length) { notes.push('quarantined: ' + p.quarantined.join(', ')); }
+    notes.forEach(function (n) { html('p', 'diff', n, sec); });
   }
 
   function nearest(evt) {

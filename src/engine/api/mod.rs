@@ -138,6 +138,22 @@ impl HostCall {
         }
     }
 
+    /// The same call as pipeline hook `hook` sees it: its id (for `host.log` and errors), its
+    /// entry config and `context` as `p.messages` (the previous `prune` hook's result, say).
+    pub fn for_hook(
+        &self,
+        hook: &str,
+        config: Arc<Value>,
+        context: Arc<Vec<Arc<Message>>>,
+    ) -> Self {
+        HostCall {
+            engine_id: Arc::from(hook),
+            config,
+            context,
+            ..self.clone()
+        }
+    }
+
     /// The call with where its session stands in its store.
     pub fn with_storage(mut self, storage: CallStorage) -> Self {
         self.storage = Some(Arc::new(storage));

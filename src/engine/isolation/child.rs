@@ -118,6 +118,7 @@ impl Child {
                 agent_dir,
                 workspace_dir,
                 tokenizer,
+                hook,
             } => {
                 limit_address_space(limits.script.memory_bytes);
                 self.label = configured_id.clone().unwrap_or_default();
@@ -143,7 +144,7 @@ impl Child {
                     agent_dir,
                     workspace_dir,
                     cancel: Some(Arc::clone(&self.cancel)),
-                    hook: false,
+                    hook,
                 };
                 crate::engine::load_any(&path, &opts, &limits.rhai).map(|f| {
                     let reply = FromChild::Loaded {

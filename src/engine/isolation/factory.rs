@@ -146,6 +146,7 @@ fn start(
         agent_dir: opts.agent_dir.clone(),
         workspace_dir: opts.workspace_dir.clone(),
         tokenizer: process.tokenizer,
+        hook: opts.hook,
     };
     let budget = opts.limits.hard_timeout() + STARTUP;
     let reply = child

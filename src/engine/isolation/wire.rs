@@ -39,6 +39,9 @@ pub enum ToChild {
         workspace_dir: String,
         /// The tokenizer `host.tokens` counts with.
         tokenizer: Tokenizer,
+        /// The file is a pipeline hook (validated as one).
+        #[serde(default)]
+        hook: bool,
     },
     /// Make the instance this child serves (after `Load`).
     #[serde(rename_all = "camelCase")]

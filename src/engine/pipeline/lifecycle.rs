@@ -1,10 +1,8 @@
 //! The pipeline behind the [`Engine`] trait: its hooks mapped onto the lifecycle.
 
-use std::sync::Arc;
-
 use serde_json::{Map, Value as Json, json};
 
-use crate::contract::message::Message;
+use crate::contract::message::{Message, MessageBody, Role};
 use crate::contract::{
     AssembleParams, AssembleResult, CompactParams, CompactResult, EngineInfo, IngestBatchParams,
     IngestBatchResult, IngestParams, IngestResult, Method,
@@ -13,8 +11,27 @@ use crate::engine::Engine;
 use crate::engine::api::HostCall;
 use crate::error::EngineError;
 
-use super::contribution::Contributions;
-use super::instance::{Pipeline, fields, messages_of, only_keys};
+use super::context::{CallFacts, lifecycle};
+use super::instance::{Pipeline, fields, only_keys};
+
+impl Pipeline {
+    /// Tells the observers what was stored; a stored user message starts a turn, the boundary
+    /// where single-hook reloads are followed.
+    fn appended(&mut self, call: &HostCall, messages: &[std::sync::Arc<Message>]) {
+        if messages
+            .iter()
+            .any(|m| matches!(m.body, MessageBody::User(_)))
+        {
+            self.follow_reloads(call);
+        }
+        let entries: Vec<Json> = messages
+            .iter()
+            .map(|m| serde_json::to_value(&**m).unwrap_or(Json::Null))
+            .collect();
+        let f = fields([("entries", Json::Array(entries))]);
+        self.run(call, Method::AfterAppend, &f, |_, _| Ok(()));
+    }
+}
 
 impl Engine for Pipeline {
     fn info(&self) -> &EngineInfo {
@@ -25,14 +42,16 @@ impl Engine for Pipeline {
         method.required() || method == Method::IngestBatch
     }
 
+    fn plans_compaction(&self) -> bool {
+        self.hooks.iter().any(|h| h.runs(Method::CompactionPlan))
+    }
+
     fn ingest(
         &mut self,
         call: &HostCall,
         params: &IngestParams,
     ) -> Result<IngestResult, EngineError> {
-        let entry = serde_json::to_value(&*params.message).unwrap_or(Json::Null);
-        let f = fields([("entries", json!([entry]))]);
-        self.run(call, Method::AfterAppend, &f, |_, _| Ok(()));
+        self.appended(call, std::slice::from_ref(&params.message));
         Ok(IngestResult { ingested: true })
     }
 
@@ -41,13 +60,7 @@ impl Engine for Pipeline {
         call: &HostCall,
         params: &IngestBatchParams,
     ) -> Result<IngestBatchResult, EngineError> {
-        let entries: Vec<Json> = params
-            .messages
-            .iter()
-            .map(|m| serde_json::to_value(&**m).unwrap_or(Json::Null))
-            .collect();
-        let f = fields([("entries", Json::Array(entries))]);
-        self.run(call, Method::AfterAppend, &f, |_, _| Ok(()));
+        self.appended(call, &params.messages);
         Ok(IngestBatchResult::all_of(params))
     }
 
@@ -56,118 +69,7 @@ impl Engine for Pipeline {
         call: &HostCall,
         params: &AssembleParams,
     ) -> Result<AssembleResult, EngineError> {
-        self.compaction_handled = None;
-        let tokens = &call.services().tokens;
-        let lifecycle = self.lifecycle(
-            call,
-            params.session_key.as_deref(),
-            params.model.as_deref(),
-            params.token_budget,
-            "user",
-        );
-        // collect
-        let mut contributions = Contributions {
-            plugin_data: self.plugin_data.clone(),
-            ..Default::default()
-        };
-        let base = fields([
-            ("lifecycle", lifecycle.clone()),
-            ("prompt", json!(params.prompt)),
-            ("pluginData", Json::Object(self.plugin_data.clone())),
-        ]);
-        self.run(call, Method::Collect, &base, |hook, r| {
-            contributions.add(hook, &r, tokens)
-        });
-        // project
-        let mut messages: Option<Vec<Arc<Message>>> = None;
-        let mut projection: Option<Json> = None;
-        let mut f = base.clone();
-        f.insert("contributions".into(), contributions.as_json());
-        self.run(call, Method::Project, &f, |hook, r| {
-            only_keys(
-                &r,
-                &["messages", "projection", "contribution"],
-                Method::Project,
-            )?;
-            if let Some(m) = r.get("messages").filter(|m| !m.is_null()) {
-                messages = Some(messages_of(m)?);
-            }
-            if let Some(p) = r.get("projection").filter(|p| !p.is_null()) {
-                projection = Some(p.clone());
-            }
-            if let Some(c) = r.get("contribution") {
-                contributions.add(hook, c, tokens)?;
-            }
-            Ok(())
-        });
-        // the base context: legacy's (fitted to the budget), unless a hook replaced it
-        let fitted = self.legacy.assemble(call, params)?;
-        let mut list = messages.unwrap_or(fitted.messages);
-        // prune, only under token pressure (in memory: the transcript is never rewritten)
-        let budget = params.token_budget;
-        let share = (budget as f64 * self.share) as u64;
-        if tokens.messages(&list) + share > budget {
-            let mut f = fields([
-                ("lifecycle", lifecycle.clone()),
-                ("tokenWindow", lifecycle["tokenWindow"].clone()),
-            ]);
-            f.insert(
-                "pluginData".into(),
-                Json::Object(contributions.plugin_data.clone()),
-            );
-            let mut handled = None;
-            self.run(call, Method::Prune, &f, |hook, r| {
-                only_keys(
-                    &r,
-                    &["messages", "dropped", "contribution", "compactionHandled"],
-                    Method::Prune,
-                )?;
-                if let Some(m) = r.get("messages").filter(|m| !m.is_null()) {
-                    list = messages_of(m)?;
-                }
-                if let Some(c) = r.get("contribution") {
-                    contributions.add(hook, c, tokens)?;
-                }
-                if r.get("compactionHandled") == Some(&Json::Bool(true)) {
-                    handled = Some(hook.to_owned());
-                }
-                Ok(())
-            });
-            self.compaction_handled = handled;
-        }
-        contributions.fit(share);
-        self.plugin_data = contributions.plugin_data.clone();
-        let addition = contributions.system_prompt_addition();
-        let addition_tokens = addition.as_deref().map_or(0, |a| tokens.text(a));
-        let placed = contributions.place(list.clone());
-        let extra =
-            (tokens.messages(&placed) + addition_tokens).saturating_sub(tokens.messages(&list));
-        // The contributions are in the budget: the context makes room for them.
-        let list = if tokens.messages(&list) + extra > budget {
-            let (fitted, _) =
-                crate::services::fit::fit_to_budget(&list, budget.saturating_sub(extra), tokens);
-            contributions.place(fitted)
-        } else {
-            placed
-        };
-        let estimated = tokens.messages(&list) + addition_tokens;
-        let mut report = contributions.report();
-        if let Some(p) = projection {
-            report["projection"] = p;
-        }
-        report["quarantined"] = json!(
-            self.quarantined()
-                .into_iter()
-                .map(|(h, _)| h)
-                .collect::<Vec<_>>()
-        );
-        Ok(AssembleResult {
-            messages: list,
-            estimated_tokens: estimated as f64,
-            system_prompt_addition: addition,
-            prompt_authority: None,
-            context_projection: Some(json!({ "pipeline": report })),
-        })
+        super::assemble::assemble(self, call, params)
     }
 
     fn compact(
@@ -193,23 +95,28 @@ impl Engine for Pipeline {
             ("tokenCount", json!(tokens.messages(call.context()))),
         ]);
         self.run(call, Method::BeforeCompaction, &observed, |_, _| Ok(()));
-        let lifecycle = self.lifecycle(
-            call,
-            params.session_key.as_deref(),
-            None,
-            params.token_budget,
-            "internal",
-        );
-        let f = fields([
+        let facts = CallFacts {
+            method: Method::Compact,
+            session_key: params.session_key.as_deref(),
+            model: None,
+            settings: params.runtime_settings.as_ref(),
+            budget: params.token_budget,
+            trigger: "internal",
+        };
+        let lifecycle = lifecycle(call, &facts);
+        let mut f = fields([
             ("lifecycle", lifecycle.clone()),
             ("tokenWindow", lifecycle["tokenWindow"].clone()),
             ("storageCursor", lifecycle["storageCursor"].clone()),
             ("currentTokenCount", json!(params.current_token_count)),
             ("force", json!(params.force)),
         ]);
-        let mut plan: Option<CompactResult> = None;
-        let limits = crate::contract::limits::Limits::default().results;
-        self.run(call, Method::CompactionPlan, &f, |_, r| {
+        if let Some(i) = &params.custom_instructions {
+            f.insert("customInstructions".into(), json!(i));
+        }
+        let mut plan: Option<(String, CompactResult)> = None;
+        let limits = call.services().limits.clone();
+        self.run(call, Method::CompactionPlan, &f, |hook, r| {
             only_keys(
                 &r,
                 &["plan", "messages", "contribution"],
@@ -222,14 +129,24 @@ impl Engine for Pipeline {
                 let out: CompactResult =
                     serde_json::from_value(p.clone()).map_err(|e| format!("plan: {e}"))?;
                 crate::contract::check_compact(&out, &limits)?;
-                plan = Some(out);
+                plan = Some((hook.to_owned(), out));
             }
             Ok(())
         });
-        let out = match plan {
-            Some(p) => p,
-            None => self.legacy.compact(call, params)?,
+        let (by, mut out) = match plan {
+            Some((hook, p)) => (hook, p),
+            None => ("built-in".to_owned(), self.legacy.compact(call, params)?),
         };
+        if out.compacted {
+            let record = summarized(call, &by, &out);
+            if let Some(result) = &mut out.result {
+                let details = result.details.get_or_insert_with(|| json!({}));
+                if let Json::Object(d) = details {
+                    d.insert("pipeline".into(), record.clone());
+                }
+            }
+            self.compactions.push(record);
+        }
         let after = fields([
             ("messageCount", json!(call.context().len())),
             ("compacted", json!(out.compacted)),
@@ -243,7 +160,7 @@ impl Engine for Pipeline {
             if let Some(vm) = &mut slot.vm
                 && let Err(e) = vm.dispose(call)
             {
-                tracing::warn!(hook = slot.id, "pipeline: dispose failed: {e}");
+                tracing::warn!(hook = slot.cell.id, "pipeline: dispose failed: {e}");
             }
         }
         Ok(())
@@ -253,7 +170,7 @@ impl Engine for Pipeline {
         let mut hooks = Map::new();
         for slot in &mut self.hooks {
             if let Some(vm) = &mut slot.vm {
-                hooks.insert(slot.id.clone(), vm.save_state()?);
+                hooks.insert(slot.cell.id.clone(), vm.save_state()?);
             }
         }
         Ok(json!({"hooks": hooks, "pluginData": self.plugin_data}))
@@ -265,11 +182,39 @@ impl Engine for Pipeline {
         }
         for slot in &mut self.hooks {
             if let Some(vm) = &mut slot.vm
-                && let Some(s) = state.get("hooks").and_then(|h| h.get(&slot.id))
+                && let Some(s) = state
+                    .get("hooks")
+                    .and_then(|h| h.get(slot.cell.id.as_str()))
             {
                 vm.restore_state(s.clone())?;
             }
         }
         Ok(())
     }
+}
+
+/// Which hook summarized what: the messages before the kept one (after an earlier summary),
+/// and the tokens before and after.
+fn summarized(call: &HostCall, by: &str, out: &CompactResult) -> Json {
+    let context = call.context();
+    let start = usize::from(
+        context
+            .first()
+            .is_some_and(|m| m.role() == Role::CompactionSummary),
+    );
+    let first_kept = out
+        .result
+        .as_ref()
+        .and_then(|r| r.first_kept_entry_id.as_deref());
+    let upto = first_kept
+        .and_then(|id| context.iter().position(|m| m.id == id))
+        .unwrap_or(context.len());
+    let result = out.result.as_ref();
+    json!({
+        "summarizedBy": by,
+        "summarizedMessages": upto.saturating_sub(start),
+        "firstKeptEntryId": first_kept,
+        "tokensBefore": result.map(|r| r.tokens_before),
+        "tokensAfter": result.and_then(|r| r.tokens_after),
+    })
 }

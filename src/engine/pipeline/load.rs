@@ -1,12 +1,16 @@
-//! Loading the hooks `host.pipeline.hooks` names into one factory.
+//! Loading the hooks `host.pipeline.hooks` names into one factory: script hooks (in this
+//! process or, under `host.isolation: "process"`, each instance in a child of its own) and the
+//! built-in hooks (`builtin:...`); and reloading one hook alone.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::{Map, Value as Json};
+use serde_json::Map;
 
-use crate::config::{Config, Entry};
+use crate::config::{Config, Entry, FailurePolicy};
 use crate::contract::EngineInfo;
+use crate::contract::limits::Isolation;
+use crate::engine::isolation::{ChildCommand, ProcessFactory, ProcessOptions};
 use crate::engine::legacy::Legacy;
 use crate::engine::lua::Lua;
 use crate::engine::rhai::Rhai;
@@ -15,29 +19,25 @@ use crate::engine::{Engine, EngineFactory, InstanceContext};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 
 use super::PIPELINE_ID;
-use super::instance::{Hook, Pipeline, Slot};
+use super::builtin;
+use super::cell::{HookCell, HookStatus, HookVersion};
+use super::hook::HookSource;
+use super::instance::{Pipeline, Slot, order};
 
-/// A loaded hook file of either language.
-#[derive(Debug)]
-enum HookFile {
-    Lua(Arc<ScriptFactory<Lua>>),
-    Rhai(Arc<ScriptFactory<Rhai>>),
-}
-
-/// One configured hook: its file, id and order.
-#[derive(Debug)]
-struct HookSpec {
-    id: String,
-    priority: f64,
-    file: HookFile,
-    config: Arc<Json>,
-    warnings: Vec<String>,
+/// Loads the hooks `host.pipeline.hooks` names, with engine children (under process
+/// isolation) run as this program (see [`load_with`]).
+pub fn load(config: &Config) -> Result<Arc<dyn EngineFactory>, EngineError> {
+    Ok(load_with(config, None)?)
 }
 
 /// Loads the hooks `host.pipeline.hooks` names. A hook that does not load is a load error of
 /// the whole pipeline naming it (the host then answers from `legacy`), so a typo in the config
-/// is never silently a smaller pipeline.
-pub fn load(config: &Config) -> Result<Arc<dyn EngineFactory>, EngineError> {
+/// is never silently a smaller pipeline. Under `host.isolation: "process"` each script hook's
+/// instances run in children started as `child` (by default this program).
+pub fn load_with(
+    config: &Config,
+    child: Option<&ChildCommand>,
+) -> Result<Arc<PipelineFactory>, EngineError> {
     let settings = &config.host.pipeline;
     let fail = |m: String| EngineError::new(Op::Load, PIPELINE_ID, EngineErrorKind::Contract, m);
     if settings.hooks.is_empty() {
@@ -50,35 +50,30 @@ pub fn load(config: &Config) -> Result<Arc<dyn EngineFactory>, EngineError> {
             "host.pipeline.contributionShare must be between 0 and 1".into(),
         ));
     }
-    let mut specs = Vec::new();
+    let mut cells: Vec<Arc<HookCell>> = Vec::new();
+    let mut warnings = Vec::new();
     for id in &settings.hooks {
-        let Some(entry) = config.plugins.entries.get(id) else {
-            return Err(fail(format!(
-                "host.pipeline.hooks names \"{id}\", which is not an entry under plugins.entries"
-            )));
-        };
-        if specs.iter().any(|s: &HookSpec| &s.id == id) {
+        if cells.iter().any(|c| &c.id == id) {
             return Err(fail(format!("host.pipeline.hooks names \"{id}\" twice")));
         }
-        if !entry.enabled {
+        let entry = config.plugins.entries.get(id);
+        if entry.is_none() && !builtin::is_builtin(id) {
+            return Err(fail(format!(
+                "host.pipeline.hooks names \"{id}\", which is not an entry under plugins.entries{}",
+                builtin::hint(id)
+            )));
+        }
+        if entry.is_some_and(|e| !e.enabled) {
             tracing::warn!(hook = id, "pipeline: the hook's entry is disabled; skipped");
             continue;
         }
-        specs.push(load_hook(config, id, entry)?);
+        let version = load_hook(config, child, id)?;
+        warnings.extend(version.source.warnings().iter().cloned());
+        cells.push(Arc::new(HookCell::new(id, cells.len(), version)));
     }
-    // Configured order; a hook's `info.priority` moves it ahead of lower ones (a stable sort,
-    // so hooks of equal priority keep the configured order).
-    specs.sort_by(|a, b| b.priority.total_cmp(&a.priority));
-    let owners: Vec<&str> = specs
-        .iter()
-        .filter(|s| hook_info(&s.file).owns_compaction())
-        .map(|s| s.id.as_str())
-        .collect();
+    let owners = owners(&cells);
     if owners.len() > 1 {
-        return Err(fail(format!(
-            "hooks \"{}\" and \"{}\" both claim ownsCompaction; at most one hook may own compaction",
-            owners[0], owners[1]
-        )));
+        return Err(fail(two_owners(&owners)));
     }
     let info = EngineInfo {
         id: PIPELINE_ID.into(),
@@ -91,23 +86,62 @@ pub fn load(config: &Config) -> Result<Arc<dyn EngineFactory>, EngineError> {
         transcript_semantics: None,
         extra: Default::default(),
     };
-    let warnings = specs.iter().flat_map(|s| s.warnings.clone()).collect();
     Ok(Arc::new(PipelineFactory {
         info,
-        hooks: specs,
+        cells,
         share: settings.contribution_share,
         warnings,
+        config: config.clone(),
+        child: child.cloned(),
     }))
 }
 
-fn hook_info(file: &HookFile) -> &EngineInfo {
-    match file {
-        HookFile::Lua(f) => f.info(),
-        HookFile::Rhai(f) => f.info(),
-    }
+fn owners(cells: &[Arc<HookCell>]) -> Vec<String> {
+    cells
+        .iter()
+        .filter(|c| c.current().source.info().owns_compaction())
+        .map(|c| c.id.clone())
+        .collect()
 }
 
-fn load_hook(config: &Config, id: &str, entry: &Entry) -> Result<HookSpec, EngineError> {
+fn two_owners(owners: &[String]) -> String {
+    format!(
+        "hooks \"{}\" and \"{}\" both claim ownsCompaction; at most one hook may own compaction",
+        owners[0], owners[1]
+    )
+}
+
+/// Loads hook `id`: a built-in hook, or the file its entry names (by its extension, in this
+/// process or in children as `host.isolation` says), as generation 0.
+fn load_hook(
+    config: &Config,
+    child: Option<&ChildCommand>,
+    id: &str,
+) -> Result<HookVersion, EngineError> {
+    let entry = config.plugins.entries.get(id).cloned().unwrap_or_default();
+    let (source, runs_in) = if builtin::is_builtin(id) {
+        (builtin::load(config, id, &entry.config)?, "builtin")
+    } else {
+        let runs_in = match config.host.isolation {
+            Isolation::Thread => "thread",
+            Isolation::Process => "process",
+        };
+        (load_script(config, child, id, &entry)?, runs_in)
+    };
+    Ok(HookVersion {
+        source,
+        config: Arc::new(entry.config),
+        runs_in,
+        generation: 0,
+    })
+}
+
+fn load_script(
+    config: &Config,
+    child: Option<&ChildCommand>,
+    id: &str,
+    entry: &Entry,
+) -> Result<Arc<dyn HookSource>, EngineError> {
     let Some(path) = &entry.path else {
         return Err(EngineError::new(
             Op::Load,
@@ -127,68 +161,148 @@ fn load_hook(config: &Config, id: &str, entry: &Entry) -> Result<HookSpec, Engin
     limits.deadline_ms = limits.deadline_ms.min(timeout.max(1));
     let opts = LoadOptions {
         configured_id: Some(id.to_owned()),
-        strict: config.host.failure_policy == crate::config::FailurePolicy::Strict,
+        strict: config.host.failure_policy == FailurePolicy::Strict,
         config: Arc::new(entry.config.clone()),
         limits,
         hook: true,
         ..Default::default()
     };
-    let file = match path.extension().and_then(|e| e.to_str()) {
-        Some("lua" | "luau") => HookFile::Lua(ScriptFactory::<Lua>::load(&path, &opts, ())?),
-        Some("rhai") => HookFile::Rhai(ScriptFactory::<Rhai>::load(
-            &path,
-            &opts,
-            config.host.limits.rhai.clone(),
-        )?),
-        _ => {
-            return Err(EngineError::new(
-                Op::Load,
-                id,
-                EngineErrorKind::Contract,
-                "a hook file needs a .lua, .luau or .rhai extension",
-            )
-            .at(Some(ScriptLocation::new(path.display().to_string(), None))));
-        }
+    let located = |m: &str| {
+        EngineError::new(Op::Load, id, EngineErrorKind::Contract, m)
+            .at(Some(ScriptLocation::new(path.display().to_string(), None)))
     };
-    let info = hook_info(&file);
-    let priority = info
-        .extra
-        .get("priority")
-        .and_then(Json::as_f64)
-        .unwrap_or(0.0);
-    let mut warnings = match &file {
-        HookFile::Lua(f) => f.warnings().to_vec(),
-        HookFile::Rhai(f) => f.warnings().to_vec(),
-    };
-    if info.id != id {
-        warnings.push(format!(
-            "{}: info.id \"{}\" differs from the configured hook id \"{id}\"",
-            path.display(),
-            info.id
+    let ext = path.extension().and_then(|e| e.to_str());
+    if !matches!(ext, Some("lua" | "luau" | "rhai")) {
+        return Err(located(
+            "a hook file needs a .lua, .luau or .rhai extension",
         ));
     }
-    Ok(HookSpec {
-        id: id.to_owned(),
-        priority,
-        file,
-        config: Arc::new(entry.config.clone()),
-        warnings,
-    })
+    if config.host.isolation == Isolation::Process {
+        let command = match child {
+            Some(c) => c.clone(),
+            None => ChildCommand::current_exe()
+                .map_err(|m| EngineError::new(Op::Load, id, EngineErrorKind::Host, m))?,
+        };
+        let process = ProcessOptions {
+            command,
+            tokenizer: config.host.tokenizer,
+            rhai: config.host.limits.rhai.clone(),
+        };
+        return Ok(Arc::new(ProcessFactory::load(&path, &opts, &process)?));
+    }
+    let source: Arc<dyn HookSource> = if ext == Some("rhai") {
+        ScriptFactory::<Rhai>::load(&path, &opts, config.host.limits.rhai.clone())?
+    } else {
+        ScriptFactory::<Lua>::load(&path, &opts, ())?
+    };
+    Ok(source)
 }
 
-/// The loaded pipeline: its hooks, in the order they run.
+/// The loaded pipeline: its hooks, each swappable alone.
 #[derive(Debug)]
 pub struct PipelineFactory {
     info: EngineInfo,
-    hooks: Vec<HookSpec>,
+    cells: Vec<Arc<HookCell>>,
     share: f64,
     warnings: Vec<String>,
+    /// The configuration the hooks were loaded from (a reload of one hook reads its entry).
+    config: Config,
+    child: Option<ChildCommand>,
+}
+
+/// One hook as `doctor` and `check` show it.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookReport {
+    /// The configured id.
+    pub id: String,
+    /// `lua`, `rhai` or `builtin`.
+    pub kind: String,
+    /// Where its instances run: `thread`, `process` or `builtin`.
+    pub runs_in: String,
+    /// The hook file, for script hooks.
+    pub file: Option<std::path::PathBuf>,
+    /// `info.priority` (0 when none).
+    pub priority: f64,
+    /// Whether it declares `ownsCompaction`.
+    pub owns_compaction: bool,
+    /// What its instances did so far.
+    pub status: HookStatus,
 }
 
 impl PipelineFactory {
     /// The hook ids in the order they run.
     pub fn hook_ids(&self) -> Vec<&str> {
-        self.hooks.iter().map(|h| h.id.as_str()).collect()
+        let mut cells: Vec<&Arc<HookCell>> = self.cells.iter().collect();
+        cells.sort_by(|a, b| {
+            b.priority()
+                .total_cmp(&a.priority())
+                .then(a.index.cmp(&b.index))
+        });
+        cells.into_iter().map(|c| c.id.as_str()).collect()
+    }
+
+    /// Each hook, in the order they run, with its state.
+    pub fn hooks(&self) -> Vec<HookReport> {
+        self.hook_ids()
+            .into_iter()
+            .filter_map(|id| self.cells.iter().find(|c| c.id == id))
+            .map(|c| {
+                let v = c.current();
+                let file = v.source.file().map(Path::to_path_buf);
+                let kind = match file.as_deref().and_then(|f| f.extension()) {
+                    None => "builtin",
+                    Some(e) if e == "rhai" => "rhai",
+                    Some(_) => "lua",
+                };
+                HookReport {
+                    id: c.id.clone(),
+                    kind: kind.into(),
+                    runs_in: v.runs_in.into(),
+                    file,
+                    priority: c.priority(),
+                    owns_compaction: v.source.info().owns_compaction(),
+                    status: c.status(),
+                }
+            })
+            .collect()
+    }
+
+    /// The hook files, with their ids (what `watch` follows).
+    pub fn hook_files(&self) -> Vec<(String, std::path::PathBuf)> {
+        self.cells
+            .iter()
+            .filter_map(|c| {
+                let v = c.current();
+                v.source.file().map(|f| (c.id.clone(), f.to_path_buf()))
+            })
+            .collect()
+    }
+
+    /// Loads hook `id` again from its file and, when it loads and validates, swaps it in alone:
+    /// each session's instance of it follows at its next turn, with its state carried over,
+    /// while the other hooks keep their instances and state. Returns the hook's new generation;
+    /// on failure the running version stays.
+    pub fn reload_hook(&self, id: &str) -> Result<u64, EngineError> {
+        let Some(cell) = self.cells.iter().find(|c| c.id == id) else {
+            return Err(EngineError::new(
+                Op::Load,
+                PIPELINE_ID,
+                EngineErrorKind::Contract,
+                format!("the pipeline has no hook \"{id}\""),
+            ));
+        };
+        let version = load_hook(&self.config, self.child.as_ref(), id)?;
+        if version.source.info().owns_compaction() != cell.current().source.info().owns_compaction()
+        {
+            return Err(EngineError::new(
+                Op::Load,
+                id,
+                EngineErrorKind::Contract,
+                "the new version changes info.ownsCompaction, which decides whether the host compacts; restart (or reload the whole pipeline) to apply it",
+            ));
+        }
+        Ok(cell.swap(version))
     }
 }
 
@@ -205,40 +319,22 @@ impl EngineFactory for PipelineFactory {
         &self.warnings
     }
 
+    fn pipeline(&self) -> Option<&PipelineFactory> {
+        Some(self)
+    }
+
     fn instantiate(&self, cx: &InstanceContext) -> Result<Box<dyn Engine>, EngineError> {
-        let hooks = self
-            .hooks
-            .iter()
-            .map(|spec| {
-                let hcx = InstanceContext {
-                    config: spec.config.clone(),
-                    ..cx.clone()
-                };
-                let vm: Result<Box<dyn Hook>, EngineError> = match &spec.file {
-                    HookFile::Lua(f) => f.instantiate_typed(&hcx).map(|i| Box::new(i) as _),
-                    HookFile::Rhai(f) => f.instantiate_typed(&hcx).map(|i| Box::new(i) as _),
-                };
-                let (vm, quarantined) = match vm {
-                    Ok(vm) => (Some(vm), None),
-                    Err(e) => {
-                        tracing::warn!(hook = spec.id, "pipeline: hook quarantined: {e}");
-                        (None, Some(e.to_string()))
-                    }
-                };
-                Slot {
-                    id: spec.id.clone(),
-                    vm,
-                    quarantined,
-                }
-            })
-            .collect();
+        let mut hooks: Vec<Slot> = self.cells.iter().map(|c| Slot::start(c, cx)).collect();
+        order(&mut hooks);
         Ok(Box::new(Pipeline {
             info: self.info.clone(),
             hooks,
             share: self.share,
+            cx: cx.clone(),
             legacy: Legacy::default(),
             plugin_data: Map::new(),
             compaction_handled: None,
+            compactions: Vec::new(),
         }))
     }
 }

@@ -1,20 +1,35 @@
 //! The `pipeline` engine (issue 22): many small hook scripts composed behind the one
-//! [`Engine`] trait, so validation, the sandbox, limits, fallback, replay and serve work for it
-//! unchanged.
+//! [`Engine`](crate::engine::Engine) trait, so validation, the sandbox, limits, fallback,
+//! replay and serve work for it unchanged.
 //!
 //! A hook file declares `info` and any of `collect`, `project`, `prune`, `compactionPlan` and
 //! the observers `beforeCompaction`, `afterCompaction`, `afterAppend`. Per model call the
 //! pipeline runs `collect` → `project` and maps the contributions onto the contract; only under
-//! token pressure `prune` (in memory) and, at compaction, `compactionPlan`. A hook that fails is
-//! logged, skipped and quarantined alone; the call is always answered.
+//! token pressure `prune` (in memory, each hook seeing the previous one's result) and, at
+//! compaction, `compactionPlan`. A hook that fails is logged, skipped and quarantined alone;
+//! the call is always answered.
+//!
+//! - [`hook`]: what a hook is to the pipeline (a script of either language, in this process or
+//!   in a child under `host.isolation: "process"`, or a [`builtin`] hook);
+//! - [`cell`]: one configured hook, reloaded alone, and its record;
+//! - [`contribution`]: the blocks hooks contribute, fitted and placed;
+//! - [`shape`]: whether a file is a hook file (for `check`).
 
+pub mod builtin;
+pub mod cell;
 pub mod contribution;
+pub mod hook;
+pub mod shape;
 
+mod assemble;
+mod context;
 mod instance;
 mod lifecycle;
 mod load;
 
+pub use cell::HookStatus;
 pub use instance::Pipeline;
-pub use load::{PipelineFactory, load};
+pub use load::{HookReport, PipelineFactory, load, load_with};
+pub use shape::is_hook_file;
 
 pub use crate::config::{PIPELINE_ID, PipelineSettings};

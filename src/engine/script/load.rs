@@ -166,6 +166,51 @@ pub fn load<L: Language>(
     Ok(ScriptFactory::<L>::load(path, opts, lang)?)
 }
 
+/// A file booted once: the program, what booting found, the file as errors name it and the
+/// label.
+type Booted<L> = (Arc<<L as Language>::Program>, Loaded, String, String);
+
+/// Reads, compiles and boots `path` once.
+fn boot_file<L: Language>(
+    path: &Path,
+    opts: &LoadOptions,
+    lang: L::Limits,
+) -> Result<Booted<L>, EngineError> {
+    let label = label_for(path, opts);
+    let file = path.display().to_string();
+    let source = std::fs::read_to_string(path).map_err(|e| {
+        EngineError::new(
+            crate::error::Op::Load,
+            &label,
+            EngineErrorKind::MissingFile,
+            format!("cannot read {file}: {e}"),
+        )
+        .at(located(&file, None))
+    })?;
+    let program = Arc::new(L::compile(&file, &source, &label, &opts.limits, &lang)?);
+    let boot = Boot {
+        file: file.clone(),
+        config: opts.config.clone(),
+        agent_dir: opts.agent_dir.clone(),
+        workspace_dir: opts.workspace_dir.clone(),
+        limits: opts.limits.clone(),
+        label: label.clone(),
+        signals: Arc::new(StopSignals::new(opts.cancel.clone())),
+    };
+    let (_worker, loaded) = spawn_vm::<L>(program.clone(), boot, Op::Load)?;
+    Ok((program, loaded, file, label))
+}
+
+/// The top-level members a file of language `L` defines (each with whether it is a function),
+/// booted once and not validated: enough to tell a hook file from an engine file.
+pub fn members<L: Language>(
+    path: &Path,
+    opts: &LoadOptions,
+    lang: L::Limits,
+) -> Result<Vec<(String, bool)>, EngineError> {
+    boot_file::<L>(path, opts, lang).map(|(_, loaded, _, _)| loaded.members)
+}
+
 impl<L: Language> ScriptFactory<L> {
     /// Loads, compiles and validates an engine file (contract §2, §3, §6): the file is booted
     /// once here so that every load-time failure surfaces before any session uses it. `lang`:
@@ -175,28 +220,7 @@ impl<L: Language> ScriptFactory<L> {
         opts: &LoadOptions,
         lang: L::Limits,
     ) -> Result<Arc<Self>, EngineError> {
-        let label = label_for(path, opts);
-        let file = path.display().to_string();
-        let source = std::fs::read_to_string(path).map_err(|e| {
-            EngineError::new(
-                crate::error::Op::Load,
-                &label,
-                EngineErrorKind::MissingFile,
-                format!("cannot read {file}: {e}"),
-            )
-            .at(located(&file, None))
-        })?;
-        let program = Arc::new(L::compile(&file, &source, &label, &opts.limits, &lang)?);
-        let boot = Boot {
-            file: file.clone(),
-            config: opts.config.clone(),
-            agent_dir: opts.agent_dir.clone(),
-            workspace_dir: opts.workspace_dir.clone(),
-            limits: opts.limits.clone(),
-            label: label.clone(),
-            signals: Arc::new(StopSignals::new(opts.cancel.clone())),
-        };
-        let (_worker, loaded) = spawn_vm::<L>(program.clone(), boot, Op::Load)?;
+        let (program, loaded, file, label) = boot_file::<L>(path, opts, lang)?;
         let warnings = validate(&loaded, &file, &label, opts)?;
         for w in &warnings {
             tracing::warn!(engine = loaded.info.id, "{w}");

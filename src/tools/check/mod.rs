@@ -5,6 +5,7 @@
 //! ([`transcript`], `--transcript FILE`). Every model call is held to the budget and to what a
 //! model needs to continue ([`crate::services::guarantee`]), and every failure names its turn and call.
 
+mod hook;
 mod synthetic;
 mod transcript;
 
@@ -43,6 +44,10 @@ pub struct CheckReport {
     pub engine_times: Vec<MethodTimes>,
     /// The slowest turn's engine time, in ms, against `host.turnBudget.engineMs`.
     pub slowest_turn_ms: f64,
+    /// For a pipeline hook file: the hook as the check left it (what it defines, its calls
+    /// per hook function, its failures); absent for an engine file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<Vec<crate::engine::pipeline::HookReport>>,
 }
 
 /// One step of the check.
@@ -79,6 +84,7 @@ pub fn check_engine_with(path: &Path, base: &Config, transcript: Option<&Path>) 
         sound: false,
         engine_times: Vec::new(),
         slowest_turn_ms: 0.0,
+        hooks: None,
     };
     if id == LEGACY_ID {
         return report.fail(
@@ -87,6 +93,9 @@ pub fn check_engine_with(path: &Path, base: &Config, transcript: Option<&Path>) 
                 "the id \"{LEGACY_ID}\" is reserved for the built-in engine; rename the file and give the engine its own info.id"
             ),
         );
+    }
+    if crate::engine::pipeline::is_hook_file(path, base) {
+        return hook::check(path, base, transcript, report);
     }
     // The engine loads under the user's policy (an info.id that differs from the file name is
     // a warning unless the config is strict); the session below runs strict.
@@ -119,6 +128,24 @@ pub fn check_engine_with(path: &Path, base: &Config, transcript: Option<&Path>) 
         Some(Err(e)) => return report.fail("load and validate", e.to_string()),
         None => return report.fail("load and validate", "no engine configured".into()),
     }
+    drive_host(&host, transcript, report, |session| {
+        Method::ALL
+            .into_iter()
+            .filter(|m| session.defines(*m))
+            .map(|m| m.as_str().to_owned())
+            .collect()
+    })
+}
+
+/// Drives a session of `host`'s engine (strict policy) through the synthetic conversation or
+/// `transcript`, and judges the time per turn; `defines` names what the engine defines once its
+/// session exists. `report.sound` is set from the steps.
+fn drive_host(
+    host: &Host,
+    transcript: Option<&Path>,
+    mut report: CheckReport,
+    defines: impl FnOnce(&Session) -> Vec<String>,
+) -> CheckReport {
     let dir = match tempfile_dir() {
         Ok(d) => d,
         Err(e) => return report.fail("create a scratch directory", e),
@@ -133,11 +160,7 @@ pub fn check_engine_with(path: &Path, base: &Config, transcript: Option<&Path>) 
         Ok(s) => s,
         Err(e) => return report.fail("instantiate", e.to_string()),
     };
-    report.defines = Method::ALL
-        .into_iter()
-        .filter(|m| session.defines(*m))
-        .map(|m| m.as_str().to_owned())
-        .collect();
+    report.defines = defines(&session);
     let sound = match transcript {
         Some(t) => transcript::drive(&mut session, t, &mut report),
         None => synthetic::drive(&mut session, &mut report),
@@ -160,6 +183,7 @@ pub fn check_engine_with(path: &Path, base: &Config, transcript: Option<&Path>) 
             report.failed("engine time per turn".into(), detail);
         }
     }
+    drop(session);
     let _ = std::fs::remove_dir_all(&dir);
     report.sound = sound && report.steps.iter().all(|s| s.ok);
     report

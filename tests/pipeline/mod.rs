@@ -5,6 +5,12 @@
 
 use crate::common;
 
+mod builtins;
+mod chain;
+mod isolation;
+mod lifecycle;
+mod reload;
+
 use std::path::PathBuf;
 
 use ctxhost::config::{Config, Entry};
@@ -13,16 +19,16 @@ use serde_json::{Value as Json, json};
 
 use common::replay::{Call, replay_checked_with};
 
-fn hook_script(file: &str) -> PathBuf {
+pub(super) fn hook_script(file: &str) -> PathBuf {
     common::repo_root().join("scripts/hooks").join(file)
 }
 
-fn fixture(file: &str) -> PathBuf {
+pub(super) fn fixture(file: &str) -> PathBuf {
     common::repo_root().join("tests/fixtures/hooks").join(file)
 }
 
 /// A host config with the pipeline in the slot and `hooks` (id, file, config) in that order.
-fn pipeline(window: u64, hooks: &[(&str, PathBuf, Json)]) -> Config {
+pub(super) fn pipeline(window: u64, hooks: &[(&str, PathBuf, Json)]) -> Config {
     let mut config = Config::default();
     config.host.window = window;
     config.plugins.slots.context_engine = Some("pipeline".into());
@@ -40,7 +46,7 @@ fn pipeline(window: u64, hooks: &[(&str, PathBuf, Json)]) -> Config {
     config
 }
 
-fn composed(ext: &str) -> Vec<(&'static str, PathBuf, Json)> {
+pub(super) fn composed(ext: &str) -> Vec<(&'static str, PathBuf, Json)> {
     vec![
         (
             "pinned-facts",
@@ -60,7 +66,7 @@ fn composed(ext: &str) -> Vec<(&'static str, PathBuf, Json)> {
     ]
 }
 
-async fn replay(config: &Config, file: &std::path::Path) -> Vec<Call> {
+pub(super) async fn replay(config: &Config, file: &std::path::Path) -> Vec<Call> {
     let dir = tempfile::tempdir().expect("tempdir");
     replay_checked_with(file, config, 2, None, dir.path())
         .await
@@ -178,4 +184,35 @@ fn a_hook_list_naming_a_missing_entry_fails_the_load_by_name() {
     config.host.pipeline.hooks.push("nope".into());
     let err = ctxhost::engine::pipeline::load(&config).expect_err("missing entry");
     assert!(err.to_string().contains("\"nope\""), "{err}");
+}
+
+/// Every model call's assembly of `file`'s first conversation replayed through `host` (the
+/// sessions' files under `dir`), with the transcript's original messages.
+pub(super) async fn assemblies(
+    host: std::sync::Arc<Host>,
+    file: &std::path::Path,
+    dir: &std::path::Path,
+) -> (
+    Vec<ctxhost::session::Assembly>,
+    Vec<ctxhost::contract::message::Message>,
+) {
+    let imported = ctxhost::transcript::import(file).expect("import");
+    let source = imported
+        .sessions
+        .into_iter()
+        .next()
+        .expect("a conversation");
+    let mut spec = ctxhost::runtime::SessionSpec::new("s0", dir.join("s0.jsonl"));
+    spec.system_prompt = source.system_prompt.clone();
+    let session = host.create_session(spec).await.expect("session");
+    let originals = source.messages.clone();
+    let (preamble, turns) = ctxhost::tools::replay::split_turns(source.messages);
+    session.record(preamble).await.expect("record");
+    let mut out = Vec::new();
+    for recorded in turns {
+        let (a, _) = common::replay::drive_recorded(&session, recorded).await;
+        out.extend(a);
+    }
+    session.close().await.expect("close");
+    (out, originals)
 }
