@@ -80,7 +80,7 @@ fn builtin_tool_pruning_prunes_as_the_example_hook_does_and_never_rewrites_histo
         }
         // The history on disk is the transcript's, every message as it was.
         let originals = ctxhost::transcript::import(&file).expect("import").sessions;
-        let (_, stored, _) = TranscriptStore::open(&dir.path().join("s0.jsonl")).expect("open");
+        let (_, stored, _) = TranscriptStore::open(dir.path().join("s0.jsonl")).expect("open");
         let kept: Vec<&MessageBody> = stored
             .iter()
             .filter(|m| m.role() != Role::CompactionSummary)
@@ -173,7 +173,7 @@ fn builtin_compaction_keeps_history_within_its_share_and_every_identifier() {
         for file in common::shared_transcripts() {
             let dir = tempfile::tempdir().expect("tempdir");
             run(&config, &file, dir.path());
-            let (_, stored, _) = TranscriptStore::open(&dir.path().join("s0.jsonl")).expect("open");
+            let (_, stored, _) = TranscriptStore::open(dir.path().join("s0.jsonl")).expect("open");
             // Summaries the transcript brought along are not this host's.
             let imported = ctxhost::transcript::import(&file).expect("import").sessions;
             let given: Vec<&MessageBody> = imported[0].messages.iter().map(|m| &m.body).collect();
