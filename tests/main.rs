@@ -37,6 +37,7 @@ mod rhai_engine;
 mod serve;
 mod serve_model;
 mod stdlib;
+mod store_pg;
 mod transcripts;
 mod twins;
 mod workloads;

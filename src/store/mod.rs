@@ -9,6 +9,8 @@
 //! - [`jsonl`]: the default, the pi/OpenClaw v3 session file plus `transcript.jsonl.state.json`
 //!   beside it (files an earlier ctxhost wrote open unchanged).
 //! - [`memory`]: nothing on disk, for embedders and tests.
+//! - [`postgres`]: a database shared by many `ctxhost serve` processes, each session served by
+//!   one of them at a time under a lease with a fencing token.
 //!
 //! Not yet: [`crate::session::Session`] still writes through [`crate::transcript::Store`];
 //! moving it (and `ctxhost serve`) onto this seam, and database backends behind it, are the
@@ -16,6 +18,7 @@
 
 pub mod jsonl;
 pub mod memory;
+pub mod postgres;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -31,7 +34,7 @@ use crate::message::Message;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StorageCursor {
-    /// `fs-jsonl` or `memory`.
+    /// `fs-jsonl`, `memory` or `postgres`.
     pub backend: String,
     /// The session the store keeps.
     pub session_id: String,
@@ -129,7 +132,7 @@ pub struct SessionSummary {
 
 /// A place that holds many sessions, each opened by id.
 pub trait Backend: Send + Sync + std::fmt::Debug {
-    /// `fs-jsonl` or `memory`.
+    /// `fs-jsonl`, `memory` or `postgres`.
     fn kind(&self) -> &'static str;
 
     /// Opens the session `id`, creating it (empty, with `cwd` recorded where the backend
