@@ -8,14 +8,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ctxhost::compaction::{self, CompactionSettings};
+use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleParams, CompactParams, CompactionTarget, ResultLimits};
 use ctxhost::engine::Engine;
+use ctxhost::engine::api::{HostCall, SessionServices};
 use ctxhost::engine::legacy::Legacy;
-use ctxhost::host::{HostCall, SessionServices};
-use ctxhost::message::Message;
-use ctxhost::summarize::BuiltinSummarizer;
-use ctxhost::tokens::{Estimate, TokenCache};
+use ctxhost::services::compaction::{self, CompactionSettings};
+use ctxhost::services::summarize::BuiltinSummarizer;
+use ctxhost::services::tokens::{Estimate, TokenCache};
 
 fn shared() -> PathBuf {
     std::env::var_os("CTXHOST_SHARED")
@@ -103,7 +103,7 @@ fn bench(c: &mut Criterion) {
         group.bench_function(format!("assemble [legacy, {}k msgs]", n / 1000), |b| {
             b.iter(|| {
                 let r = legacy.assemble(&call, &params).expect("assemble");
-                let repaired = ctxhost::pairing::repair(r.messages);
+                let repaired = ctxhost::services::pairing::repair(r.messages);
                 services.tokens.messages(&repaired.messages)
             })
         });

@@ -36,9 +36,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
+use ctxhost::contract::message::Message;
+use ctxhost::engine::api::HostCall;
 use ctxhost::engine::{EngineFactory, InstanceContext, legacy::LegacyFactory};
-use ctxhost::host::HostCall;
-use ctxhost::message::Message;
 use mlua::LuaSerdeExt;
 use serde_json::json;
 
@@ -96,7 +96,10 @@ fn message(i: usize) -> Message {
     serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn call(ctx: Arc<Vec<Arc<Message>>>, services: &Arc<ctxhost::host::SessionServices>) -> HostCall {
+fn call(
+    ctx: Arc<Vec<Arc<Message>>>,
+    services: &Arc<ctxhost::engine::api::SessionServices>,
+) -> HostCall {
     common::call(ctx, services, BUDGET)
 }
 
@@ -195,7 +198,7 @@ fn bench_assemble(c: &mut Criterion) {
 
     // The bare cost of a call to the worker thread and back.
     {
-        let w = ctxhost::sandbox::Worker::spawn("bench", 1 << 20, 0u64)
+        let w = ctxhost::engine::sandbox::Worker::spawn("bench", 1 << 20, 0u64)
             .unwrap_or_else(|e| panic!("{e}"));
         g.bench_function("worker_roundtrip", |b| {
             b.iter(|| {
@@ -230,8 +233,8 @@ fn bench_assemble(c: &mut Criterion) {
 /// `host.isolation: "thread"` against `"process"`, per call.
 fn bench_isolation(c: &mut Criterion) {
     use ctxhost::contract::IngestParams;
-    use ctxhost::isolation::{ChildCommand, ProcessFactory, ProcessOptions};
-    use ctxhost::tokens::Tokenizer;
+    use ctxhost::engine::isolation::{ChildCommand, ProcessFactory, ProcessOptions};
+    use ctxhost::services::tokens::Tokenizer;
 
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lua/newest_first.lua");
@@ -313,8 +316,8 @@ criterion_group!(benches, bench_assemble, bench_isolation);
 
 fn main() {
     // `isolation/*/process` starts this binary again as the engine's child.
-    if std::env::args().nth(1).as_deref() == Some(ctxhost::isolation::CHILD_ARG) {
-        std::process::exit(ctxhost::isolation::child_main());
+    if std::env::args().nth(1).as_deref() == Some(ctxhost::engine::isolation::CHILD_ARG) {
+        std::process::exit(ctxhost::engine::isolation::child_main());
     }
     benches();
     Criterion::default().configure_from_args().final_summary();

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ctxhost::config::{Config, Entry};
-use ctxhost::reload::EngineWatcher;
+use ctxhost::engine::reload::EngineWatcher;
 use ctxhost::runtime::Host;
 
 /// A small but realistic engine: the stdlib's fit, a version string that changes each save.

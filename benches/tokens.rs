@@ -1,6 +1,6 @@
 //! Token-counting throughput (MB/s) over the raw text of all shared transcripts, the three exact
 //! BPEs on the same text in the same run, in both encodings: toktok (what
-//! `ctxhost::tokens::counter` uses), bpe-openai (the counter before it) and tiktoken-rs (the
+//! `ctxhost::services::tokens::counter` uses), bpe-openai (the counter before it) and tiktoken-rs (the
 //! reference), plus the estimate. Before timing it checks that all three agree, and prints how
 //! long each took to build its tables.
 //!
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
-use ctxhost::tokens::{Estimate, TokenCounter, Tokenizer, counter};
+use ctxhost::services::tokens::{Estimate, TokenCounter, Tokenizer, counter};
 
 /// The raw text of every shared transcript (SOURCES.md left out), one string per file.
 fn shared_transcripts() -> Vec<String> {

@@ -27,7 +27,7 @@ use std::time::SystemTime;
 use criterion::Criterion;
 use ctxhost::contract::{AssembleParams, AssembleResult, ResultLimits, check_assemble};
 use ctxhost::engine::Engine;
-use ctxhost::host::HostCall;
+use ctxhost::engine::api::HostCall;
 
 mod common;
 

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ctxhost::config::{Config, Entry};
-use ctxhost::message::{Content, Message, MessageBody, ToolResultMessage};
+use ctxhost::contract::message::{Content, Message, MessageBody, ToolResultMessage};
 use ctxhost::runtime::{Host, SessionHandle, SessionSpec};
 use ctxhost::session::{Assembly, TurnInput};
 use serde_json::json;

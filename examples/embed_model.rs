@@ -15,14 +15,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctxhost::config::{Config, Entry};
-use ctxhost::llm::{
+use ctxhost::contract::message::Message;
+use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::services::llm::{
     ChatMessage, LlmError, ModelAnswer, ModelClient, ModelFuture, ModelRequest, Usage,
 };
-use ctxhost::message::Message;
-use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::services::summarize::{
+    BuiltinSummarizer, Summarizer, Summary, SummaryFuture, SummaryRequest,
+};
+use ctxhost::services::tokens::TokenCounter;
 use ctxhost::session::TurnInput;
-use ctxhost::summarize::{BuiltinSummarizer, Summarizer, Summary, SummaryFuture, SummaryRequest};
-use ctxhost::tokens::TokenCounter;
 
 /// An engine that asks the model for a one-line focus on every `assemble` and puts it in the
 /// system prompt; without a model (or over budget) it says why and carries on.
@@ -83,7 +85,7 @@ impl ModelClient for CannedModel {
 /// span and, when the model cannot answer, lets the offline summarizer write it. A real one
 /// would also check the identifiers and keep a budget, as [`LlmSummarizer`] does.
 ///
-/// [`LlmSummarizer`]: ctxhost::llm::LlmSummarizer
+/// [`LlmSummarizer`]: ctxhost::services::llm::LlmSummarizer
 #[derive(Debug)]
 struct AskTheModel {
     model: Arc<dyn ModelClient>,

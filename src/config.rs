@@ -9,6 +9,8 @@
 //! }"#, "inline").unwrap();
 //! assert_eq!(cfg.engine_entry().unwrap().0, "recent");
 //! ```
+//!
+#![doc = include_str!("../docs/configuration.md")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,11 +18,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::compaction::CompactionSettings;
 use crate::contract::LEGACY_ID;
+use crate::contract::limits::{HostLimits, Isolation};
 use crate::error::{Error, Result};
-use crate::limits::{HostLimits, Isolation};
-use crate::tokens::Tokenizer;
+use crate::services::compaction::CompactionSettings;
+use crate::services::tokens::Tokenizer;
 
 /// The environment variable that names the config file (overridden by `--config`).
 pub const CONFIG_ENV: &str = "CTXHOST_CONFIG";
@@ -182,11 +184,11 @@ pub struct HostSettings {
     pub compaction: CompactionSettings,
     /// Which summarizer writes compaction summaries: `{kind: "builtin"}` (default, offline)
     /// or `{kind: "llm", baseUrl, model, ...}` (an OpenAI-compatible endpoint).
-    pub summarizer: crate::llm::SummarizerSettings,
+    pub summarizer: crate::services::llm::SummarizerSettings,
     /// What `host.complete` may spend, per engine: `{timeoutMs, maxOutputTokens,
     /// maxCallsPerTurn, maxTokensPerDay}`. It asks the model `host.summarizer` names (`llm`,
     /// or the `serve` client's with `client`), or the embedder's.
-    pub complete: crate::llm::ModelLimits,
+    pub complete: crate::services::llm::ModelLimits,
     /// Script limits: per-call deadline and grace, memory, result caps, Rhai's operations.
     pub limits: HostLimits,
     /// How much engine time one turn may take, and what happens to an engine that keeps
@@ -199,7 +201,7 @@ pub struct HostSettings {
     pub engines_dir: Option<PathBuf>,
     /// Where engine VMs run: `thread` (default: a worker thread in this process; a call stuck
     /// in native code past deadline + grace is abandoned) or `process` (a child process per
-    /// engine instance, killed at deadline + grace; see [`crate::isolation`]).
+    /// engine instance, killed at deadline + grace; see [`crate::engine::isolation`]).
     pub isolation: Isolation,
     /// The `pipeline` engine's hooks and their budget (`plugins.slots.contextEngine:
     /// "pipeline"`).
@@ -321,8 +323,8 @@ impl Default for HostSettings {
             window: 32_000,
             durability: crate::transcript::Durability::default(),
             compaction: CompactionSettings::default(),
-            summarizer: crate::llm::SummarizerSettings::default(),
-            complete: crate::llm::ModelLimits::default(),
+            summarizer: crate::services::llm::SummarizerSettings::default(),
+            complete: crate::services::llm::ModelLimits::default(),
             limits: HostLimits::default(),
             turn_budget: TurnBudget::default(),
             watch: WatchSettings::default(),

@@ -75,7 +75,7 @@ fn an_explicit_config_file_must_exist() {
 
 #[test]
 fn llm_summarizer_section_parses_with_defaults_and_refuses_unknown_keys() {
-    use crate::llm::SummarizerSettings;
+    use crate::services::llm::SummarizerSettings;
     let cfg = Config::parse("{}", "t").unwrap();
     assert_eq!(cfg.host.summarizer, SummarizerSettings::Builtin);
     let cfg = Config::parse(r#"{host: {summarizer: {kind: "builtin"}}}"#, "t").unwrap();
@@ -131,7 +131,10 @@ fn host_limits_keys_map_to_the_shared_and_the_rhai_limits() {
     );
     // Unset keys keep their defaults; the map writes back flat, as it was read.
     let cfg = Config::parse("{ host: { limits: { maxOperations: 5 } } }", "x").expect("parse");
-    assert_eq!(cfg.host.limits.script, crate::limits::Limits::default());
+    assert_eq!(
+        cfg.host.limits.script,
+        crate::contract::limits::Limits::default()
+    );
     let json = serde_json::to_value(&cfg.host.limits).expect("serialize");
     assert_eq!(json["maxOperations"], 5);
     assert_eq!(json["deadlineMs"], 500);

@@ -6,50 +6,38 @@
 //! engine when a script fails, so the agent never goes silent and no message is lost.
 //!
 //! Data flows one way: [`transcript`] store → [`session`] → turn driver → [`engine`] → result
-//! validation ([`contract`]) and [`pairing`] repair → the context the model sees.
+//! validation ([`contract`]) and [`services::pairing`] repair → the context the model sees.
+//!
+#![doc = include_str!("../docs/embedding.md")]
 
-pub mod check;
-pub mod compaction;
-pub mod compare;
+// The layers, bottom to top: `contract` (plain data and its checks), `services` (what the host
+// computes: tokens, summaries, compaction, fitting, pairing), `engine` (the seam, the adapters,
+// the script API, the sandbox), `transcript` and `store` (what a session keeps), `session`
+// (one conversation and its turn driver), and the front doors: `runtime` (the `Host` an
+// embedder builds), `serve` (the wire) and `tools` (replay, check, compare).
 pub mod config;
 pub mod contract;
 pub mod engine;
 pub mod error;
-pub(crate) mod fit;
-pub mod guarantee;
-pub mod host;
-pub mod isolation;
-pub mod limits;
-pub mod llm;
-pub mod message;
-pub mod pairing;
-pub mod pipeline;
-mod quarantine;
-pub mod recall;
-pub mod reload;
-pub mod replay;
 pub mod runtime;
-pub mod sandbox;
 pub mod serve;
+pub mod services;
 pub mod session;
-pub mod status;
-pub mod stdlib;
 pub mod store;
-pub mod summarize;
-pub mod tokens;
+pub mod tools;
 pub mod transcript;
 
 // The surface an embedder needs, at the root: the host and its sessions, the messages they
 // carry, the configuration, and the seams an embedder implements (an `Engine`, a transcript
 // `Store`, a `Summarizer`, a `TokenCounter`).
 pub use config::{Config, Entry, FailurePolicy};
+pub use contract::message::Message;
+pub use engine::Quarantine;
+pub use engine::api::HostCall;
 pub use engine::{Engine, EngineFactory, InstanceContext, SpawnRollback};
 pub use error::{EngineError, EngineErrorKind, Error, Op, Result, ScriptLocation};
-pub use host::HostCall;
-pub use message::Message;
-pub use quarantine::Quarantine;
 pub use runtime::{Host, HostBuilder, SessionHandle, SessionSpec};
+pub use services::summarize::Summarizer;
+pub use services::tokens::TokenCounter;
 pub use session::{Assembly, Session, TurnInput, TurnStats};
-pub use summarize::Summarizer;
-pub use tokens::TokenCounter;
 pub use transcript::{Durability, Store, TranscriptStore};

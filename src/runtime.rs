@@ -6,7 +6,7 @@
 //! # async fn demo() -> ctxhost::Result<()> {
 //! use ctxhost::runtime::{Host, SessionSpec};
 //! use ctxhost::session::TurnInput;
-//! use ctxhost::message::Message;
+//! use ctxhost::contract::message::Message;
 //! let host = Host::start(ctxhost::config::Config::default()).await?;
 //! let session = host.create_session(SessionSpec::new("s1", "/tmp/s1.jsonl")).await?;
 //! let ctx = session.begin_turn(TurnInput { user: Message::user("hi"), is_heartbeat: false }).await?;
@@ -22,18 +22,18 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::config::{Config, Entry, FailurePolicy};
+use crate::contract::limits::Isolation;
+use crate::contract::message::Message;
 use crate::contract::{CompactResult, LEGACY_ID};
+use crate::engine::Quarantine;
+use crate::engine::api::Completions;
+use crate::engine::isolation::{ChildCommand, ProcessOptions};
 use crate::engine::{EngineCell, EngineFactory, LoadOptions};
 use crate::error::{EngineError, EngineErrorKind, Error, Op, Result};
-use crate::host::Completions;
-use crate::isolation::{ChildCommand, ProcessOptions};
-use crate::limits::Isolation;
-use crate::llm::ModelClient;
-use crate::message::Message;
-use crate::quarantine::Quarantine;
+use crate::services::llm::ModelClient;
+use crate::services::summarize::Summarizer;
+use crate::services::tokens::{self, TokenCounter};
 use crate::session::{Assembly, Session, SessionSetup, TurnInput, TurnStats};
-use crate::summarize::Summarizer;
-use crate::tokens::{self, TokenCounter};
 
 /// Serves sessions with one configured engine.
 #[derive(Debug)]
@@ -86,9 +86,9 @@ impl SessionSpec {
 ///
 /// ```no_run
 /// # fn demo() -> ctxhost::Result<()> {
-/// use ctxhost::isolation::ChildCommand;
+/// use ctxhost::engine::isolation::ChildCommand;
 /// let mut config = ctxhost::config::Config::default();
-/// config.host.isolation = ctxhost::limits::Isolation::Process;
+/// config.host.isolation = ctxhost::contract::limits::Isolation::Process;
 /// let child = ChildCommand {
 ///     program: "/usr/local/bin/my-engine-child".into(),
 ///     args: Vec::new(),
@@ -117,7 +117,7 @@ impl HostBuilder {
     }
 
     /// The embedder's own summarizer in place of the one `host.summarizer` configures (which is
-    /// then ignored). It may wrap the model: [`crate::llm::LlmSummarizer::with_client`]
+    /// then ignored). It may wrap the model: [`crate::services::llm::LlmSummarizer::with_client`]
     /// summarizes with one.
     pub fn summarizer(mut self, summarizer: Arc<dyn Summarizer>) -> Self {
         self.summarizer = Some(summarizer);
@@ -125,7 +125,7 @@ impl HostBuilder {
     }
 
     /// The program `host.isolation: "process"` starts as each engine's child. By default it is
-    /// this program with [`crate::isolation::CHILD_ARG`], which the `ctxhost` CLI answers; an
+    /// this program with [`crate::engine::isolation::CHILD_ARG`], which the `ctxhost` CLI answers; an
     /// embedding program that answers it otherwise (or not at all) names its own.
     pub fn child_command(mut self, command: ChildCommand) -> Self {
         self.child_command = Some(command);
@@ -145,7 +145,7 @@ impl HostBuilder {
         } = self;
         let (summarizer, model) = match summarizer {
             Some(own) => (own, model),
-            None => crate::llm::configured(&config.host.summarizer, model)?,
+            None => crate::services::llm::configured(&config.host.summarizer, model)?,
         };
         Host::from_parts(config, summarizer, model, child_command)
     }
@@ -191,7 +191,7 @@ impl Host {
     /// A host with the embedder's own summarizer and model client (`host.summarizer` is then
     /// ignored): `model` answers `host.complete` within `host.complete`'s budgets. Both are
     /// async (their futures are polled in a Tokio runtime context and dropped when the turn is
-    /// cancelled). Either may wrap the other: [`crate::llm::LlmSummarizer::with_client`]
+    /// cancelled). Either may wrap the other: [`crate::services::llm::LlmSummarizer::with_client`]
     /// summarizes with a model.
     pub fn with_parts(
         config: Config,
@@ -462,7 +462,7 @@ fn load_entry(
     entry: &Entry,
 ) -> std::result::Result<Arc<dyn EngineFactory>, EngineError> {
     if id == crate::config::PIPELINE_ID && entry.path.is_none() {
-        return crate::pipeline::load(config);
+        return crate::engine::pipeline::load(config);
     }
     let Some(path) = &entry.path else {
         return Err(EngineError::new(
@@ -493,7 +493,7 @@ fn load_entry(
                 tokenizer: config.host.tokenizer,
                 rhai: config.host.limits.rhai.clone(),
             };
-            crate::isolation::load(&path, &opts, &process)
+            crate::engine::isolation::load(&path, &opts, &process)
         }
     }
 }

@@ -137,7 +137,7 @@ fn invalid_utf8_is_replaced_and_the_message_kept() {
 /// later call failing with "no session header".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_whose_transcript_a_crash_left_empty_opens_repaired() {
-    use ctxhost::message::Message;
+    use ctxhost::contract::message::Message;
     use ctxhost::runtime::{Host, SessionSpec};
     use ctxhost::session::TurnInput;
     let dir = tempfile::tempdir().unwrap();

@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use ctxhost::config::{Config, Entry, SlowEnginePolicy};
+use ctxhost::contract::message::Message;
 use ctxhost::error::EngineErrorKind;
-use ctxhost::message::Message;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::{Session, TurnInput};
 
@@ -98,7 +98,7 @@ fn slow_engine_is_quarantined_after_its_strikes(file: &str, source: &str) {
     // `check` judges the same engine against the same budget.
     let mut config = Config::default();
     config.host.turn_budget.engine_ms = 100;
-    let report = ctxhost::check::check_engine(&path, &config);
+    let report = ctxhost::tools::check::check_engine(&path, &config);
     assert!(!report.sound, "{:#?}", report.steps);
     let step = report.steps.last().unwrap();
     assert_eq!(step.step, "engine time per turn", "{step:?}");

@@ -14,23 +14,25 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use ctxhost::compaction::CompactionSettings;
 use ctxhost::config::{Config, Entry};
+use ctxhost::contract::limits::Limits;
+use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleResult, ResultLimits};
+use ctxhost::engine::api::{
+    Completions, HostCall, HostScope, HostValue, SessionModel, SessionServices,
+};
 use ctxhost::engine::lua::LoadOptions;
+use ctxhost::engine::sandbox::StopSignals;
 use ctxhost::engine::{Engine, InstanceContext};
 use ctxhost::error::{EngineError, EngineErrorKind};
-use ctxhost::host::{Completions, HostCall, HostScope, HostValue, SessionModel, SessionServices};
-use ctxhost::limits::Limits;
-use ctxhost::llm::{
+use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::services::compaction::CompactionSettings;
+use ctxhost::services::llm::{
     ApiKey, LlmSettings, LlmSummarizer, ModelClient, ModelLimits, OpenAiClient, SummarizerSettings,
 };
-use ctxhost::message::Message;
-use ctxhost::runtime::{Host, SessionSpec};
-use ctxhost::sandbox::StopSignals;
+use ctxhost::services::summarize::BuiltinSummarizer;
+use ctxhost::services::tokens::{Estimate, TokenCache};
 use ctxhost::session::{Session, TurnInput};
-use ctxhost::summarize::BuiltinSummarizer;
-use ctxhost::tokens::{Estimate, TokenCache};
 
 use crate::common::engine::{Lang, assemble_params, session};
 use crate::common::fake_model::{FakeModel, Reply, capture};
@@ -372,8 +374,8 @@ fn complete_bad_requests_are_script_errors() {
 fn run_complete(
     services: &Arc<SessionServices>,
     request: Value,
-) -> Result<Value, ctxhost::host::HostError> {
-    let f = ctxhost::host::api::find(&["complete"]).unwrap();
+) -> Result<Value, ctxhost::engine::api::HostError> {
+    let f = ctxhost::engine::api::table::find(&["complete"]).unwrap();
     let mut scope = HostScope::new(
         "asker",
         ResultLimits::default(),
@@ -382,7 +384,7 @@ fn run_complete(
     scope.set_call(Some(call(services, &json!({}))));
     let arg = HostValue::Data(Box::new(request));
     match scope.run(f, "host.complete", [arg, HostValue::Nil])? {
-        ctxhost::host::HostOut::Data(v) => Ok(v),
+        ctxhost::engine::api::HostOut::Data(v) => Ok(v),
         other => panic!("{other:?}"),
     }
 }

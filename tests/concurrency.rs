@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ctxhost::config::{Config, Entry};
-use ctxhost::message::Message;
+use ctxhost::contract::message::Message;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::TurnInput;
 use ctxhost::transcript::Durability;

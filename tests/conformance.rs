@@ -9,7 +9,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use ctxhost::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
+use ctxhost::tools::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use ctxhost::transcript::import;
 
 /// Conversations replayed from files that hold many (τ-bench has 200 short ones).

@@ -67,7 +67,8 @@ fn every_example_engine_passes_check() {
         if path.extension().is_none_or(|e| e != "lua") {
             continue;
         }
-        let report = ctxhost::check::check_engine(&path, &ctxhost::config::Config::default());
+        let report =
+            ctxhost::tools::check::check_engine(&path, &ctxhost::config::Config::default());
         assert!(report.sound, "{}: {:#?}", path.display(), report.steps);
         assert!(
             report
@@ -86,7 +87,7 @@ async fn drive(
     turns: usize,
     first_user: &str,
 ) -> (Vec<ctxhost::session::Assembly>, tempfile::TempDir) {
-    use ctxhost::message::Message;
+    use ctxhost::contract::message::Message;
     use ctxhost::runtime::SessionSpec;
     use ctxhost::session::TurnInput;
     let dir = tempfile::tempdir().expect("tempdir");

@@ -10,14 +10,14 @@ use crate::sessions;
 
 use std::path::{Path, PathBuf};
 
-use ctxhost::check::check_engine;
 use ctxhost::config::Config;
-use ctxhost::guarantee::{Violation, violations};
-use ctxhost::message::Role;
-use ctxhost::pairing::is_well_paired;
-use ctxhost::replay::drive;
+use ctxhost::contract::message::Role;
 use ctxhost::runtime::SessionSpec;
+use ctxhost::services::guarantee::{Violation, violations};
+use ctxhost::services::pairing::is_well_paired;
 use ctxhost::session::Session;
+use ctxhost::tools::check::check_engine;
+use ctxhost::tools::replay::drive;
 
 pub(crate) fn engine_path(rel: &str) -> PathBuf {
     common::repo_root().join(rel)
@@ -192,7 +192,7 @@ fn check_over_a_real_transcript_judges_every_model_call() {
     // "slow" against the default 1,000 ms turn budget (that policy is tested in `budgets`).
     let mut config = Config::default();
     config.host.turn_budget.engine_ms = 60_000;
-    let report = ctxhost::check::check_engine_with(
+    let report = ctxhost::tools::check::check_engine_with(
         &engine_path("scripts/recent_turns.rhai"),
         &config,
         Some(&transcript),
@@ -207,7 +207,8 @@ fn check_over_a_real_transcript_judges_every_model_call() {
         report.steps
     );
     let path = engine_path("tests/fixtures/lua/drops_conversation.lua");
-    let report = ctxhost::check::check_engine_with(&path, &Config::default(), Some(&transcript));
+    let report =
+        ctxhost::tools::check::check_engine_with(&path, &Config::default(), Some(&transcript));
     assert!(!report.sound);
     let failed = report.steps.iter().find(|s| !s.ok).expect("a failed step");
     assert!(
@@ -247,15 +248,16 @@ async fn replay_reports_each_call_a_forgetful_engine_needed_repaired() {
     let path = common::shared_dir().join("data/transcripts").join(CODEX);
     let imported = ctxhost::transcript::import(&path).expect("import");
     let dir = tempfile::tempdir().expect("tempdir");
-    let opts = ctxhost::replay::ReplayOptions {
+    let opts = ctxhost::tools::replay::ReplayOptions {
         out_dir: dir.path().to_path_buf(),
         concurrency: 1,
         contexts: false,
     };
     let mut turns = Vec::new();
-    let summary = ctxhost::replay::replay(host, &path, imported, &opts, |t| turns.push(t.clone()))
-        .await
-        .expect("replay");
+    let summary =
+        ctxhost::tools::replay::replay(host, &path, imported, &opts, |t| turns.push(t.clone()))
+            .await
+            .expect("replay");
     let g = &summary.guarantees;
     assert!(g.put_back > 0, "{g:?}");
     assert_eq!((g.missing_request, g.missing_summary), (0, 0), "{g:?}");
@@ -285,10 +287,10 @@ fn an_oversized_single_message_is_cut_and_the_history_survives() {
     let mut session = Session::create(host.session_setup(&spec), &file, "").expect("session");
     let mut messages = Vec::new();
     for n in 0..6 {
-        messages.push(ctxhost::message::Message::user(format!(
+        messages.push(ctxhost::contract::message::Message::user(format!(
             "Step {n}: look at src/mod_{n}.rs"
         )));
-        messages.push(ctxhost::message::Message::assistant(format!(
+        messages.push(ctxhost::contract::message::Message::assistant(format!(
             "Done with src/mod_{n}.rs."
         )));
     }
@@ -296,8 +298,8 @@ fn an_oversized_single_message_is_cut_and_the_history_survives() {
         "HEAD-MARK {} TAIL-MARK",
         "lorem ipsum dolor sit amet ".repeat(200_000)
     );
-    messages.push(ctxhost::message::Message::user(huge));
-    messages.push(ctxhost::message::Message::assistant("Read it."));
+    messages.push(ctxhost::contract::message::Message::user(huge));
+    messages.push(ctxhost::contract::message::Message::assistant("Read it."));
     let mut last = None;
     drive(&mut session, messages, |s, a| {
         let found = violations(
@@ -328,7 +330,7 @@ fn an_oversized_single_message_is_cut_and_the_history_survives() {
 }
 
 /// A message from its JSON form, as a transcript holds it.
-fn message(j: serde_json::Value) -> ctxhost::message::Message {
+fn message(j: serde_json::Value) -> ctxhost::contract::message::Message {
     serde_json::from_value(j).expect("message")
 }
 

@@ -14,19 +14,19 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use ctxhost::compaction::CompactionSettings;
 use ctxhost::contract::Method;
+use ctxhost::contract::message::Message;
 use ctxhost::contract::{
     AssembleParams, CommitStatus, CommitTurnParams, CompactParams, CompactionTarget, IngestParams,
     ResultLimits,
 };
 use ctxhost::engine::InstanceContext;
+use ctxhost::engine::api::{HostCall, SessionServices};
 use ctxhost::engine::lua::{self, LoadOptions};
-use ctxhost::host::{HostCall, SessionServices};
-use ctxhost::message::Message;
-use ctxhost::pairing;
-use ctxhost::summarize::BuiltinSummarizer;
-use ctxhost::tokens::{Estimate, TokenCache, TokenCounter};
+use ctxhost::services::compaction::CompactionSettings;
+use ctxhost::services::pairing;
+use ctxhost::services::summarize::BuiltinSummarizer;
+use ctxhost::services::tokens::{Estimate, TokenCache, TokenCounter};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

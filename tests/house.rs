@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use ctxhost::config::{Config, Entry};
-use ctxhost::message::{Message, Role};
+use ctxhost::contract::message::{Message, Role};
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::{Session, TurnInput};
 use ctxhost::transcript::{Store, TranscriptStore};
@@ -286,7 +286,7 @@ fn check_without_a_config_warns_when_info_id_differs_from_the_file_name() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("my_policy.lua");
     std::fs::write(&path, renamed_engine(false)).unwrap();
-    let report = ctxhost::check::check_engine(&path, &Config::default());
+    let report = ctxhost::tools::check::check_engine(&path, &Config::default());
     assert!(report.sound, "{:#?}", report.steps);
     assert_eq!(report.engine, "declared-id");
     assert!(
@@ -303,7 +303,7 @@ fn check_without_a_config_warns_when_info_id_differs_from_the_file_name() {
 fn check_refuses_an_engine_that_calls_itself_legacy() {
     let dir = tempfile::tempdir().unwrap();
     let path = impostor(dir.path());
-    let report = ctxhost::check::check_engine(&path, &Config::default());
+    let report = ctxhost::tools::check::check_engine(&path, &Config::default());
     assert!(!report.sound);
     let failed = report.steps.iter().find(|s| !s.ok).expect("a failed step");
     assert!(

@@ -7,7 +7,7 @@
 //! cap, and the child's own address-space limit).
 //!
 //! The child program is the library's own `ctxhost-engine-child` (`src/bin/engine_child.rs`),
-//! which serves [`ctxhost::isolation::child_main`].
+//! which serves [`ctxhost::engine::isolation::child_main`].
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -18,25 +18,25 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use ctxhost::compaction::CompactionSettings;
 use ctxhost::config::{Config, Entry};
+use ctxhost::contract::limits::{HostLimits, Isolation, Limits};
+use ctxhost::contract::message::Message;
 use ctxhost::contract::{
     AfterTurnParams, CommitTurnParams, ContextMode, IngestBatchParams, MaintainParams,
     MaintainReason, ResultLimits, SubagentEndReason, SubagentEndedParams, SubagentSpawnParams,
 };
+use ctxhost::engine::api::{Completions, HostCall, SessionModel, SessionServices};
+use ctxhost::engine::isolation::{ChildCommand, ProcessFactory, ProcessOptions};
 use ctxhost::engine::{Engine, LoadOptions};
 use ctxhost::error::EngineErrorKind;
-use ctxhost::host::{Completions, HostCall, SessionModel, SessionServices};
-use ctxhost::isolation::{ChildCommand, ProcessFactory, ProcessOptions};
-use ctxhost::limits::{HostLimits, Isolation, Limits};
-use ctxhost::llm::{ModelClient, ModelLimits, OpenAiClient};
-use ctxhost::message::Message;
-use ctxhost::recall::RecallIndex;
-use ctxhost::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::services::compaction::CompactionSettings;
+use ctxhost::services::llm::{ModelClient, ModelLimits, OpenAiClient};
+use ctxhost::services::recall::RecallIndex;
+use ctxhost::services::summarize::BuiltinSummarizer;
+use ctxhost::services::tokens::{Estimate, TokenCache, Tokenizer};
 use ctxhost::session::{Session, TurnInput};
-use ctxhost::summarize::BuiltinSummarizer;
-use ctxhost::tokens::{Estimate, TokenCache, Tokenizer};
+use ctxhost::tools::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use ctxhost::transcript::import;
 
 use crate::common;
@@ -613,7 +613,7 @@ fn a_memory_bomb_in_the_child_is_stopped_and_the_child_has_an_address_space_limi
         .lines()
         .find(|l| l.starts_with("Max address space"))
         .unwrap();
-    let cap = ctxhost::isolation::child_address_space(limits.memory_bytes);
+    let cap = ctxhost::engine::isolation::child_address_space(limits.memory_bytes);
     assert!(line.contains(&cap.to_string()), "{line} (want {cap})");
     let e = engine
         .assemble(&host_call(&session(), json!({})), &assemble_params())

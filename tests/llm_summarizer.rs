@@ -14,10 +14,10 @@ use std::time::Duration;
 use serde_json::json;
 
 use ctxhost::config::Config;
-use ctxhost::llm::{ApiKey, LlmSettings, LlmSummarizer, SummarizerSettings};
-use ctxhost::message::{Message, MessageBody, Role};
-use ctxhost::summarize::{IdentifierPolicy, Summarizer, Summary, SummaryRequest};
-use ctxhost::tokens::{Estimate, TokenCounter};
+use ctxhost::contract::message::{Message, MessageBody, Role};
+use ctxhost::services::llm::{ApiKey, LlmSettings, LlmSummarizer, SummarizerSettings};
+use ctxhost::services::summarize::{IdentifierPolicy, Summarizer, Summary, SummaryRequest};
+use ctxhost::services::tokens::{Estimate, TokenCounter};
 use ctxhost::transcript::TranscriptStore;
 
 use crate::common;

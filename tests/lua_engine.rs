@@ -12,8 +12,8 @@ use common::engine::{
     test_limits,
 };
 use ctxhost::contract::Method;
+use ctxhost::contract::limits::Limits;
 use ctxhost::error::EngineErrorKind;
-use ctxhost::limits::Limits;
 use serde_json::json;
 
 const LANG: Lang = Lang::Lua;

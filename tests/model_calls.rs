@@ -11,13 +11,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ctxhost::compaction::CompactionSettings;
 use ctxhost::contract::ResultLimits;
-use ctxhost::host::{HostCall, SessionServices, SummarizeOptions};
-use ctxhost::llm::ChatMessage;
-use ctxhost::llm::{LlmError, LlmSettings, LlmSummarizer, ModelClient, ModelRequest, OpenAiClient};
-use ctxhost::summarize::{Summarizer, Summary, SummaryFuture, SummaryRequest};
-use ctxhost::tokens::{Estimate, TokenCache, TokenCounter};
+use ctxhost::engine::api::{HostCall, SessionServices, SummarizeOptions};
+use ctxhost::services::compaction::CompactionSettings;
+use ctxhost::services::llm::ChatMessage;
+use ctxhost::services::llm::{
+    LlmError, LlmSettings, LlmSummarizer, ModelClient, ModelRequest, OpenAiClient,
+};
+use ctxhost::services::summarize::{Summarizer, Summary, SummaryFuture, SummaryRequest};
+use ctxhost::services::tokens::{Estimate, TokenCache, TokenCounter};
 
 use crate::common::block_on;
 use crate::common::engine::{Lang, compact_params, cx, opts, session};

@@ -19,12 +19,12 @@ use proptest::prelude::*;
 use serde_json::{Value as Json, json};
 
 use ctxhost::config::Config;
+use ctxhost::contract::message::Message;
 use ctxhost::contract::{
     AssembleResult, CompactResult, ResultLimits, check_assemble, check_compact,
 };
 use ctxhost::engine::script::info_from_json;
-use ctxhost::message::Message;
-use ctxhost::pairing;
+use ctxhost::services::pairing;
 use ctxhost::transcript::import::{Format, import_bytes};
 
 /// The fuzz corpus kept in the repository: small inputs at the edges of each format (a lone

@@ -9,10 +9,10 @@ use crate::common;
 
 use std::path::Path;
 
-use ctxhost::message::Role;
-use ctxhost::replay::drive;
+use ctxhost::contract::message::Role;
 use ctxhost::runtime::SessionSpec;
 use ctxhost::session::Session;
+use ctxhost::tools::replay::drive;
 
 /// Every `systemPromptAddition` and every compaction summary text one replay produced.
 fn texts(transcript: &str, window: u64, engine: Option<&str>) -> (Vec<String>, Vec<String>) {

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::engine::{assemble_params, host_call, instance_of, session};
-use ctxhost::message::Message;
-use ctxhost::recall::RecallIndex;
+use ctxhost::contract::message::Message;
 use ctxhost::runtime::SessionSpec;
+use ctxhost::services::recall::RecallIndex;
 use ctxhost::session::{Assembly, TurnInput};
 use serde_json::{Value, json};
 

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use ctxhost::config::{Config, Entry};
-use ctxhost::message::Message;
+use ctxhost::contract::message::Message;
 use ctxhost::runtime::{Host, SessionHandle, SessionSpec};
 use ctxhost::session::TurnInput;
 

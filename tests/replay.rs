@@ -10,7 +10,7 @@ use crate::common;
 use std::path::Path;
 
 use common::replay::{Checked, host, replay_checked};
-use ctxhost::message::Message;
+use ctxhost::contract::message::Message;
 use ctxhost::runtime::SessionSpec;
 use ctxhost::session::TurnInput;
 

@@ -20,10 +20,10 @@ use serde_json::{Value as Json, json};
 
 use common::engine::{Lang, instance_of, services};
 use ctxhost::contract::AssembleParams;
-use ctxhost::host::HostCall;
-use ctxhost::message::Message;
-use ctxhost::pairing;
-use ctxhost::tokens::{Estimate, TokenCounter};
+use ctxhost::contract::message::Message;
+use ctxhost::engine::api::HostCall;
+use ctxhost::services::pairing;
+use ctxhost::services::tokens::{Estimate, TokenCounter};
 
 mod dag;
 

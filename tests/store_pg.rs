@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctxhost::Error;
-use ctxhost::message::Message;
+use ctxhost::Message;
 use ctxhost::store::postgres::{PgBackend, PgOptions};
 use ctxhost::store::{Backend, Commit, SessionStore, messages_digest};
 use serde_json::json;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ctxhost::message::{Message, MessageBody, Role};
+use ctxhost::contract::message::{Message, MessageBody, Role};
 use ctxhost::transcript::TranscriptStore;
 use ctxhost::transcript::import::{Format, Import, import};
 

@@ -11,13 +11,13 @@ pub mod workloads;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ctxhost::compaction::CompactionSettings;
+use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleParams, ResultLimits};
+use ctxhost::engine::api::{HostCall, SessionServices};
 use ctxhost::engine::{Engine, InstanceContext};
-use ctxhost::host::{HostCall, SessionServices};
-use ctxhost::message::Message;
-use ctxhost::summarize::BuiltinSummarizer;
-use ctxhost::tokens::{Estimate, TokenCache};
+use ctxhost::services::compaction::CompactionSettings;
+use ctxhost::services::summarize::BuiltinSummarizer;
+use ctxhost::services::tokens::{Estimate, TokenCache};
 use serde_json::json;
 
 /// `../shared` beside the checkout, or `$CTXHOST_SHARED`.

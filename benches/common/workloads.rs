@@ -15,17 +15,17 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ctxhost::contract::message::{
+    AssistantMessage, Content, ContentBlock, Extra, Message, MessageBody, ToolCallBlock,
+    ToolResultMessage, UserMessage,
+};
 use ctxhost::contract::{
     AssembleParams, AssembleResult, CompactParams, CompactResult, EngineInfo, IngestParams,
     IngestResult, Method,
 };
 use ctxhost::engine::Engine;
+use ctxhost::engine::api::HostCall;
 use ctxhost::error::EngineError;
-use ctxhost::host::HostCall;
-use ctxhost::message::{
-    AssistantMessage, Content, ContentBlock, Extra, Message, MessageBody, ToolCallBlock,
-    ToolResultMessage, UserMessage,
-};
 
 use super::flat::Flat;
 

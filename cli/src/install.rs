@@ -12,10 +12,10 @@ use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstInputValue, CstObject, CstRootNode};
 use serde::Serialize;
 
-use ctxhost::check::{CheckReport, check_engine};
 use ctxhost::config::{Config, ConfigSource};
 use ctxhost::contract::LEGACY_ID;
 use ctxhost::error::{Error, Result};
+use ctxhost::tools::check::{CheckReport, check_engine};
 
 /// An editable config file: a concrete syntax tree of the user's JSON5, so an edit changes
 /// only the keys it touches and every comment, blank line and key order stays as written.

@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// Counts what each engine thread allocates, so a Rhai engine's memory cap sees copies no
-/// guarded builtin does (`ctxhost::sandbox::alloc`).
+/// guarded builtin does (`ctxhost::engine::sandbox::alloc`).
 #[global_allocator]
-static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
+static ALLOC: ctxhost::engine::sandbox::alloc::MeteredAlloc =
+    ctxhost::engine::sandbox::alloc::MeteredAlloc;
 
 mod cli;
 mod inert;
@@ -18,7 +19,7 @@ mod report;
 
 fn main() -> ExitCode {
     // `host.isolation: "process"` starts this program again as an engine's child.
-    if std::env::args().nth(1).as_deref() == Some(ctxhost::isolation::CHILD_ARG) {
+    if std::env::args().nth(1).as_deref() == Some(ctxhost::engine::isolation::CHILD_ARG) {
         tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_env("CTXHOST_LOG")
@@ -27,7 +28,7 @@ fn main() -> ExitCode {
             .with_ansi(false)
             .with_writer(std::io::stderr)
             .init();
-        let code = ctxhost::isolation::child_main();
+        let code = ctxhost::engine::isolation::child_main();
         return ExitCode::from(u8::try_from(code).unwrap_or(2));
     }
     let args = cli::Args::parse();

@@ -17,8 +17,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use ctxhost::replay::{ReplaySummary, TurnReport};
 use ctxhost::session::MethodTimes;
+use ctxhost::tools::replay::{ReplaySummary, TurnReport};
 
 /// What the header says about the run beyond the summary (the summary does not carry these).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::*;
-use ctxhost::replay::QuarantineReport;
+use ctxhost::tools::replay::QuarantineReport;
 
 fn turn(session: &str, n: u64, tokens: u64) -> TurnReport {
     TurnReport {

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ctxhost::message::Message;
-use ctxhost::reload::{EngineWatcher, ReloadOutcome};
-use ctxhost::replay::split_turns;
+use ctxhost::contract::message::Message;
+use ctxhost::engine::reload::{EngineWatcher, ReloadOutcome};
 use ctxhost::runtime::{Host, SessionHandle, SessionSpec};
 use ctxhost::session::TurnInput;
+use ctxhost::tools::replay::split_turns;
 use ctxhost::transcript::import;
 
 /// A debounce short enough to keep the tests quick; the default (200 ms) is measured by the

@@ -6,10 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ctxhost::message::Message;
+use ctxhost::contract::message::Message;
+use ctxhost::services::summarize::{IdKind, Summary};
+use ctxhost::services::tokens::TokenCounter;
 use ctxhost::session::Session;
-use ctxhost::summarize::{IdKind, Summary};
-use ctxhost::tokens::TokenCounter;
 
 /// How many more summaries that lost span identifiers where they fit to print.
 static LOST: AtomicUsize = AtomicUsize::new(0);
@@ -56,7 +56,7 @@ pub fn no_history(
     session: &Session,
     a: &ctxhost::session::Assembly,
 ) -> String {
-    use ctxhost::tokens::Estimate;
+    use ctxhost::services::tokens::Estimate;
     let context = session.context();
     let name = transcript
         .file_name()

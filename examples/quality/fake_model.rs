@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ctxhost::summarize::find_identifiers;
+use ctxhost::services::summarize::find_identifiers;
 use serde_json::{Value, json};
 
 /// The fake server, stopped when dropped.

@@ -20,7 +20,7 @@
 //!   carries them besides the request, and the line they first appeared in (what recall is for).
 //!
 //! With `--summarizer llm` every summary is asked of a model instead: the LLM summarizer
-//! (`ctxhost::llm::LlmSummarizer`) against a forgetful fake model this program starts on
+//! (`ctxhost::services::llm::LlmSummarizer`) against a forgetful fake model this program starts on
 //! 127.0.0.1 (`fake_model.rs`), whose answers drop every identifier and whose corrective retry
 //! brings back only every other one, so the figures show what the host's identifier audit
 //! keeps. A summary the model could not write (the offline summarizer answered) is counted.
@@ -40,13 +40,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctxhost::config::{Config, Entry};
-use ctxhost::guarantee::{Violation, violations};
-use ctxhost::llm::{LlmSettings, LlmSummarizer};
-use ctxhost::message::Message;
-use ctxhost::replay::drive;
+use ctxhost::contract::message::Message;
 use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::services::guarantee::{Violation, violations};
+use ctxhost::services::llm::{LlmSettings, LlmSummarizer};
+use ctxhost::services::summarize::{BuiltinSummarizer, IdKind, SECTION_HEADINGS, Summarizer};
 use ctxhost::session::Session;
-use ctxhost::summarize::{BuiltinSummarizer, IdKind, SECTION_HEADINGS, Summarizer};
+use ctxhost::tools::replay::drive;
 use ctxhost::transcript::Durability;
 use parking_lot::Mutex;
 

@@ -4,9 +4,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use ctxhost::message::Message;
+use ctxhost::contract::message::Message;
+use ctxhost::services::summarize::find_identifiers;
 use ctxhost::session::{Assembly, Session};
-use ctxhost::summarize::find_identifiers;
 
 /// The longest original line looked for, in bytes.
 const MAX_LINE: usize = 160;
@@ -64,7 +64,9 @@ impl NamedAgain {
         }
         for m in session.context() {
             if self.read.insert(m.id.clone())
-                && !m.role().eq(&ctxhost::message::Role::CompactionSummary)
+                && !m
+                    .role()
+                    .eq(&ctxhost::contract::message::Role::CompactionSummary)
             {
                 let text = text_of(m);
                 for line in text.lines() {

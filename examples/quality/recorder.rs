@@ -6,11 +6,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ctxhost::message::{Message, MessageBody, Role};
-use ctxhost::summarize::{
+use ctxhost::contract::message::{Message, MessageBody, Role};
+use ctxhost::services::summarize::{
     IdKind, SECTION_HEADINGS, Summarizer, Summary, SummaryFuture, SummaryRequest, find_identifiers,
 };
-use ctxhost::tokens::TokenCounter;
+use ctxhost::services::tokens::TokenCounter;
 use parking_lot::Mutex;
 
 use crate::Stats;
@@ -30,11 +30,11 @@ pub(crate) fn message_text(m: &Message) -> String {
     if let MessageBody::Assistant(a) = &m.body {
         for b in &a.content {
             match b {
-                ctxhost::message::ContentBlock::Thinking(t) => {
+                ctxhost::contract::message::ContentBlock::Thinking(t) => {
                     out.push('\n');
                     out.push_str(&t.thinking);
                 }
-                ctxhost::message::ContentBlock::ToolCall(c) => {
+                ctxhost::contract::message::ContentBlock::ToolCall(c) => {
                     walk(&c.arguments, &mut out);
                 }
                 _ => {}

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::message::Extra;
+use crate::contract::message::Extra;
 
 /// The built-in engine's id (contract §9): an empty or `"legacy"` slot selects it, and no
 /// configured entry or engine file may take it.

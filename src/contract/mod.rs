@@ -8,10 +8,14 @@
 //! as `contract::X`: `method` (the lifecycle methods), `info` (an engine's `info` record),
 //! `settings` (`runtimeSettings`), `params` and `results` (each method's input and output), and
 //! `checks` (what the host checks at load and on every result).
+//!
+#![doc = include_str!("../../docs/contract.md")]
 
 mod checks;
 pub mod client;
 mod info;
+pub mod limits;
+pub mod message;
 mod method;
 mod params;
 mod results;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::settings::RuntimeSettings;
-use crate::message::Message;
+use crate::contract::message::Message;
 
 /// `bootstrap` params.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::message::Message;
+use crate::contract::message::Message;
 
 /// Deserializes a whole, non-negative count from any JSON or script number.
 pub fn count<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {

@@ -1,6 +1,6 @@
 //! [`Instance`]: the one [`Engine`] implementation of script engines, over a [`Transport`] —
 //! the VM on a worker thread of this process ([`crate::engine::script`]) or the VM in a child
-//! process ([`crate::isolation`]). What each lifecycle method sends, what it makes of the
+//! process ([`crate::engine::isolation`]). What each lifecycle method sends, what it makes of the
 //! script's result, and how a result it cannot use is reported (the engine id, the script's
 //! file and the function's line) is written here once; a transport only carries a call there
 //! and the script's result back.
@@ -24,8 +24,8 @@ use crate::contract::{
     IngestBatchParams, IngestBatchResult, IngestParams, IngestResult, MaintainParams,
     MaintainResult, Method, SubagentEndedParams, SubagentSpawnParams,
 };
+use crate::engine::api::HostCall;
 use crate::error::{EngineError, EngineErrorKind, ScriptLocation};
-use crate::host::HostCall;
 
 /// Carries one instance's calls to its VM and the script's results back.
 pub trait Transport: Send + 'static {

@@ -10,10 +10,10 @@ use crate::contract::{
     AssembleParams, AssembleResult, CompactParams, CompactResult, EngineInfo, IngestParams,
     IngestResult, Method,
 };
+use crate::engine::api::HostCall;
 use crate::engine::{Engine, EngineFactory, InstanceContext};
 use crate::error::EngineError;
-use crate::fit::fit_to_budget;
-use crate::host::HostCall;
+use crate::services::fit::fit_to_budget;
 
 pub use crate::contract::LEGACY_ID;
 

@@ -1,6 +1,6 @@
 //! Which loader an engine file goes to: Lua / Luau or Rhai by its extension, and the id the
 //! built-in engine reserves. (Where the instances then run — a worker thread or a child
-//! process — the host picks from its config: [`crate::isolation::load`] wraps this in a child.)
+//! process — the host picks from its config: [`crate::engine::isolation::load`] wraps this in a child.)
 
 use std::path::Path;
 use std::sync::Arc;

@@ -5,6 +5,13 @@
 //! [`Engine`] instance per session (one VM per session gives isolation and lets messages stay
 //! resident between calls). Each lifecycle call gets a [`HostCall`]: the session context and
 //! the `host` services the script API exposes.
+//!
+//! The engine layer, below the session: the seam ([`Engine`], [`EngineFactory`]) and what sits
+//! behind it. [`legacy`] is the built-in engine; [`lua`] and [`rhai`] are thin adapters onto the
+//! shared [`script`] layer; [`api`] is the `host` API scripts see, written once; [`pipeline`]
+//! composes hook scripts into one engine; [`isolation`] runs an instance in a child process;
+//! [`sandbox`] holds the limits every call runs under; [`quarantine`] and [`reload`] keep a
+//! failing engine out and a saved one in; [`stdlib`] is the script helpers' source.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,22 +25,30 @@ use crate::contract::{
     IngestBatchParams, IngestBatchResult, IngestParams, IngestResult, MaintainParams,
     MaintainResult, Method, SubagentEndedParams, SubagentSpawnParams,
 };
+use crate::engine::api::HostCall;
 use crate::error::{EngineError, ScriptLocation};
-use crate::host::HostCall;
 
 pub use cell::{EngineCell, Generation, LoadedEngine};
 pub use instance::{Factory, Instance};
 pub use load::load;
 pub(crate) use load::load_any;
+pub use quarantine::Quarantine;
 pub use script::LoadOptions;
 
+pub mod api;
 mod cell;
 pub(crate) mod instance;
+pub mod isolation;
 pub mod legacy;
 mod load;
 pub mod lua;
+pub mod pipeline;
+mod quarantine;
+pub mod reload;
 pub mod rhai;
+pub mod sandbox;
 pub mod script;
+pub mod stdlib;
 
 /// What a new engine instance is told about where it runs (the factory's `ctx`).
 #[derive(Clone, Debug, Default)]

@@ -11,8 +11,8 @@ use crate::contract::client::{self, ClientCall as Call};
 use crate::contract::{
     CommitStatus, CompactionTarget, ContextMode, MaintainReason, SubagentEndReason,
 };
+use crate::engine::api::ClientCompaction;
 use crate::error::Result;
-use crate::host::ClientCompaction;
 use crate::runtime::{Host, SessionSpec};
 use crate::session::{ClientAssemble, ClientCall, ClientMirror, Session};
 

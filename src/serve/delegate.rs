@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::host::ClientCompactor;
+use crate::engine::api::ClientCompactor;
 
 use super::protocol::method;
 use super::rpc::Peer;

@@ -77,7 +77,7 @@ pub struct ServeOptions {
     /// How long a request to the client may take (default 120 s).
     pub client_timeout: Duration,
     /// Where engine VMs run, over the config's `host.isolation` (`serve --isolation`).
-    pub isolation: Option<crate::isolation::Isolation>,
+    pub isolation: Option<crate::engine::isolation::Isolation>,
 }
 
 impl ServeOptions {

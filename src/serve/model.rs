@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::llm::{LlmError, ModelAnswer, ModelClient, ModelFuture, ModelRequest, Usage};
+use crate::services::llm::{LlmError, ModelAnswer, ModelClient, ModelFuture, ModelRequest, Usage};
 
 use super::protocol::{ClientCapabilities, code, method};
 use super::rpc::Peer;

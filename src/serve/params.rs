@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::contract::client;
+use crate::contract::message::Message;
 use crate::error::{Error, Result};
-use crate::message::Message;
 use crate::session::ClientCall;
 
 use super::protocol::{RpcError, code};

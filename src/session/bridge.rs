@@ -23,13 +23,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::contract::message::{Message, Role};
 use crate::contract::{
     self, BootstrapResult, CompactResult, CompactionTarget, MaintainReason, MaintainResult, Method,
     Operation,
 };
+use crate::engine::api::{ClientCompaction, ClientParams};
 use crate::error::Result;
-use crate::host::{ClientCompaction, ClientParams};
-use crate::message::{Message, Role};
 
 use super::{Assembly, Session};
 

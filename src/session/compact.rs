@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use crate::compaction::{self};
+use crate::contract::message::{Message, Role};
 use crate::contract::{
     CompactParams, CompactResult, CompactionTarget, EngineInfo, HostParam, Method,
 };
 use crate::engine::legacy::LEGACY_ID;
 use crate::error::{EngineError, EngineErrorKind, Error, Result};
-use crate::message::{Message, Role};
+use crate::services::compaction::{self};
 
 use super::Session;
 
@@ -166,12 +166,12 @@ impl Session {
         let after = summary_tokens + self.services.tokens.messages(&kept);
         let mut message = compaction::summary_message(summary, before, Some(after), &first_kept);
         if first_kept.is_empty()
-            && let crate::message::MessageBody::CompactionSummary(s) = &mut message.body
+            && let crate::contract::message::MessageBody::CompactionSummary(s) = &mut message.body
         {
             s.first_kept_entry_id = None;
         }
         if let Some(details) = &outcome.details
-            && let crate::message::MessageBody::CompactionSummary(s) = &mut message.body
+            && let crate::contract::message::MessageBody::CompactionSummary(s) = &mut message.body
         {
             s.extra.insert("details".into(), capped_details(details));
         }
@@ -261,7 +261,7 @@ pub(super) struct TurnInProgress {
     pub request: Option<String>,
     /// The recent tokens the built-in compaction keeps verbatim at this budget: a turn larger
     /// than this may have its request summarized (the session still carries it to every model
-    /// call, see [`crate::guarantee`]).
+    /// call, see [`crate::services::guarantee`]).
     pub keep: u64,
     /// The tokens of the turn from its request on.
     pub turn_tokens: u64,
@@ -291,7 +291,7 @@ pub(super) fn check_keeps_conversation(
     if !awaiting {
         return Ok(());
     }
-    let Some(newest) = crate::fit::groups(context).pop() else {
+    let Some(newest) = crate::services::fit::groups(context).pop() else {
         return Ok(());
     };
     let kept_from = out

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::message::{Message, Role};
+use crate::contract::message::{Message, Role};
 
 /// The context a transcript's entries stand for: the last compaction summary, the entries it
 /// kept, and everything after it.
@@ -15,7 +15,7 @@ pub fn derive_context(entries: &[Arc<Message>]) -> Vec<Arc<Message>> {
     };
     let summary = &entries[last];
     let kept_from = match &summary.body {
-        crate::message::MessageBody::CompactionSummary(s) => s
+        crate::contract::message::MessageBody::CompactionSummary(s) => s
             .first_kept_entry_id
             .as_ref()
             .and_then(|id| entries[..last].iter().position(|m| &m.id == id)),

@@ -9,10 +9,10 @@ use crate::contract::{
     self, EngineSelection, HostParam, Method, ModelInfo, Operation, RuntimeDiagnostics,
     RuntimeInfo, RuntimeLimits, RuntimeSettings,
 };
+use crate::engine::api::HostCall;
 use crate::engine::legacy::LEGACY_ID;
 use crate::engine::{Engine, InstanceContext};
 use crate::error::{Disposition, EngineError, EngineErrorKind, Error, Result};
-use crate::host::HostCall;
 
 use super::Session;
 

@@ -15,18 +15,18 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::compaction::CompactionSettings;
 use crate::config::FailurePolicy;
+use crate::contract::message::Message;
 use crate::contract::{EngineInfo, ResultLimits};
+use crate::engine::Quarantine;
+use crate::engine::api::SessionServices;
 use crate::engine::legacy::{LEGACY_ID, Legacy};
 use crate::engine::{Engine, EngineCell, SpawnRollback};
 use crate::error::{EngineError, Result};
-use crate::host::SessionServices;
-use crate::message::Message;
-use crate::quarantine::Quarantine;
-use crate::recall::RecallIndex;
-use crate::summarize::Summarizer;
-use crate::tokens::TokenCache;
+use crate::services::compaction::CompactionSettings;
+use crate::services::recall::RecallIndex;
+use crate::services::summarize::Summarizer;
+use crate::services::tokens::TokenCache;
 use crate::transcript::{Durability, Store, TranscriptStore};
 
 mod bridge;
@@ -37,7 +37,7 @@ mod dispatch;
 mod state;
 mod turn;
 
-pub use crate::host::{CallTimes, MethodTimes};
+pub use crate::engine::api::{CallTimes, MethodTimes};
 pub(crate) use bridge::Fnv;
 pub use bridge::{ClientAssemble, ClientCall, ClientMirror};
 pub use checks::{check_assemble, check_compact};
@@ -66,11 +66,11 @@ pub struct SessionSetup {
     /// Caps on engine results.
     pub limits: ResultLimits,
     /// Counts tokens.
-    pub tokens: Arc<dyn crate::tokens::TokenCounter>,
+    pub tokens: Arc<dyn crate::services::tokens::TokenCounter>,
     /// Summarizes for compaction and `host.summarize`.
     pub summarizer: Arc<dyn Summarizer>,
     /// The model behind `host.complete`, with its budgets.
-    pub completions: Arc<crate::host::Completions>,
+    pub completions: Arc<crate::engine::api::Completions>,
     /// The configured engine (hot-reloadable), with its entry config.
     pub engine: Arc<EngineCell>,
     /// Where this host's engines are quarantined.
@@ -109,13 +109,13 @@ pub struct Assembly {
     /// Pairing repairs the host made.
     pub pairing_repairs: usize,
     /// Ids of the messages the host put in that the engine's result left out (the current
-    /// request, the newest summary; see [`crate::guarantee`]), so reports can tell them apart.
+    /// request, the newest summary; see [`crate::services::guarantee`]), so reports can tell them apart.
     pub host_added: Vec<String>,
-    /// What the engine's assembly lacked and the host put back (see [`crate::guarantee`]).
-    pub put_back: Vec<crate::guarantee::Violation>,
-    /// What the call still lacks as sent, after those repairs (see [`crate::guarantee`]),
+    /// What the engine's assembly lacked and the host put back (see [`crate::services::guarantee`]).
+    pub put_back: Vec<crate::services::guarantee::Violation>,
+    /// What the call still lacks as sent, after those repairs (see [`crate::services::guarantee`]),
     /// judged once here so `replay`, `check` and `compare` need not judge it again.
-    pub violations: Vec<crate::guarantee::Violation>,
+    pub violations: Vec<crate::services::guarantee::Violation>,
 }
 
 /// What happened during one turn, for reports.
@@ -135,7 +135,7 @@ pub struct TurnStats {
     /// Whether that time exceeded `host.turnBudget.engineMs`.
     pub slow: bool,
     /// Model calls whose assembly lacked the current request or the newest summary, which the
-    /// host put back (see [`crate::guarantee`]).
+    /// host put back (see [`crate::services::guarantee`]).
     pub guarantee_repairs: usize,
 }
 
@@ -168,7 +168,7 @@ pub struct Session {
     pre_prompt_count: usize,
     turn_start: usize,
     /// The user message that started the current turn: every model call of the turn carries
-    /// it, even after a compaction summarized it (see [`crate::guarantee`]).
+    /// it, even after a compaction summarized it (see [`crate::services::guarantee`]).
     request: Option<Arc<Message>>,
     stats: TurnStats,
     rollbacks: Vec<SpawnRollback>,
@@ -240,7 +240,7 @@ impl Session {
                 .unwrap_or_else(|| Arc::clone(&setup.summarizer)),
             compaction: setup.compaction.clone(),
             limits: setup.limits.clone(),
-            model: crate::host::SessionModel::new(Arc::clone(&setup.completions)),
+            model: crate::engine::api::SessionModel::new(Arc::clone(&setup.completions)),
             host_times: Default::default(),
             cancel: setup.cancel.clone().unwrap_or_default(),
         });

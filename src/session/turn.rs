@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::config::SlowEnginePolicy;
+use crate::contract::message::Message;
 use crate::contract::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, BootstrapResult,
     CommitTurnParams, CompactResult, CompactionTarget, ContextMode, HostParam, IngestBatchParams,
@@ -15,9 +16,8 @@ use crate::engine::SpawnRollback;
 use crate::engine::legacy::LEGACY_ID;
 use crate::error::Result;
 use crate::error::{EngineError, EngineErrorKind, Op};
-use crate::message::Message;
+use crate::services::{guarantee, pairing};
 use crate::transcript::Durability;
-use crate::{guarantee, pairing};
 
 use super::compact::invalid_for;
 use super::{Assembly, Session, TurnInput, TurnStats};

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Backend, Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
+use crate::contract::message::Message;
 use crate::error::{Error, Result};
-use crate::message::Message;
 use crate::transcript::{Durability, TranscriptStore};
 
 const KIND: &str = "fs-jsonl";

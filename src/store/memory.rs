@@ -9,8 +9,8 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::{Backend, Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
+use crate::contract::message::Message;
 use crate::error::Result;
-use crate::message::Message;
 
 const KIND: &str = "memory";
 

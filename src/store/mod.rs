@@ -26,8 +26,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::contract::message::Message;
 use crate::error::Result;
-use crate::message::Message;
 
 /// Where a lifecycle call's session stands in its store, so an engine can name a point in the
 /// history that survives a restart (`storageCursor` in the lifecycle context).

@@ -5,7 +5,7 @@ use serde_json::json;
 use super::jsonl::{JsonlBackend, JsonlStore, state_path};
 use super::memory::MemoryBackend;
 use super::*;
-use crate::message::Message;
+use crate::contract::message::Message;
 use crate::transcript::Durability;
 
 fn texts(messages: &[Arc<Message>]) -> Vec<String> {

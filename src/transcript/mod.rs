@@ -3,7 +3,7 @@
 //! - [`store`]: the session file ctxhost writes, in the pi/OpenClaw v3 session format. It is
 //!   append-only: earlier bytes are never rewritten, torn lines are reported and skipped.
 //! - [`mod@import`]: reads sessions recorded by other agents (pi, Claude Code, Codex, OpenAI Chat
-//!   Completions arrays, SWE-agent trajectories) into [`crate::message::Message`]s, detecting the
+//!   Completions arrays, SWE-agent trajectories) into [`crate::contract::message::Message`]s, detecting the
 //!   format from the content.
 
 pub mod import;
@@ -18,8 +18,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::contract::client::kind_of;
+use crate::contract::message::Message;
 use crate::error::{Error, Result};
-use crate::message::Message;
 
 /// Where a session's entries are kept. The JSONL [`TranscriptStore`] is the one ctxhost ships;
 /// an embedder (or a test that needs a failing disk) puts another behind the same seam.

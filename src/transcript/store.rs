@@ -20,11 +20,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::{JsonLine, LineProblem, iso_now, read_json_lines};
-use crate::error::{Error, Result};
-use crate::message::{
+use crate::contract::message::{
     BranchSummaryMessage, CompactionSummaryMessage, Content, CustomMessage, Extra, Message,
     MessageBody,
 };
+use crate::error::{Error, Result};
 
 /// The session format version this store writes.
 pub const SESSION_VERSION: u64 = 3;

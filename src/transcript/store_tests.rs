@@ -1,5 +1,7 @@
 use super::*;
-use crate::message::{AssistantMessage, ContentBlock, Role, ToolCallBlock, ToolResultMessage};
+use crate::contract::message::{
+    AssistantMessage, ContentBlock, Role, ToolCallBlock, ToolResultMessage,
+};
 use serde_json::json;
 
 fn tmp() -> tempfile::TempDir {

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ctxhost::config::{Config, Entry};
-use ctxhost::message::{Message, MessageBody, Role};
-use ctxhost::pairing::is_well_paired;
-use ctxhost::replay::{RecordedTurn, drive_turn, split_turns};
+use ctxhost::contract::message::{Message, MessageBody, Role};
 use ctxhost::runtime::{Host, SessionHandle, SessionSpec};
+use ctxhost::services::pairing::is_well_paired;
 use ctxhost::session::{Assembly, TurnStats};
+use ctxhost::tools::replay::{RecordedTurn, drive_turn, split_turns};
 use ctxhost::transcript::{TranscriptStore, import};
 
 /// A host at `window` tokens with `engine` (an engine file) in the slot, or `legacy`.

@@ -6,7 +6,7 @@
 
 use ctxhost::EngineErrorKind;
 use ctxhost::config::{Config, Entry};
-use ctxhost::message::Message;
+use ctxhost::contract::message::Message;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::TurnInput;
 
@@ -15,7 +15,7 @@ use ctxhost::session::TurnInput;
 fn one_turn(
     file: &str,
     source: &str,
-    limits: impl FnOnce(&mut ctxhost::limits::HostLimits),
+    limits: impl FnOnce(&mut ctxhost::contract::limits::HostLimits),
 ) -> Option<ctxhost::EngineError> {
     use ctxhost::session::Session;
     let dir = tempfile::tempdir().unwrap();
@@ -121,7 +121,7 @@ mod native_guards {
 
     #[test]
     fn abandoned_workers_are_counted_and_refuse_new_engines_past_the_limit() {
-        use ctxhost::sandbox::{Worker, abandoned_workers, admit_worker};
+        use ctxhost::engine::sandbox::{Worker, abandoned_workers, admit_worker};
         use std::time::Duration;
         let before = abandoned_workers();
         let w = Worker::spawn("stuck", 1 << 20, ()).unwrap();
@@ -152,7 +152,7 @@ mod native_guards {
 /// never a stack overflow that aborts the host.
 mod limit_ceilings {
     use super::*;
-    use ctxhost::limits::{MAX_CALL_LEVELS_CEILING, MAX_EXPR_DEPTH_CEILING};
+    use ctxhost::contract::limits::{MAX_CALL_LEVELS_CEILING, MAX_EXPR_DEPTH_CEILING};
 
     fn refused(limits: &str) -> String {
         let text = format!("{{ host: {{ limits: {limits} }} }}");
@@ -186,7 +186,7 @@ mod limit_ceilings {
         // holding a deeply nested expression: Rhai's own limit must stop it first.
         let mut levels = MAX_CALL_LEVELS_CEILING;
         let depth = 60;
-        let mut limits = ctxhost::limits::RhaiLimits {
+        let mut limits = ctxhost::contract::limits::RhaiLimits {
             max_call_levels: levels,
             max_expr_depth: depth + 4,
             ..Default::default()

@@ -20,10 +20,10 @@ use ctxhost::EngineErrorKind;
 use ctxhost::config::FailurePolicy;
 use ctxhost::config::{Config, Entry};
 use ctxhost::contract::ContextMode;
-use ctxhost::message::Message;
-use ctxhost::replay::{ReplayOptions, replay};
+use ctxhost::contract::message::Message;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::TurnInput;
+use ctxhost::tools::replay::{ReplayOptions, replay};
 use ctxhost::transcript::import;
 use serde_json::{Value, json};
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
 
-use ctxhost::message::Message;
+use ctxhost::contract::message::Message;
 
 /// A user message.
 pub fn user(id: &str, text: &str) -> Json {

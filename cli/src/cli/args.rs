@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use ctxhost::tokens::Tokenizer;
+use ctxhost::services::tokens::Tokenizer;
 
 /// ctxhost: host scriptable context engines and replay conversations through them.
 #[derive(Debug, Parser)]
@@ -60,7 +60,7 @@ pub struct ServeArgs {
     /// Where engine VMs run: `thread`, or `process` (a child process per session, killed at
     /// deadline + grace); default: the config's `host.isolation`, else thread.
     #[arg(long, value_name = "thread|process")]
-    pub isolation: Option<ctxhost::limits::Isolation>,
+    pub isolation: Option<ctxhost::contract::limits::Isolation>,
 }
 
 /// `ctxhost check`.
@@ -80,7 +80,7 @@ pub struct CheckArgs {
     /// Run the engine in a child process (`process`) or on a thread (`thread`); default: the
     /// config's `host.isolation`.
     #[arg(long, value_name = "thread|process")]
-    pub isolation: Option<ctxhost::limits::Isolation>,
+    pub isolation: Option<ctxhost::contract::limits::Isolation>,
 }
 
 /// The host settings `replay` and `watch` take from the command line, over the config's.
@@ -98,7 +98,7 @@ pub struct HostArgs {
     /// Where engine VMs run: `thread`, or `process` (a child process per session, killed at
     /// deadline + grace); default: the config's `host.isolation`, else thread.
     #[arg(long, value_name = "thread|process")]
-    pub isolation: Option<ctxhost::limits::Isolation>,
+    pub isolation: Option<ctxhost::contract::limits::Isolation>,
 }
 
 /// `ctxhost replay`.

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::cli::Outcome;
 use crate::cli::args::CheckArgs;
-use ctxhost::check::check_engine_with;
+use ctxhost::tools::check::check_engine_with;
 
 pub(crate) fn run(args: CheckArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let mut config = ctxhost::config::discover(args.config.as_deref())?;

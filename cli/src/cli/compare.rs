@@ -9,13 +9,13 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::Outcome;
 use crate::report::group;
-use ctxhost::compare::{
+use ctxhost::config::Config;
+use ctxhost::contract::LEGACY_ID;
+use ctxhost::services::tokens::Tokenizer;
+use ctxhost::tools::compare::{
     self, CompareOptions, Condition, DEFAULT_BREAK_SHARE, DEFAULT_MODEL, Figures, Job, Prices, Row,
     SCHEMA, Total,
 };
-use ctxhost::config::Config;
-use ctxhost::contract::LEGACY_ID;
-use ctxhost::tokens::Tokenizer;
 
 /// `ctxhost compare`.
 #[derive(Debug, clap::Args)]

@@ -8,9 +8,9 @@ use serde::Serialize;
 
 use crate::cli::Outcome;
 use crate::cli::args::DoctorArgs;
-use ctxhost::check::check_engine;
 use ctxhost::config::discover;
 use ctxhost::contract::LEGACY_ID;
+use ctxhost::tools::check::check_engine;
 
 /// The doctor's findings.
 #[derive(Debug, Serialize)]
@@ -37,7 +37,7 @@ struct Diagnosis {
     isolation: String,
     /// The long-running ctxhost processes (`serve`, `watch`) under the state directory, with
     /// their own abandoned-worker counts.
-    running: Vec<ctxhost::status::LiveStatus>,
+    running: Vec<ctxhost::tools::status::LiveStatus>,
     openclaw: Bridge,
 }
 
@@ -65,7 +65,7 @@ struct Bridge {
     /// Where the plugin keeps ctxhost's sessions (as `bridges/openclaw` decides it).
     state_dir: Option<String>,
     /// The `ctxhost serve` processes running there.
-    running: Vec<ctxhost::status::LiveStatus>,
+    running: Vec<ctxhost::tools::status::LiveStatus>,
     /// A problem reading the config.
     error: Option<String>,
 }
@@ -140,7 +140,7 @@ fn openclaw_bridge(config: &ctxhost::config::Config) -> Bridge {
     if b.installed
         && let Some(dir) = bridge_state_dir(entry)
     {
-        b.running = ctxhost::status::running(&dir);
+        b.running = ctxhost::tools::status::running(&dir);
         b.state_dir = Some(dir.display().to_string());
     }
     if let Some(engine) = entry["config"]["engine"].as_str() {
@@ -180,7 +180,7 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         abandoned_workers: 0,
         isolation: h.isolation.to_string(),
         running: ctxhost::serve::state::default_state_dir()
-            .map(|dir| ctxhost::status::running(&dir))
+            .map(|dir| ctxhost::tools::status::running(&dir))
             .unwrap_or_default(),
         openclaw: Bridge {
             last_call: ctxhost::serve::state::default_state_dir().and_then(|d| last_call(&d)),
@@ -230,7 +230,7 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             },
         },
     }
-    d.abandoned_workers = ctxhost::sandbox::abandoned_workers();
+    d.abandoned_workers = ctxhost::engine::sandbox::abandoned_workers();
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &d)?;
         writeln!(out)?;
@@ -284,9 +284,9 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             "isolation:  {} ({})",
             d.isolation,
             match h.isolation {
-                ctxhost::limits::Isolation::Thread =>
+                ctxhost::contract::limits::Isolation::Thread =>
                     "engine VMs on worker threads; a call stuck past deadline + grace is abandoned",
-                ctxhost::limits::Isolation::Process =>
+                ctxhost::contract::limits::Isolation::Process =>
                     "a child process per engine instance, killed at deadline + grace",
             }
         )?;

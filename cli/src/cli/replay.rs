@@ -12,9 +12,9 @@ use crate::cli::args::{HostArgs, ReplayArgs};
 use crate::report::{self, ReportMeta, group};
 use ctxhost::config::Config;
 use ctxhost::config::FailurePolicy;
-use ctxhost::message::Role;
-use ctxhost::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
+use ctxhost::contract::message::Role;
 use ctxhost::runtime::Host;
+use ctxhost::tools::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use ctxhost::transcript::{Durability, Import, import};
 
 /// The demo session shipped with ctxhost (in the repository's `examples/`, beside `cli/`).
@@ -445,9 +445,11 @@ impl Notes {
         for g in &t.guarantees {
             for v in &g.put_back {
                 let what = match v {
-                    ctxhost::guarantee::Violation::MissingRequest => "the current user request",
-                    ctxhost::guarantee::Violation::MissingSummary => "the newest summary",
-                    ctxhost::guarantee::Violation::NoHistory => "earlier history",
+                    ctxhost::services::guarantee::Violation::MissingRequest => {
+                        "the current user request"
+                    }
+                    ctxhost::services::guarantee::Violation::MissingSummary => "the newest summary",
+                    ctxhost::services::guarantee::Violation::NoHistory => "earlier history",
                 };
                 *self.put_back.entry(what).or_default() += 1;
             }

@@ -10,7 +10,7 @@ use anyhow::Context;
 use crate::cli::Outcome;
 use crate::cli::args::ServeArgs;
 use ctxhost::serve::{ServeOptions, serve, state};
-use ctxhost::status::StatusFile;
+use ctxhost::tools::status::StatusFile;
 
 /// How long the process waits for blocking work (an engine call in flight) after the loop ends.
 const EXIT_GRACE: Duration = Duration::from_millis(150);

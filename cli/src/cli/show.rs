@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use ctxhost::replay::{CallReport, ContextView, GoneMessage, TurnReport};
+use ctxhost::tools::replay::{CallReport, ContextView, GoneMessage, TurnReport};
 
 use crate::report::group;
 

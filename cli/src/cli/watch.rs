@@ -14,10 +14,10 @@ use anyhow::Context;
 
 use crate::cli::Outcome;
 use crate::cli::args::WatchArgs;
-use ctxhost::reload::{EngineWatcher, ReloadOutcome};
-use ctxhost::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
+use ctxhost::engine::reload::{EngineWatcher, ReloadOutcome};
 use ctxhost::runtime::Host;
-use ctxhost::status::StatusFile;
+use ctxhost::tools::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
+use ctxhost::tools::status::StatusFile;
 use ctxhost::transcript::Durability;
 use ctxhost::transcript::{Import, import};
 

@@ -2,15 +2,17 @@
 //!
 //! Every `host` function is an entry of [`API`]: this module registers each under
 //! `host.<path>` and converts values, Lua values in as [`HostValue`]s
-//! ([`marshal::host_value`]) and [`HostOut`]s back. The VM's [`HostScope`] (engine, caps and
+//! ([`values::host_value`]) and [`HostOut`]s back. The VM's [`HostScope`] (engine, caps and
 //! the running lifecycle call) sits in its app data. `print` is `host.log.info`.
 
 use mlua::{Function, IntoLua, Lua, LuaSerdeExt, MultiValue, Table, Value};
 use serde_json::Value as Json;
 
-use super::marshal::{self, Resident};
+use super::values::{self, Resident};
+use crate::engine::api::{
+    API, Args, HostError, HostFn, HostOut, HostScope, HostValue, Kept, Param, table,
+};
 use crate::engine::script::Budget;
-use crate::host::{API, Args, HostError, HostFn, HostOut, HostScope, HostValue, Kept, Param, api};
 
 const MODULE_CACHE: &str = "ctxhost.stdlib.modules";
 
@@ -59,14 +61,14 @@ pub fn install(lua: &Lua, config: &Json) -> mlua::Result<()> {
         }
         table.raw_set(*last, host_function(lua, f)?)?;
     }
-    let cfg = marshal::to_lua(lua, config)?;
+    let cfg = values::to_lua(lua, config)?;
     lua.set_named_registry_value(CONFIG_KEY, &cfg)?;
     host.raw_set("config", cfg)?;
-    marshal::deep_freeze(&host)?;
+    values::deep_freeze(&host)?;
     globals.raw_set("host", host)?;
 
     globals.raw_set("require", lua.create_function(require)?)?;
-    if let Some(info) = api::find(&["log", "info"]) {
+    if let Some(info) = table::find(&["log", "info"]) {
         globals.raw_set("print", host_function(lua, info)?)?;
     }
     Ok(())
@@ -101,10 +103,10 @@ fn call(lua: &Lua, f: &HostFn, name: &str, args: &MultiValue) -> mlua::Result<Mu
             let v = args.get(i).unwrap_or(&Value::Nil);
             let converted = match param {
                 Param::Value(p) => {
-                    marshal::host_value(lua, &resident, v, &mut budget).map_err(|e| e.describe(p))
+                    values::host_value(lua, &resident, v, &mut budget).map_err(|e| e.describe(p))
                 }
                 Param::Fields(p, fields) => {
-                    marshal::host_fields(lua, &resident, v, fields, &mut budget)
+                    values::host_fields(lua, &resident, v, fields, &mut budget)
                         .map_err(|e| e.describe(p))
                 }
                 Param::Text => Ok(HostValue::Text(text_of(args.iter().skip(i)))),
@@ -140,7 +142,7 @@ fn push_out(
         HostOut::Nil => return Ok(()),
         HostOut::Count(n) => n.into_lua(lua)?,
         HostOut::Number(n) => Value::Number(n),
-        HostOut::Data(j) => marshal::to_lua(lua, &j)?,
+        HostOut::Data(j) => values::to_lua(lua, &j)?,
         HostOut::Messages(kept) => {
             let out = lua.create_table_with_capacity(kept.len(), 0)?;
             out.set_metatable(Some(lua.array_metatable()))?;
@@ -174,7 +176,7 @@ fn text_of<'a>(args: impl Iterator<Item = &'a Value>) -> String {
     // Joined only up to the log cap: 24 arguments of 40 MB each must not become one 1 GB string
     // just to be cut. What is left unread is counted for the cut note, which fits within the
     // cap so the log does not cut the line a second time.
-    let cap = crate::host::LOG_CAP - 64;
+    let cap = crate::engine::api::LOG_CAP - 64;
     let mut out = String::new();
     let mut beyond = 0usize;
     for (i, v) in args.enumerate() {
@@ -203,7 +205,7 @@ fn text_of<'a>(args: impl Iterator<Item = &'a Value>) -> String {
         }
         out.push_str(&part);
     }
-    crate::host::cut_log_text_beyond(out, cap, beyond)
+    crate::engine::api::cut_log_text_beyond(out, cap, beyond)
 }
 
 /// `require(name)`: only the host's stdlib, loaded as text chunks named `@stdlib/<name>.lua`
@@ -222,8 +224,11 @@ fn require(lua: &Lua, name: mlua::LuaString) -> mlua::Result<Value> {
     if !cached.is_nil() {
         return Ok(cached);
     }
-    let Some(src) = crate::stdlib::lua_module(&name) else {
-        let known: Vec<&str> = crate::stdlib::LUA_MODULES.iter().map(|(n, _)| *n).collect();
+    let Some(src) = crate::engine::stdlib::lua_module(&name) else {
+        let known: Vec<&str> = crate::engine::stdlib::LUA_MODULES
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
         return Err(rt(format!(
             "module '{name}' not found: require resolves only the host stdlib (known modules: {})",
             known.join(", ")

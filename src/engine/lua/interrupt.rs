@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 
 use mlua::{Lua, ffi};
 
-use crate::sandbox::StopSignals;
+use crate::engine::sandbox::StopSignals;
 
 type InterruptProc = unsafe extern "C-unwind" fn(*mut ffi::lua_State, c_int);
 

@@ -12,17 +12,17 @@ pub(crate) mod api;
 mod guards;
 mod hints;
 mod interrupt;
-pub(crate) mod marshal;
-mod resident;
-pub(crate) mod worker;
+mod messages;
+pub(crate) mod values;
+pub(crate) mod vm;
 
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::contract::limits::Limits;
 use crate::engine::EngineFactory;
 use crate::engine::script::{self, Boot, Language, Loaded, ScriptFactory, ScriptInstance};
 use crate::error::EngineError;
-use crate::limits::Limits;
 
 pub use crate::engine::script::LoadOptions;
 
@@ -31,7 +31,7 @@ pub use crate::engine::script::LoadOptions;
 pub struct Lua;
 
 impl Language for Lua {
-    type Vm = worker::Vm;
+    type Vm = vm::Vm;
     type Program = Arc<str>;
     type Limits = ();
     const THREAD: &'static str = "ctxhost-lua";
@@ -46,8 +46,8 @@ impl Language for Lua {
         Ok(source.into())
     }
 
-    fn boot(program: &Arc<Arc<str>>, boot: &Boot) -> Result<(worker::Vm, Loaded), EngineError> {
-        worker::Vm::boot(program, boot)
+    fn boot(program: &Arc<Arc<str>>, boot: &Boot) -> Result<(vm::Vm, Loaded), EngineError> {
+        vm::Vm::boot(program, boot)
     }
 }
 
@@ -55,7 +55,7 @@ impl Language for Lua {
 pub type LuaFactory = ScriptFactory<Lua>;
 
 /// One Lua engine instance: a VM on its own worker thread, serving one session.
-pub type LuaEngine = ScriptInstance<worker::Vm>;
+pub type LuaEngine = ScriptInstance<vm::Vm>;
 
 /// Loads and validates a Lua engine file (contract §2, §3, §6) (typed: [`LuaFactory::load`]).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Arc<dyn EngineFactory>, EngineError> {

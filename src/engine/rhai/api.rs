@@ -17,11 +17,11 @@ use serde_json::Value as Json;
 
 use super::values::{self, Resident};
 use crate::contract::ResultLimits;
-use crate::engine::script::Budget;
-use crate::host::{
+use crate::engine::api::{
     API, Args, HostError, HostFn, HostOut, HostScope, HostValue, Kept, LogLevel, Param,
 };
-use crate::sandbox::StopSignals;
+use crate::engine::sandbox::StopSignals;
+use crate::engine::script::Budget;
 
 /// What the `host` functions share with their VM.
 #[derive(Debug)]

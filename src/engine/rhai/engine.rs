@@ -12,9 +12,9 @@ use super::guards;
 use super::memory::{Meter, OVER_CAP};
 use super::messages;
 use super::stdlib::{StdlibResolver, stdlib_module, stdlib_names};
-use crate::host::LogLevel;
-use crate::limits::RhaiLimits;
-use crate::sandbox::StopSignals;
+use crate::contract::limits::RhaiLimits;
+use crate::engine::api::LogLevel;
+use crate::engine::sandbox::StopSignals;
 
 /// The standard package, built once and shared by every engine (a clone is a pointer copy).
 pub(super) fn package() -> Shared<Module> {

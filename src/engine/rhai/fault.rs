@@ -7,11 +7,11 @@ use rhai::{EvalAltResult, Position};
 
 use super::api::HostFault;
 use super::memory::OVER_CAP;
+use crate::contract::limits::Limits;
+use crate::contract::limits::RhaiLimits;
+use crate::engine::sandbox::StopSignals;
 use crate::engine::script::{Fault, Site};
 use crate::error::EngineErrorKind;
-use crate::limits::Limits;
-use crate::limits::RhaiLimits;
-use crate::sandbox::StopSignals;
 
 pub(super) fn pos_line(p: Position) -> Option<u32> {
     p.line().and_then(|l| u32::try_from(l).ok())

@@ -16,7 +16,7 @@
 //!   callback (one relaxed load), which stops the script at its next operation.
 //!
 //! - **Allocated** memory, where the program installed the counting allocator
-//!   ([`crate::sandbox::alloc`]): what the worker thread allocated during the call, net of what
+//!   ([`crate::engine::sandbox::alloc`]): what the worker thread allocated during the call, net of what
 //!   it freed, read by the same `on_progress` check. It sees what no guarded builtin does
 //!   (copies by plain assignment and literals, `a = [a, a]`; interpolation), so such a script
 //!   stops at its next operation, one native step past the cap at most.
@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use rhai::{Dynamic, EvalAltResult, Position};
 
 use super::messages::{MessageList, ScriptMessage};
-use crate::sandbox::alloc;
+use crate::engine::sandbox::alloc;
 
 /// Bytes charged per array slot: a 16-byte `Dynamic` plus the slack of a doubling `Vec`.
 pub(super) const SLOT: usize = 32;

@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 use rhai::{Array, Dynamic, EvalAltResult, INT, Map, Module, NativeCallContext, Shared};
 
-use crate::host::HeldMessage;
-use crate::message::Message;
+use crate::contract::message::Message;
+use crate::engine::api::HeldMessage;
 
 /// One host message as a script sees it.
 #[derive(Clone)]

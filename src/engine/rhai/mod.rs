@@ -29,11 +29,11 @@ use std::sync::Arc;
 
 use rhai::AST;
 
+use crate::contract::limits::Limits;
+pub use crate::contract::limits::RhaiLimits;
 use crate::engine::EngineFactory;
 use crate::engine::script::{self, Boot, Fault, Language, Loaded, ScriptFactory, ScriptInstance};
 use crate::error::{EngineError, EngineErrorKind, Op};
-use crate::limits::Limits;
-pub use crate::limits::RhaiLimits;
 use engine::configured;
 use fault::{pos_col, pos_line, site_for};
 pub use vm::Vm;

@@ -7,16 +7,16 @@ use parking_lot::Mutex;
 use rhai::{Engine as RhaiEngine, EvalAltResult, Module, ModuleResolver, Position, Scope, Shared};
 
 use super::engine::configured;
-use crate::limits::RhaiLimits;
+use crate::contract::limits::RhaiLimits;
 
 /// The stdlib module names (the Lua stdlib's, whose Rhai twins live in `stdlib/*.rhai`).
 pub(super) fn stdlib_names() -> impl Iterator<Item = &'static str> {
-    crate::stdlib::RHAI_MODULES.iter().map(|(n, _)| *n)
+    crate::engine::stdlib::RHAI_MODULES.iter().map(|(n, _)| *n)
 }
 
 /// The Rhai source of a stdlib module.
 pub(super) fn stdlib_source(name: &str) -> Option<&'static str> {
-    crate::stdlib::rhai_module(name)
+    crate::engine::stdlib::rhai_module(name)
 }
 
 /// Stdlib modules compiled so far (each once per process).

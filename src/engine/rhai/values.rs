@@ -17,9 +17,9 @@ use rhai::{Array, Dynamic, Map};
 use serde_json::{Map as JsonMap, Value as Json};
 
 use super::messages::{MessageList, ScriptMessage};
+use crate::contract::message::Message;
+use crate::engine::api::HostValue;
 use crate::engine::script::{self, Budget, ConvError, Nesting};
-use crate::host::HostValue;
-use crate::message::Message;
 
 /// The messages resident in one VM.
 #[derive(Debug, Default)]
@@ -339,7 +339,7 @@ pub fn message_from(v: &Dynamic, budget: &mut Budget) -> Result<Arc<Message>, St
         return Err(format!("expected a message map, got {}", v.type_name()));
     }
     let json = to_json(v, budget).map_err(|e| e.describe(""))?;
-    crate::host::message_from_json(json)
+    crate::engine::api::message_from_json(json)
 }
 
 /// Runs `f` on the items of a script list of messages (an array or the host's list, never

@@ -14,11 +14,11 @@ use super::fault::fault;
 use super::memory::{self, Meter};
 use super::values;
 use crate::contract::Method;
+use crate::engine::api::HostCall;
 use crate::engine::script::{
     self, Boot, Expect, Fault, Feed, Loaded, Reply, Returned, Rollbacks, ScriptVm, Site,
 };
 use crate::error::{EngineError, EngineErrorKind, Op};
-use crate::host::HostCall;
 
 /// A live Rhai engine for one instance.
 pub struct Vm {

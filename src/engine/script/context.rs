@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::message::Message;
+use crate::contract::message::Message;
 
 /// How the session context changed since the resident copy was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,10 +14,10 @@ use super::language::{Expect, Feed, Reply, ScriptVm};
 use super::located;
 use super::site::worker_error;
 use crate::contract::{EngineInfo, HostParam, Method};
+use crate::engine::api::HostCall;
 use crate::engine::instance::{Instance, Transport};
+use crate::engine::sandbox::{Limits, StopSignals, Worker};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
-use crate::host::HostCall;
-use crate::sandbox::{Limits, StopSignals, Worker};
 
 /// `p` for a lifecycle call: the params' fields (messages aside, they travel as a [`Feed`]),
 /// with the host params a client passed (`client`: fields the host did not set itself), without

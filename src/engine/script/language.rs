@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value as Json};
 
+use crate::contract::limits::Limits;
+use crate::contract::message::Message;
 use crate::contract::{EngineInfo, Method};
+use crate::engine::api::HostCall;
+use crate::engine::sandbox::StopSignals;
 use crate::error::EngineError;
-use crate::host::HostCall;
-use crate::limits::Limits;
-use crate::message::Message;
-use crate::sandbox::StopSignals;
 
 /// What a VM is booted from (the compiled program aside).
 #[derive(Clone, Debug)]

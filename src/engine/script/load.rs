@@ -14,9 +14,9 @@ use super::located;
 use super::site::worker_error;
 use crate::contract::{self, EngineInfo, Method, Severity};
 use crate::engine::instance::{Connect, Factory};
+use crate::engine::sandbox::{Limits, StopSignals, Worker};
 use crate::engine::{EngineFactory, InstanceContext};
 use crate::error::{EngineError, EngineErrorKind, Op};
-use crate::sandbox::{Limits, StopSignals, Worker};
 
 /// How to load a script engine (any language).
 #[derive(Clone, Debug, Default)]
@@ -119,7 +119,7 @@ fn spawn_vm<L: Language>(
     let label = boot.label.clone();
     let limits = boot.limits.clone();
     let cancelled = boot.signals.cancel.clone();
-    crate::sandbox::admit_worker(limits.max_abandoned_workers)
+    crate::engine::sandbox::admit_worker(limits.max_abandoned_workers)
         .map_err(|m| EngineError::new(op, &label, EngineErrorKind::Limit, m))?;
     let worker = Worker::spawn(L::THREAD, super::WORKER_STACK, None::<L::Vm>)
         .map_err(|m| EngineError::new(op, &label, EngineErrorKind::Runtime, m))?;

@@ -35,7 +35,7 @@ pub use site::{Fault, Site};
 
 use crate::error::ScriptLocation;
 
-pub use crate::limits::WORKER_STACK;
+pub use crate::contract::limits::WORKER_STACK;
 
 /// A location in a script file, for errors.
 pub fn located(file: &str, line: Option<u32>) -> Option<ScriptLocation> {

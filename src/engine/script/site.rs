@@ -10,9 +10,9 @@ use super::language::Boot;
 use super::located;
 use super::result::info_from_json;
 use crate::contract::EngineInfo;
+use crate::contract::limits::Limits;
+use crate::engine::sandbox::{StopReason, StopSignals, WatchGuard, WorkerError};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
-use crate::limits::Limits;
-use crate::sandbox::{StopReason, StopSignals, WatchGuard, WorkerError};
 
 /// The most bytes of text an engine's `info` may hold.
 pub const INFO_BYTES: usize = 1 << 20;

@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use super::{Backend, Opened, SessionMeta, SessionSummary};
 use crate::error::{Error, Result};
-use crate::message::Message;
+use crate::contract::message::Message;
 use driver::{Driver, Fail, Retry};
 use lease::Leases;
 pub use session::PgStore;

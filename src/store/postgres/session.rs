@@ -16,7 +16,7 @@ use super::driver::Fail;
 use super::lease::{self, Take};
 use super::{KIND, Shared};
 use crate::error::{Error, Result};
-use crate::message::Message;
+use crate::contract::message::Message;
 use crate::store::{Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
 
 /// One session's store over a [`super::PgBackend`], holding its lease.

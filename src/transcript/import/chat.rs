@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::{Import, ImportedSession, inferred_stop_reason, parse_arguments, str_field, tool_call};
-use crate::message::{
+use crate::contract::message::{
     AssistantMessage, Content, ContentBlock, CustomMessage, Message, MessageBody, TextBlock,
     ToolResultMessage, UserMessage,
 };

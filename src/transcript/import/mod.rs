@@ -21,8 +21,8 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::LineProblem;
+use crate::contract::message::{ContentBlock, Message, ToolCallBlock};
 use crate::error::{Error, Result};
-use crate::message::{ContentBlock, Message, ToolCallBlock};
 
 pub use detect::detect_format;
 

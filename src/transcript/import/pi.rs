@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::{Import, ImportedSession, str_field};
-use crate::message::Message;
+use crate::contract::message::Message;
 use crate::transcript::store::{entry_to_body, pi_message_body};
 use crate::transcript::{JsonLine, LineProblem};
 

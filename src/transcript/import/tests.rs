@@ -1,5 +1,5 @@
 use super::*;
-use crate::message::{Content, MessageBody, Role};
+use crate::contract::message::{Content, MessageBody, Role};
 use serde_json::json;
 
 fn run(format: Format, text: &str) -> Import {

@@ -335,12 +335,12 @@ pub fn host_edges(lang: Lang) -> Vec<String> {
 pub fn a_failing_summarizer_is_a_host_fault(lang: Lang) {
     #[derive(Debug)]
     struct Down;
-    impl ctxhost::summarize::Summarizer for Down {
+    impl ctxhost::services::summarize::Summarizer for Down {
         fn summarize<'a>(
             &'a self,
-            _: ctxhost::summarize::SummaryRequest<'a>,
-            _: &'a dyn ctxhost::tokens::TokenCounter,
-        ) -> ctxhost::summarize::SummaryFuture<'a> {
+            _: ctxhost::services::summarize::SummaryRequest<'a>,
+            _: &'a dyn ctxhost::services::tokens::TokenCounter,
+        ) -> ctxhost::services::summarize::SummaryFuture<'a> {
             Box::pin(async { Err(ctxhost::Error::Summarize("the endpoint is down".into())) })
         }
     }

@@ -9,23 +9,23 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ctxhost::compaction::CompactionSettings;
+use ctxhost::contract::message::{Message, MessageBody};
 use ctxhost::contract::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, CommitStatus,
     CommitTurnParams, CompactParams, CompactionTarget, ContextMode, IngestBatchParams,
     IngestParams, MaintainParams, MaintainReason, Method, ResultLimits, SubagentEndReason,
     SubagentEndedParams, SubagentSpawnParams,
 };
+use ctxhost::engine::api::{HostCall, SessionServices};
 use ctxhost::engine::lua::{LoadOptions, LuaFactory};
 use ctxhost::engine::rhai::{RhaiFactory, RhaiLimits};
+use ctxhost::engine::sandbox::Limits;
 use ctxhost::engine::script::{ScriptInstance, ScriptVm};
 use ctxhost::engine::{Engine, EngineFactory, InstanceContext};
 use ctxhost::error::{Disposition, EngineError, EngineErrorKind};
-use ctxhost::host::{HostCall, SessionServices};
-use ctxhost::message::{Message, MessageBody};
-use ctxhost::sandbox::Limits;
-use ctxhost::summarize::BuiltinSummarizer;
-use ctxhost::tokens::{Estimate, TokenCache};
+use ctxhost::services::compaction::CompactionSettings;
+use ctxhost::services::summarize::BuiltinSummarizer;
+use ctxhost::services::tokens::{Estimate, TokenCache};
 use serde_json::{Value, json};
 
 mod calls;

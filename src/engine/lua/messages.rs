@@ -1,0 +1,318 @@
+//! The messages resident in one Luau VM.
+//!
+//! The session context lives in the VM as a frozen Lua array of frozen message tables, updated
+//! by diff on each call, so a turn marshals only what is new. A table the script returns (or
+//! passes to `host.*`) that is one of those resident tables maps back to the host's very
+//! `Arc<Message>` by identity; only new or copied tables are converted.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use mlua::{Function, Lua, LuaSerdeExt, Table, Value};
+
+use super::values::message_table;
+use crate::contract::message::Message;
+use crate::engine::api::HeldMessage;
+use crate::engine::script;
+
+/// Hashes pointers (already well spread) with one multiply.
+#[derive(Default)]
+pub struct PtrHasher(u64);
+
+impl Hasher for PtrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_right(29);
+    }
+}
+
+/// A map keyed by pointers.
+pub type PtrMap<V> = HashMap<usize, V, BuildHasherDefault<PtrHasher>>;
+
+fn msg_key(m: &Arc<Message>) -> usize {
+    Arc::as_ptr(m) as usize
+}
+
+pub(super) fn table_key(t: &Table) -> usize {
+    t.to_pointer() as usize
+}
+
+/// Lua helpers that run inside the VM, where touching tables is cheapest. `ids` maps each
+/// resident table to its slab id; `map` turns a list into a buffer of ids (0 = not resident)
+/// plus whether the list is a pure array; `memoize(f)` keeps the result of `f`, a function of
+/// one argument, per resident message table (frozen, so the result cannot go stale:
+/// `host.tokens`).
+const HELPERS: &str = r#"
+local ids = ...
+local function memoize(f)
+  local memo = setmetatable({}, { __mode = "k" })
+  return function(x)
+    if type(x) == "table" then
+      local n = memo[x]
+      if n ~= nil then return n end
+      n = f(x)
+      if ids[x] ~= nil then memo[x] = n end
+      return n
+    end
+    return f(x)
+  end
+end
+local function map(list)
+  local n = rawlen(list)
+  local count = 0
+  for _ in next, list do count += 1 end
+  local buf = buffer.create(n * 4)
+  for i = 1, n do
+    local id = ids[rawget(list, i)]
+    if id then buffer.writeu32(buf, (i - 1) * 4, id) end
+  end
+  return buf, count == n
+end
+return memoize, map
+"#;
+
+/// The messages resident in one VM (kept in the VM's app data so `host.*` can see them).
+#[derive(Debug)]
+pub struct Resident {
+    /// Lua table: resident message table → slab id.
+    ids: Table,
+    /// The `map` helper.
+    map_fn: Function,
+    /// The `memoize` helper.
+    memoize_fn: Function,
+    /// Slab of resident messages; id `n` is `slab[n - 1]`.
+    slab: Vec<Option<Arc<HeldMessage>>>,
+    /// Free slab ids.
+    free: Vec<u32>,
+    /// The context the array mirrors (kept so `Arc::ptr_eq` can skip an unchanged context).
+    ctx: Option<Arc<Vec<Arc<Message>>>>,
+    /// The message tables, aligned with `ctx`.
+    entries: Vec<Table>,
+    /// The frozen Lua array handed to scripts as `p.messages`.
+    array: Option<Table>,
+    /// Message `Arc` pointer → index in `entries`.
+    by_msg: PtrMap<usize>,
+    /// Tables marshalled outside the context (ingest, batches), adopted by the next sync.
+    pending: PtrMap<(Arc<Message>, Table)>,
+    /// Tables made during one call (e.g. by `host.repairPairing`); dropped when the call ends.
+    temps: Vec<Table>,
+}
+
+impl Resident {
+    /// An empty set of resident messages for `lua`, with its helpers compiled.
+    pub fn new(lua: &Lua) -> mlua::Result<Self> {
+        let ids = lua.create_table()?;
+        let (memoize_fn, map_fn): (Function, Function) = lua
+            .load(HELPERS)
+            .set_name("=host")
+            .set_mode(mlua::chunk::ChunkMode::Text)
+            .call(ids.clone())?;
+        Ok(Resident {
+            ids,
+            map_fn,
+            memoize_fn,
+            slab: Vec::new(),
+            free: Vec::new(),
+            ctx: None,
+            entries: Vec::new(),
+            array: None,
+            by_msg: PtrMap::default(),
+            pending: PtrMap::default(),
+            temps: Vec::new(),
+        })
+    }
+
+    /// `f` with its result kept per resident message table passed as the first argument (for
+    /// [`HostFn::per_message`](crate::engine::api::HostFn::per_message) functions).
+    pub fn memoized(&self, f: Function) -> mlua::Result<Function> {
+        self.memoize_fn.call(f)
+    }
+
+    fn register(&mut self, t: &Table, m: &Arc<Message>) -> mlua::Result<()> {
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.slab.push(None);
+                u32::try_from(self.slab.len())
+                    .map_err(|_| mlua::Error::runtime("too many resident messages"))?
+            }
+        };
+        if let Some(slot) = self.slab.get_mut(id as usize - 1) {
+            *slot = Some(Arc::new(HeldMessage::new(m.clone())));
+        }
+        self.ids.raw_set(t, id)
+    }
+
+    fn unregister(&mut self, t: &Table) {
+        if let Ok(Some(id)) = self.ids.raw_get::<Option<u32>>(t) {
+            let _ = self.ids.raw_set(t, Value::Nil);
+            if let Some(slot) = self.slab.get_mut((id as usize).wrapping_sub(1)) {
+                *slot = None;
+                self.free.push(id);
+            }
+        }
+    }
+
+    /// The message behind a resident id (0: none).
+    pub(super) fn known_id(&self, id: u32) -> Option<&Arc<HeldMessage>> {
+        self.slab
+            .get((id as usize).wrapping_sub(1))
+            .and_then(Option::as_ref)
+    }
+
+    /// The host message behind a resident table, if it is one.
+    pub fn lookup(&self, t: &Table) -> Option<&Arc<HeldMessage>> {
+        let id = self.ids.raw_get::<Option<u32>>(t).ok()??;
+        self.known_id(id)
+    }
+
+    /// The resident id of each item of the list `t` in one crossing (0 = not resident), and
+    /// whether `t` is a pure array (no other keys, no holes).
+    pub(super) fn ids_of(&self, t: &Table) -> mlua::Result<(Vec<u32>, bool)> {
+        let (buf, pure): (mlua::Buffer, bool) = self.map_fn.call(t.clone())?;
+        let ids = buf
+            .to_vec()
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Ok((ids, pure))
+    }
+
+    fn marshal(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
+        let t = message_table(lua, m)?;
+        self.register(&t, m)?;
+        Ok(t)
+    }
+
+    /// The resident table of a host message, marshalling (and keeping) it when new.
+    pub fn table_for(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
+        if let Some(&i) = self.by_msg.get(&msg_key(m))
+            && let Some(t) = self.entries.get(i)
+        {
+            return Ok(t.clone());
+        }
+        if let Some((_, t)) = self.pending.get(&msg_key(m)) {
+            return Ok(t.clone());
+        }
+        let t = self.marshal(lua, m)?;
+        self.pending.insert(msg_key(m), (m.clone(), t.clone()));
+        Ok(t)
+    }
+
+    /// A call-scoped table for a message that is not resident (dropped at [`Resident::end_call`]).
+    pub fn temp_for(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
+        if let Some(&i) = self.by_msg.get(&msg_key(m))
+            && let Some(t) = self.entries.get(i)
+        {
+            return Ok(t.clone());
+        }
+        let t = self.marshal(lua, m)?;
+        self.temps.push(t.clone());
+        Ok(t)
+    }
+
+    /// Forgets the call's temporaries (their identity mapping ends with the call).
+    pub fn end_call(&mut self) {
+        for t in std::mem::take(&mut self.temps) {
+            self.unregister(&t);
+        }
+        if self.pending.len() > 100_000 {
+            self.drop_pending();
+        }
+    }
+
+    fn drop_pending(&mut self) {
+        let pending: Vec<Table> = self.pending.drain().map(|(_, (_, t))| t).collect();
+        for t in pending {
+            self.unregister(&t);
+        }
+    }
+
+    /// Brings the resident array in line with `ctx` and returns it.
+    ///
+    /// Unchanged context: nothing. Appended messages: only they are marshalled. Anything else
+    /// (a compaction gives `[summary, kept…]`): the array is rebuilt, reusing every table whose
+    /// message is still there, so only the new summary is marshalled.
+    pub fn sync(&mut self, lua: &Lua, ctx: &Arc<Vec<Arc<Message>>>) -> mlua::Result<Table> {
+        let change = match &self.array {
+            Some(_) => script::context_change(self.ctx.as_ref(), ctx),
+            None => script::ContextChange::Rebuilt,
+        };
+        if let (script::ContextChange::Same, Some(array)) = (change, &self.array) {
+            return Ok(array.clone());
+        }
+        let n_old = self.entries.len();
+        let is_prefix = matches!(change, script::ContextChange::Appended(_));
+        let array = if is_prefix && let Some(array) = self.array.clone() {
+            array.set_readonly(false);
+            let appended = self.append(lua, &array, &ctx[n_old..]);
+            array.set_readonly(true);
+            appended?;
+            array
+        } else {
+            self.rebuild(lua, ctx)?
+        };
+        self.drop_pending();
+        self.ctx = Some(ctx.clone());
+        self.array = Some(array.clone());
+        Ok(array)
+    }
+
+    fn adopt(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
+        if let Some((_, t)) = self.pending.remove(&msg_key(m)) {
+            return Ok(t);
+        }
+        self.marshal(lua, m)
+    }
+
+    fn append(&mut self, lua: &Lua, array: &Table, new: &[Arc<Message>]) -> mlua::Result<()> {
+        for m in new {
+            let t = self.adopt(lua, m)?;
+            let i = self.entries.len();
+            array.raw_set(i + 1, &t)?;
+            self.by_msg.insert(msg_key(m), i);
+            self.entries.push(t);
+        }
+        Ok(())
+    }
+
+    fn rebuild(&mut self, lua: &Lua, ctx: &Arc<Vec<Arc<Message>>>) -> mlua::Result<Table> {
+        let old_entries = std::mem::take(&mut self.entries);
+        let old_by_msg = std::mem::take(&mut self.by_msg);
+        let array = lua.create_table_with_capacity(ctx.len(), 0)?;
+        array.set_metatable(Some(lua.array_metatable()))?;
+        for (i, m) in ctx.iter().enumerate() {
+            let reused = old_by_msg
+                .get(&msg_key(m))
+                .and_then(|&j| old_entries.get(j))
+                .cloned();
+            let t = match reused {
+                Some(t) => t,
+                None => self.adopt(lua, m)?,
+            };
+            array.raw_set(i + 1, &t)?;
+            self.by_msg.insert(msg_key(m), i);
+            self.entries.push(t);
+        }
+        // Tables of messages that left the context are forgotten.
+        let kept: std::collections::HashSet<usize, BuildHasherDefault<PtrHasher>> =
+            self.entries.iter().map(table_key).collect();
+        for t in &old_entries {
+            if !kept.contains(&table_key(t)) {
+                self.unregister(t);
+            }
+        }
+        array.set_readonly(true);
+        Ok(array)
+    }
+}

@@ -1,0 +1,265 @@
+//! Recall of a session's stored messages: a full-text index over every message the transcript
+//! holds, compacted ones included, behind `host.search` and `host.fetch`.
+//!
+//! The transcript is append-only, so the index is too: [`RecallIndex::add`] indexes the
+//! messages a session appends as they are stored, and a search ranks the postings it already
+//! has with BM25 (no rebuild per call). Text is cut into terms by [`terms`]: an identifier such
+//! as `src/foo.rs`, `mia_li_3668`, `#123` or `ERR_X` is one term *and* its parts (`src`, `foo`,
+//! `rs`), so asking for the whole identifier finds it exactly and asking for a part still
+//! matches.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use ctxhost::contract::message::Message;
+//! use ctxhost::services::recall::{RecallIndex, SearchFilter};
+//! let index = RecallIndex::default();
+//! let mut a = Message::user("the crash is in src/session/turn.rs, see #123");
+//! a.id = "00000001".into();
+//! let mut b = Message::user("lunch at noon?");
+//! b.id = "00000002".into();
+//! index.add(&[Arc::new(a), Arc::new(b)]);
+//! let hits = index.search("what did turn.rs do", &SearchFilter::default(), 5);
+//! assert_eq!(hits[0].id, "00000001");
+//! assert!(index.search("#123", &SearchFilter::default(), 5).len() == 1);
+//! ```
+
+mod terms;
+
+pub use terms::terms;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::contract::message::{ContentBlock, Message, MessageBody, Role};
+
+/// BM25's term-frequency saturation.
+const K1: f64 = 1.2;
+/// BM25's length normalisation.
+const B: f64 = 0.75;
+
+/// The stored messages of one session and their inverted index. Shared (behind an `Arc`) by
+/// the session, which appends, and every `host` call of its engine, which reads.
+#[derive(Debug, Default)]
+pub struct RecallIndex {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Every indexed message, in transcript order; a document is its position here.
+    messages: Vec<Arc<Message>>,
+    /// Terms of each document.
+    lengths: Vec<u32>,
+    /// The position of each message id (the first, should an id repeat).
+    by_id: HashMap<String, usize>,
+    /// Term → (document, occurrences), documents ascending.
+    postings: HashMap<String, Vec<(u32, u32)>>,
+    /// Sum of `lengths`.
+    total_terms: u64,
+}
+
+/// Which stored messages a search may return.
+#[derive(Clone, Debug, Default)]
+pub struct SearchFilter {
+    /// Only these roles (all when empty).
+    pub roles: Vec<Role>,
+    /// Only messages stored before the message with this id.
+    pub before: Option<String>,
+}
+
+/// One ranked search result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    /// The stored message's id (what `host.fetch` takes).
+    pub id: String,
+    /// Its role.
+    pub role: Role,
+    /// Its BM25 score (higher is better), rounded to thousandths so every language sees the
+    /// same number.
+    pub score: f64,
+    /// Its position in the transcript, 1-based, as scripts count.
+    pub position: usize,
+    /// The query terms it contains, in query order.
+    pub matched: Vec<String>,
+}
+
+/// Why a search could not run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SearchError {
+    /// `before` names no stored message.
+    #[error("before: no stored message has id \"{0}\"")]
+    UnknownBefore(String),
+}
+
+impl RecallIndex {
+    /// Indexes `messages` (just appended to the transcript, in order).
+    pub fn add(&self, messages: &[Arc<Message>]) {
+        let mut inner = self.inner.lock();
+        for m in messages {
+            inner.add(m);
+        }
+    }
+
+    /// How many messages are indexed.
+    pub fn len(&self) -> usize {
+        self.inner.lock().messages.len()
+    }
+
+    /// Whether no message is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The messages stored after the first `n`, in order (empty when there are no more).
+    pub fn since(&self, n: usize) -> Vec<Arc<Message>> {
+        self.inner
+            .lock()
+            .messages
+            .get(n..)
+            .map(<[Arc<Message>]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    /// The stored messages with these ids, in the order asked; ids that name no stored message
+    /// are left out.
+    pub fn fetch<S: AsRef<str>>(&self, ids: &[S]) -> Vec<Arc<Message>> {
+        let inner = self.inner.lock();
+        ids.iter()
+            .filter_map(|id| inner.by_id.get(id.as_ref()))
+            .map(|&i| Arc::clone(&inner.messages[i]))
+            .collect()
+    }
+
+    /// The best `limit` messages for `query` among those `filter` allows, best first (equal
+    /// scores: the newer first). A query with no indexable term finds nothing.
+    pub fn search(&self, query: &str, filter: &SearchFilter, limit: usize) -> Vec<Hit> {
+        self.try_search(query, filter, limit).unwrap_or_default()
+    }
+
+    /// [`search`](Self::search), failing when `filter.before` names no stored message.
+    pub fn try_search(
+        &self,
+        query: &str,
+        filter: &SearchFilter,
+        limit: usize,
+    ) -> Result<Vec<Hit>, SearchError> {
+        let inner = self.inner.lock();
+        let end = match &filter.before {
+            None => inner.messages.len(),
+            Some(id) => *inner
+                .by_id
+                .get(id)
+                .ok_or_else(|| SearchError::UnknownBefore(id.clone()))?,
+        };
+        Ok(inner.search(query, filter, end, limit))
+    }
+}
+
+impl Inner {
+    fn add(&mut self, m: &Arc<Message>) {
+        let Ok(doc) = u32::try_from(self.messages.len()) else {
+            return;
+        };
+        let mut counts: HashMap<String, u32> = HashMap::new();
+        let mut length = 0u32;
+        for term in terms(&searchable_text(m)) {
+            *counts.entry(term).or_default() += 1;
+            length = length.saturating_add(1);
+        }
+        for (term, n) in counts {
+            self.postings.entry(term).or_default().push((doc, n));
+        }
+        self.by_id
+            .entry(m.id.clone())
+            .or_insert(self.messages.len());
+        self.lengths.push(length);
+        self.total_terms += u64::from(length);
+        self.messages.push(Arc::clone(m));
+    }
+
+    fn search(&self, query: &str, filter: &SearchFilter, end: usize, limit: usize) -> Vec<Hit> {
+        let n = self.messages.len();
+        if n == 0 || limit == 0 || end == 0 {
+            return Vec::new();
+        }
+        let mut query_terms: Vec<String> = Vec::new();
+        for t in terms(query) {
+            if !query_terms.contains(&t) {
+                query_terms.push(t);
+            }
+        }
+        let average = (self.total_terms as f64 / n as f64).max(1.0);
+        let mut scores: HashMap<u32, (f64, Vec<usize>)> = HashMap::new();
+        for (qi, term) in query_terms.iter().enumerate() {
+            let Some(list) = self.postings.get(term) else {
+                continue;
+            };
+            let df = list.len() as f64;
+            let idf = ((n as f64 - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for &(doc, tf) in list {
+                let d = doc as usize;
+                if d >= end || !role_allowed(&filter.roles, self.messages[d].role()) {
+                    continue;
+                }
+                let tf = f64::from(tf);
+                let norm = 1.0 - B + B * f64::from(self.lengths[d]) / average;
+                let entry = scores.entry(doc).or_default();
+                entry.0 += idf * tf * (K1 + 1.0) / (tf + K1 * norm);
+                entry.1.push(qi);
+            }
+        }
+        let mut ranked: Vec<(u32, f64, Vec<usize>)> = scores
+            .into_iter()
+            .map(|(doc, (score, matched))| (doc, (score * 1000.0).round() / 1000.0, matched))
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        ranked.truncate(limit);
+        ranked
+            .into_iter()
+            .map(|(doc, score, matched)| {
+                let m = &self.messages[doc as usize];
+                Hit {
+                    id: m.id.clone(),
+                    role: m.role(),
+                    score,
+                    position: doc as usize + 1,
+                    matched: matched
+                        .into_iter()
+                        .map(|i| query_terms[i].clone())
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+}
+
+fn role_allowed(roles: &[Role], role: Role) -> bool {
+    roles.is_empty() || roles.contains(&role)
+}
+
+/// What a search reads of a message: its text, plus the names and arguments of the tools an
+/// assistant called (a path is often only there).
+pub fn searchable_text(m: &Message) -> String {
+    let mut text = m.text();
+    if let MessageBody::Assistant(a) = &m.body {
+        for block in &a.content {
+            if let ContentBlock::ToolCall(c) = block {
+                text.push('\n');
+                text.push_str(&c.name);
+                text.push(' ');
+                text.push_str(&c.arguments.to_string());
+            }
+        }
+    }
+    if let MessageBody::ToolResult(r) = &m.body {
+        text.push('\n');
+        text.push_str(&r.tool_name);
+    }
+    text
+}
+
+#[cfg(test)]
+#[path = "recall_tests.rs"]
+mod tests;

@@ -1,0 +1,467 @@
+//! Replaying a recorded conversation turn by turn through a context engine: the recorded user
+//! messages drive turns, the recorded assistant and tool messages play the model, and each turn
+//! reports what the model would have seen.
+//!
+//! A file with several conversations (τ-bench) replays them as concurrent sessions of one host;
+//! reports still come out in session order.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::error::{EngineError, Error, Result};
+use crate::runtime::{Host, SessionHandle, SessionSpec};
+use crate::services::tokens::TokenCache;
+use crate::session::{Assembly, CallTimes, MethodTimes, Session};
+use crate::transcript::{Import, ImportedSession};
+
+mod drive;
+mod guarantees;
+mod view;
+
+pub use drive::{DrivenTurn, RecordedTurn, TurnFault, drive, drive_turn, model_steps, split_turns};
+pub use guarantees::{CallGuarantees, GuaranteeCounts};
+pub use view::{ContextMessage, ContextTracker, ContextView, GoneMessage, Origin, first_line};
+
+/// One turn as the model would have seen it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnReport {
+    /// The conversation's name (one file may hold several).
+    pub session: String,
+    /// 1-based turn number within the session.
+    pub turn: u64,
+    /// The engine that assembled the context.
+    pub engine: String,
+    /// Whether `legacy` answered in place of the configured engine this turn.
+    pub fallback: bool,
+    /// Whether the configured engine is quarantined after this turn.
+    pub quarantined: bool,
+    /// Messages in the session's transcript after the turn (summaries included).
+    pub session_messages: usize,
+    /// Messages in the session's context at the turn's largest assembly.
+    pub context_messages: usize,
+    /// Model calls in the turn (one per recorded assistant message; tool loops re-assemble).
+    pub model_calls: u32,
+    /// Messages the model saw at the turn's largest assembly.
+    pub assembled_messages: usize,
+    /// Tokens of the turn's largest assembly (messages plus `systemPromptAddition`), measured
+    /// by the host.
+    pub assembled_tokens: u64,
+    /// The budget the engine was given.
+    pub token_budget: u64,
+    /// What the engine said `assembledTokens` would be.
+    pub estimated_tokens: f64,
+    /// Compactions this turn.
+    pub compactions: u32,
+    /// Pairing repairs this turn.
+    pub pairing_repairs: usize,
+    /// Whether the user ran `/compact` this turn.
+    pub manual_compact: bool,
+    /// Time the engine's lifecycle calls took this turn, in ms.
+    pub engine_ms: f64,
+    /// Whether that exceeded `host.turnBudget.engineMs`.
+    pub slow: bool,
+    /// Each model call of the turn (an agentic turn has dozens: one per recorded assistant
+    /// message, each seeing a fresh assembly).
+    pub calls: Vec<CallReport>,
+    /// The turn's model calls that broke a guarantee or needed the host to repair one (empty
+    /// when every call carried what a model needs as the engine assembled it).
+    pub guarantees: Vec<CallGuarantees>,
+}
+
+/// One model call: what `assemble` gave the model at that point of the turn.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallReport {
+    /// 1-based model call number within the turn.
+    pub call: u32,
+    /// The engine that assembled the context.
+    pub engine: String,
+    /// Whether `legacy` answered in place of the configured engine.
+    pub fallback: bool,
+    /// Messages in the session's context at this call.
+    pub context_messages: usize,
+    /// Messages the model saw.
+    pub assembled_messages: usize,
+    /// Tokens of the assembly (messages plus `systemPromptAddition`), measured by the host.
+    pub assembled_tokens: u64,
+    /// The budget the engine was given.
+    pub token_budget: u64,
+    /// What the engine said `assembledTokens` would be.
+    pub estimated_tokens: f64,
+    /// Compactions of the turn that happened before this call's assembly (since the call
+    /// before).
+    pub compactions: u32,
+    /// Pairing repairs of this assembly.
+    pub pairing_repairs: usize,
+    /// The context itself, message by message, when [`ReplayOptions::contexts`] asked for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextView>,
+}
+
+/// The first failure of a quarantined engine, for the summary.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QuarantineReport {
+    /// The engine id.
+    pub engine: String,
+    /// The lifecycle method or load step that failed.
+    pub operation: String,
+    /// The full error, with file:line when known.
+    pub error: String,
+}
+
+impl From<EngineError> for QuarantineReport {
+    fn from(e: EngineError) -> Self {
+        QuarantineReport {
+            engine: e.engine.clone(),
+            operation: e.op.to_string(),
+            error: e.to_string(),
+        }
+    }
+}
+
+/// The replay as a whole.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplaySummary {
+    /// The replayed file.
+    pub transcript: PathBuf,
+    /// Its detected format.
+    pub format: String,
+    /// Conversations replayed.
+    pub sessions: usize,
+    /// Turns replayed.
+    pub turns: u64,
+    /// Compactions across all turns.
+    pub compactions: u64,
+    /// Turns answered (at least partly) by `legacy` in place of the configured engine.
+    pub fallbacks: u64,
+    /// The largest assembled context, in tokens.
+    pub max_assembled_tokens: u64,
+    /// Turns whose assembled context exceeded its budget (always 0 unless something is wrong).
+    pub over_budget_turns: u64,
+    /// `null`, or the configured engine's first failure.
+    pub quarantine: Option<QuarantineReport>,
+    /// Lines of the source that could not be read (skipped).
+    pub skipped_lines: usize,
+    /// Where the replayed sessions' transcripts were written.
+    pub session_files: Vec<PathBuf>,
+    /// Wall-clock time of the replay in milliseconds.
+    pub wall_ms: u64,
+    /// Turns whose engine time exceeded `host.turnBudget.engineMs`.
+    pub slow_turns: u64,
+    /// Where the engine's time went, per lifecycle method, over all sessions.
+    pub engine_times: Vec<MethodTimes>,
+    /// Where scripts spent time inside `host.*` functions (`host.summarize`, `host.tokens`,
+    /// ...), per function, over all sessions; part of the engine's time above.
+    pub host_times: Vec<MethodTimes>,
+    /// Model calls that broke a guarantee, by kind, and calls the host repaired.
+    pub guarantees: GuaranteeCounts,
+}
+
+/// How to replay.
+#[derive(Clone, Debug)]
+pub struct ReplayOptions {
+    /// Directory for the replayed sessions' transcript files (created if missing).
+    pub out_dir: PathBuf,
+    /// How many conversations run at once.
+    pub concurrency: usize,
+    /// Whether each model call's report carries its context message by message
+    /// ([`CallReport::context`]); costs memory and time proportional to the contexts.
+    pub contexts: bool,
+}
+
+/// Replays every conversation of an import; `on_turn` sees each turn in session order.
+pub async fn replay(
+    host: Arc<Host>,
+    source: &Path,
+    import: Import,
+    opts: &ReplayOptions,
+    mut on_turn: impl FnMut(&TurnReport),
+) -> Result<ReplaySummary> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&opts.out_dir)
+        .map_err(|e| Error::io("create replay directory", &opts.out_dir, e))?;
+    let names = unique_names(&import.sessions);
+    let mut summary = ReplaySummary {
+        transcript: source.to_path_buf(),
+        format: import.format.name().to_owned(),
+        sessions: import.sessions.len(),
+        turns: 0,
+        compactions: 0,
+        fallbacks: 0,
+        max_assembled_tokens: 0,
+        over_budget_turns: 0,
+        quarantine: None,
+        skipped_lines: import.problems.len(),
+        session_files: Vec::new(),
+        wall_ms: 0,
+        slow_turns: 0,
+        engine_times: Vec::new(),
+        host_times: Vec::new(),
+        guarantees: GuaranteeCounts::default(),
+    };
+
+    // Each conversation runs as a task; reports flow back tagged with the session's index and
+    // are released in order.
+    let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Option<TurnReport>)>();
+    let permits = Arc::new(tokio::sync::Semaphore::new(opts.concurrency.max(1)));
+    let mut tasks = Vec::new();
+    for (index, (session, name)) in import.sessions.into_iter().zip(names).enumerate() {
+        let file = opts.out_dir.join(format!("{name}.jsonl"));
+        summary.session_files.push(file.clone());
+        let (host, tx, permits) = (Arc::clone(&host), tx.clone(), Arc::clone(&permits));
+        let contexts = opts.contexts;
+        tasks.push(tokio::spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            let r = replay_session(&host, name, file, session, contexts, |report| {
+                let _ = tx.send((index, Some(report)));
+            })
+            .await;
+            let _ = tx.send((index, None));
+            r
+        }));
+    }
+    drop(tx);
+
+    let mut pending: BTreeMap<usize, Vec<TurnReport>> = BTreeMap::new();
+    let mut done = vec![false; tasks.len()];
+    let mut next = 0;
+    while let Some((index, report)) = rx.recv().await {
+        match report {
+            Some(r) => pending.entry(index).or_default().push(r),
+            None => done[index] = true,
+        }
+        // Release everything of the lowest unfinished session, and all finished before it.
+        while next < done.len() {
+            for r in pending.remove(&next).unwrap_or_default() {
+                account(&mut summary, &r);
+                on_turn(&r);
+            }
+            if !done[next] {
+                break;
+            }
+            next += 1;
+        }
+    }
+    let (mut times, mut host_times) = (CallTimes::default(), CallTimes::default());
+    for task in tasks {
+        let session_times = task.await.map_err(|e| Error::Task {
+            task: "replay",
+            message: e.to_string(),
+        })??;
+        times.merge(&session_times.engine);
+        host_times.merge(&session_times.host);
+    }
+    summary.engine_times = times.summary();
+    summary.host_times = host_times.summary();
+    summary.quarantine = host.engine_failure().map(QuarantineReport::from);
+    summary.wall_ms = started.elapsed().as_millis() as u64;
+    Ok(summary)
+}
+
+fn account(summary: &mut ReplaySummary, r: &TurnReport) {
+    summary.turns += 1;
+    summary.compactions += u64::from(r.compactions);
+    summary.fallbacks += u64::from(r.fallback);
+    summary.max_assembled_tokens = summary.max_assembled_tokens.max(r.assembled_tokens);
+    summary.over_budget_turns += u64::from(r.assembled_tokens > r.token_budget);
+    summary.slow_turns += u64::from(r.slow);
+    for c in &r.guarantees {
+        summary.guarantees.add(c);
+    }
+}
+
+/// Where one session's engine spent its time.
+#[derive(Clone, Debug, Default)]
+pub struct SessionTimes {
+    /// Per lifecycle method.
+    pub engine: CallTimes,
+    /// Per `host.*` function scripts called.
+    pub host: CallTimes,
+}
+
+/// Replays one conversation into a new session file (each model call's context described when
+/// `contexts`); returns where its engine's time went.
+pub async fn replay_session(
+    host: &Host,
+    name: String,
+    file: PathBuf,
+    source: ImportedSession,
+    contexts: bool,
+    mut on_turn: impl FnMut(TurnReport),
+) -> Result<SessionTimes> {
+    if file.exists() {
+        std::fs::remove_file(&file)
+            .map_err(|e| Error::io("replace replay transcript", &file, e))?;
+        let _ = std::fs::remove_file(crate::session::state_path(&file));
+    }
+    let mut spec = SessionSpec::new(name.clone(), file);
+    spec.system_prompt = source.system_prompt.clone();
+    let session = host.create_session(spec).await?;
+    let (preamble, turns) = split_turns(source.messages);
+    session.record(preamble).await?;
+    let mut tracker = if contexts {
+        let counter = crate::services::tokens::counter(host.config().host.tokenizer)?;
+        Some(ContextTracker::new(TokenCache::new(counter)))
+    } else {
+        None
+    };
+    for (n, recorded) in turns.into_iter().enumerate() {
+        let turn = Turn {
+            name: name.clone(),
+            number: n as u64 + 1,
+        };
+        let (report, kept) = replay_turn(host, &session, turn, recorded, tracker).await?;
+        tracker = kept;
+        on_turn(report);
+    }
+    let times = session
+        .with(|s| SessionTimes {
+            engine: s.call_times().clone(),
+            host: s.host_times(),
+        })
+        .await?;
+    session.close().await?;
+    Ok(times)
+}
+
+/// Which turn of which session.
+#[derive(Clone)]
+struct Turn {
+    name: String,
+    number: u64,
+}
+
+/// One model call's report and how it fared against the guarantees (as the session judged
+/// it), with the session as it was at that call (and the call's context described when
+/// `tracker` is given).
+fn call_report(
+    s: &Session,
+    turn: &Turn,
+    call: u32,
+    a: &Assembly,
+    compactions_before: &mut u32,
+    tracker: &mut Option<ContextTracker>,
+) -> (CallReport, CallGuarantees) {
+    let judged = CallGuarantees {
+        call,
+        violations: a.violations.clone(),
+        put_back: a.put_back.clone(),
+    };
+    judged.log(&turn.name, turn.number);
+    let compactions = s.stats().compactions;
+    let report = CallReport {
+        call,
+        engine: a.engine.clone(),
+        fallback: a.fallback,
+        context_messages: s.context().len(),
+        assembled_messages: a.messages.len(),
+        assembled_tokens: a.assembled_tokens,
+        token_budget: a.token_budget,
+        estimated_tokens: a.estimated_tokens,
+        compactions: compactions.saturating_sub(*compactions_before),
+        pairing_repairs: a.pairing_repairs,
+        context: tracker.as_mut().map(|t| t.observe(s.context(), a)),
+    };
+    *compactions_before = compactions;
+    (report, judged)
+}
+
+/// Drives one recorded turn on the session (the whole turn in one call on the blocking pool)
+/// and reports it; hands the context tracker back.
+async fn replay_turn(
+    host: &Host,
+    session: &SessionHandle,
+    turn: Turn,
+    recorded: RecordedTurn,
+    mut tracker: Option<ContextTracker>,
+) -> Result<(TurnReport, Option<ContextTracker>)> {
+    let (driven, calls, guarantees, tracker, session_messages, turn) = session
+        .with(move |s| {
+            let (mut calls, mut guarantees) = (Vec::new(), Vec::new());
+            let mut seen_compactions = 0;
+            let driven = drive_turn(s, recorded, |s, n, a| {
+                let (report, judged) =
+                    call_report(s, &turn, n, a, &mut seen_compactions, &mut tracker);
+                calls.push(report);
+                guarantees.extend(judged.notable().then_some(judged));
+                Ok::<(), Infallible>(())
+            });
+            let len = s.transcript_len();
+            (driven, calls, guarantees, tracker, len, turn)
+        })
+        .await?;
+    let driven = driven.map_err(TurnFault::into_error)?;
+    // The turn's largest assembly (the later of equals).
+    let mut largest_at = 0;
+    for (i, c) in calls.iter().enumerate() {
+        if c.assembled_tokens >= calls[largest_at].assembled_tokens {
+            largest_at = i;
+        }
+    }
+    let largest = &calls[largest_at];
+    let stats = &driven.stats;
+    let report = TurnReport {
+        session: turn.name,
+        turn: turn.number,
+        engine: largest.engine.clone(),
+        fallback: calls.iter().any(|c| c.fallback) || stats.fallback,
+        quarantined: host.engine_failure().is_some(),
+        session_messages,
+        context_messages: largest.context_messages,
+        model_calls: calls.len() as u32,
+        assembled_messages: largest.assembled_messages,
+        assembled_tokens: largest.assembled_tokens,
+        token_budget: largest.token_budget,
+        estimated_tokens: largest.estimated_tokens,
+        compactions: stats.compactions + driven.manual_compactions,
+        pairing_repairs: calls.iter().map(|c| c.pairing_repairs).sum(),
+        manual_compact: driven.manual_compact,
+        engine_ms: stats.engine_ms,
+        slow: stats.slow,
+        calls,
+        guarantees,
+    };
+    Ok((report, tracker))
+}
+
+/// File-name-safe, unique names for a file's conversations.
+fn unique_names(sessions: &[ImportedSession]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    sessions
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let base: String = s
+                .name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let base = if base.is_empty() {
+                format!("session-{}", i + 1)
+            } else {
+                base
+            };
+            let mut name = base.clone();
+            let mut n = 2;
+            while !seen.insert(name.clone()) {
+                name = format!("{base}-{n}");
+                n += 1;
+            }
+            name
+        })
+        .collect()
+}
