@@ -27,8 +27,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Backend, Opened, SessionMeta, SessionSummary};
-use crate::error::{Error, Result};
 use crate::contract::message::Message;
+use crate::error::{Error, Result};
 use driver::{Driver, Fail, Retry};
 use lease::Leases;
 pub use session::PgStore;

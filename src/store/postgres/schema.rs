@@ -6,7 +6,8 @@
 //! ctxhost_schema    one row per applied migration
 //! ctxhost_sessions  one row per session: created at, cwd, turns, last seq, next id, the
 //!                   committed state (JSON text) and the number of commits
-//! ctxhost_entries   one row per message (session, seq): its entry id and the message as JSON
+//! ctxhost_entries   one row per message (session, seq): its entry id, the message as JSON and
+//!                   the fencing token of the lease it was written under (0: imported)
 //! ctxhost_leases    one row per session served: owner, fencing token, expiry
 //! ```
 
@@ -32,6 +33,7 @@ CREATE TABLE IF NOT EXISTS {s}.ctxhost_entries (
     seq         bigint NOT NULL,
     entry_id    text NOT NULL,
     body        text NOT NULL,
+    token       bigint NOT NULL,
     PRIMARY KEY (session_id, seq)
 );
 CREATE TABLE IF NOT EXISTS {s}.ctxhost_leases (

@@ -15,8 +15,8 @@ use serde_json::Value;
 use super::driver::Fail;
 use super::lease::{self, Take};
 use super::{KIND, Shared};
-use crate::error::{Error, Result};
 use crate::contract::message::Message;
+use crate::error::{Error, Result};
 use crate::store::{Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
 
 /// One session's store over a [`super::PgBackend`], holding its lease.
@@ -361,11 +361,11 @@ impl SessionStore for PgStore {
                 if !w.seqs.is_empty() {
                     let insert = tx
                         .prepare_cached(&format!(
-                            "INSERT INTO {s}.ctxhost_entries (session_id, seq, entry_id, body)
-                             SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[])"
+                            "INSERT INTO {s}.ctxhost_entries (session_id, seq, entry_id, body, token)
+                             SELECT $1, *, $5 FROM unnest($2::bigint[], $3::text[], $4::text[])"
                         ))
                         .await?;
-                    tx.execute(&insert, &[&session, &w.seqs, &w.ids, &w.bodies])
+                    tx.execute(&insert, &[&session, &w.seqs, &w.ids, &w.bodies, &token])
                         .await?;
                 }
                 let update = tx
@@ -552,8 +552,8 @@ pub(super) fn import(
             let seqs: Vec<i64> = (1..=messages.len() as i64).collect();
             tx.execute(
                 &format!(
-                    "INSERT INTO {s}.ctxhost_entries (session_id, seq, entry_id, body)
-                     SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[])"
+                    "INSERT INTO {s}.ctxhost_entries (session_id, seq, entry_id, body, token)
+                     SELECT $1, *, 0 FROM unnest($2::bigint[], $3::text[], $4::text[])"
                 ),
                 &[&session, &seqs, ids, bodies],
             )
