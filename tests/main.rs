@@ -11,6 +11,10 @@ static ALLOC: ctxhost::engine::sandbox::alloc::MeteredAlloc =
 #[macro_use]
 mod common;
 mod sessions;
+// The Postgres server the store tests use (not in `common`: cli/tests include that, and
+// tokio-postgres is not theirs).
+#[path = "common/pg.rs"]
+mod pg_server;
 
 mod adapters;
 mod bad_input;

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
 use ctxhost::Message;
@@ -181,10 +181,7 @@ impl Fleet {
 
     /// The next answer, or `None` after `timeout`.
     pub fn next(&self, timeout: Duration) -> Option<Answer> {
-        match self.answers.recv_timeout(timeout) {
-            Ok(a) => Some(a),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        self.answers.recv_timeout(timeout).ok()
     }
 
     /// Sends a signal (`KILL`, `STOP`, `CONT`) to worker `w`, by its pid.

@@ -1,4 +1,4 @@
-//! The Postgres store against a real server (`CTXHOST_TEST_PG`; see `common::pg`): a turn's
+//! The Postgres store against a real server (`CTXHOST_TEST_PG`; see `pg_server`): a turn's
 //! writes commit together and reopen in another backend (another process's view), leases keep
 //! a session to one writer (a paused owner whose lease moved cannot commit), migrations run
 //! once when many start at once, a dropped connection and a restarted server are ridden out,
@@ -15,7 +15,7 @@ use ctxhost::store::postgres::{PgBackend, PgOptions};
 use ctxhost::store::{Backend, Commit, SessionStore, messages_digest};
 use serde_json::json;
 
-use crate::common::pg::{SERVER, Scratch};
+use crate::pg_server::{SERVER, Scratch};
 
 fn texts(messages: &[Arc<Message>]) -> Vec<String> {
     messages.iter().map(|m| m.text()).collect()

@@ -3,7 +3,6 @@
 
 pub mod engine;
 pub mod fake_model;
-pub mod pg;
 pub mod replay;
 
 /// Runs each case in both languages, one test per language (tokio's `rt_test!` habit), so a case

@@ -2,6 +2,8 @@
 //! `tests/run.sh` starts a throwaway cluster and sets it). Unset, a test says so and skips,
 //! except under CI=true, where a missing server fails the test.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
 use std::time::Duration;
 
 use ctxhost::store::postgres::PgOptions;

@@ -505,7 +505,7 @@ pub(super) fn import(
         meta.clone(),
     ));
     let (pool, s, session) = (shared.pool.clone(), shared.s.clone(), id.to_owned());
-    let outcome = shared.run("import session", Some(id), move || {
+    shared.run("import session", Some(id), move || {
         let (pool, s, session, input) = (pool.clone(), s.clone(), session.clone(), Arc::clone(&input));
         async move {
             let (messages, ids, bodies, state, meta) = &*input;
@@ -578,6 +578,5 @@ pub(super) fn import(
             tx.commit().await?;
             Ok(Ok(true))
         }
-    })?;
-    outcome
+    })?
 }
