@@ -10,6 +10,10 @@ static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::M
 #[macro_use]
 mod common;
 mod sessions;
+// The Postgres server the store tests use (not in `common`: cli/tests include that, and
+// tokio-postgres is not theirs).
+#[path = "common/pg.rs"]
+mod pg_server;
 
 mod adapters;
 mod bad_input;
@@ -38,6 +42,7 @@ mod serve;
 mod serve_model;
 mod stdlib;
 mod store;
+mod store_pg;
 mod transcripts;
 mod twins;
 mod workloads;

@@ -183,6 +183,14 @@ impl Server {
             // engine instance live on in ctxhost, so this only makes the state durable.
             Call::Dispose(_) => Ok(Value::Null),
         };
+        if result
+            .as_ref()
+            .is_err_and(|e| e.code == code::SESSION_MOVED)
+        {
+            // Another process serves the session now: nothing more is written from here.
+            *served = None;
+            return result;
+        }
         if ends_turn && std::mem::take(&mut s.assembled) {
             let judged = s.handle.with(|s| s.end_client_turn()).await;
             if let Err(e) = flatten(judged) {
@@ -192,12 +200,23 @@ impl Server {
         // The engine's state and the record (mirror, turns committed) in one atomic write.
         let record = serde_json::to_value(&s.record).map_err(internal)?;
         let persisted = s.handle.with(move |s| s.persist_state(record)).await;
-        if let Err(e) = flatten(persisted) {
-            tracing::warn!(
-                session = key,
-                "saving the session state failed: {}",
-                e.message
-            );
+        match persisted {
+            Ok(Err(moved @ crate::error::Error::SessionMoved { .. })) => {
+                // The commit was refused (its lease moved): the call's writes are not stored,
+                // so the client is told, and the session is dropped rather than written again.
+                tracing::warn!(session = key, "dropping the session: {moved}");
+                *served = None;
+                return Err(from_error(moved));
+            }
+            persisted => {
+                if let Err(e) = flatten(persisted) {
+                    tracing::warn!(
+                        session = key,
+                        "saving the session state failed: {}",
+                        e.message
+                    );
+                }
+            }
         }
         result
     }

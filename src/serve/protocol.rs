@@ -53,6 +53,9 @@ pub mod code {
     pub const ENGINE_ERROR: i64 = -32001;
     /// The client cancelled the request.
     pub const REQUEST_CANCELLED: i64 = -32800;
+    /// Another `ctxhost serve` process serves the session now (a shared store's lease moved):
+    /// nothing of the call was stored, and this process dropped the session.
+    pub const SESSION_MOVED: i64 = -32003;
 }
 
 /// A request id: a number (kept exactly as sent, fractions and all) or a string.
