@@ -619,7 +619,10 @@ pub struct PostgresSettings {
     /// `postgres://user@host:port/db` or `host=/run/postgresql dbname=ctxhost`, without a
     /// password (it comes from `passwordEnv`).
     pub url: String,
-    /// The environment variable holding the password. Default `CTXHOST_PG_PASSWORD`.
+    /// The environment variable holding the password. Without it, `PGPASSWORD` when set.
     #[serde(default)]
     pub password_env: Option<String>,
+    /// The Postgres schema holding ctxhost's tables (created when missing). Default `public`.
+    #[serde(default)]
+    pub schema: Option<String>,
 }

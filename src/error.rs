@@ -83,13 +83,26 @@ pub enum Error {
     /// A session store (a database, or the files of one) refused or failed an operation.
     #[error("{backend} store, {op}{}: {message}", .session.as_ref().map(|s| format!(" of session \"{s}\"")).unwrap_or_default())]
     Store {
-        /// `fs-jsonl` or `memory`.
+        /// `fs-jsonl`, `memory` or `postgres`.
         backend: &'static str,
         /// What the host was doing (`open session`, `commit turn`, `take lease`, ...).
         op: &'static str,
         /// The session, when the operation was on one.
         session: Option<String>,
         /// What went wrong.
+        message: String,
+    },
+    /// Another process serves this session now (its lease moved, or is held): this process
+    /// must drop the session and never write it. Nothing of the refused write was stored.
+    #[error("{backend} store, {op} of session \"{session}\": the session moved: {message}")]
+    SessionMoved {
+        /// The backend that keeps leases (`postgres`).
+        backend: &'static str,
+        /// What the host was doing (`commit turn`, `take lease`, ...).
+        op: &'static str,
+        /// The session.
+        session: String,
+        /// Who holds it now, or why this process lost it.
         message: String,
     },
 }

@@ -12,6 +12,10 @@ mod common;
 #[macro_use]
 mod modes;
 mod sessions;
+// The Postgres server the store tests use (not in `common`: cli/tests include that, and
+// tokio-postgres is not theirs).
+#[path = "common/pg.rs"]
+mod pg_server;
 
 mod adapters;
 mod bad_input;
@@ -40,6 +44,7 @@ mod serve;
 mod serve_model;
 mod stdlib;
 mod store;
+mod store_pg;
 mod transcripts;
 mod twins;
 mod workloads;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as README.md gives it: installs what the tests need when it is missing
-# (Debian's chromium for the HTML report tests; Node 24 and openclaw@2026.9.6 into a cache
+# (Debian's chromium for the HTML report tests; Debian's postgresql for a throwaway database
+# cluster the Postgres store tests use; Node 24 and openclaw@2026.9.6 into a cache
 # outside the repository for the OpenClaw end-to-end test), then runs `cargo test` and the
 # end-to-end test. The shared transcripts are expected in ../shared (or $CTXHOST_SHARED).
 #
@@ -28,6 +29,11 @@ if ! command -v chromium >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
   fi
 fi
+
+# The Postgres store tests (tests/store_pg*.rs) need a server: CTXHOST_TEST_PG when set, else a
+# throwaway cluster started here and removed at exit (tests/pg_cluster.sh).
+source tests/pg_cluster.sh
+pg_cluster_start "$no_install"
 
 echo "== cargo test"
 cargo test

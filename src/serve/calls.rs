@@ -220,6 +220,14 @@ impl Server {
             // engine instance live on in ctxhost, so this only makes the state durable.
             Call::Dispose(_) => Ok(Value::Null),
         };
+        if result
+            .as_ref()
+            .is_err_and(|e| e.code == code::SESSION_MOVED)
+        {
+            // Another process serves the session now: nothing more is written from here.
+            *served = None;
+            return result;
+        }
         if ends_turn && std::mem::take(&mut s.assembled) {
             let judged = s.handle.with(|s| s.end_client_turn()).await;
             if let Err(e) = flatten(judged) {
@@ -238,12 +246,23 @@ impl Server {
                 s.save_with_record(record, entries)
             })
             .await;
-        if let Err(e) = flatten(persisted) {
-            tracing::warn!(
-                session = key,
-                "saving the session state failed: {}",
-                e.message
-            );
+        match persisted {
+            Ok(Err(moved @ crate::error::Error::SessionMoved { .. })) => {
+                // The commit was refused (its lease moved): the call's writes are not stored,
+                // so the client is told, and the session is dropped rather than written again.
+                tracing::warn!(session = key, "dropping the session: {moved}");
+                *served = None;
+                return Err(from_error(moved));
+            }
+            persisted => {
+                if let Err(e) = flatten(persisted) {
+                    tracing::warn!(
+                        session = key,
+                        "saving the session state failed: {}",
+                        e.message
+                    );
+                }
+            }
         }
         result
     }

@@ -62,6 +62,7 @@ pub(super) fn from_error(e: Error) -> RpcError {
             RpcError::new(code::REQUEST_CANCELLED, e.to_string())
         }
         Error::Engine(e) => RpcError::new(code::ENGINE_ERROR, e.to_string()),
+        e @ Error::SessionMoved { .. } => RpcError::new(code::SESSION_MOVED, e.to_string()),
         other => internal(other),
     }
 }

@@ -59,6 +59,9 @@ pub mod code {
     /// (`{count, hash}`), for the client to send its messages again from there (or all of them).
     /// Nothing of the call was done.
     pub const VIEW_OUT_OF_SYNC: i64 = -32012;
+    /// Another `ctxhost serve` process serves the session now (a shared store's lease moved):
+    /// nothing of the call was stored, and this process dropped the session.
+    pub const SESSION_MOVED: i64 = -32003;
 }
 
 /// A request id: a number (kept exactly as sent, fractions and all) or a string.

@@ -10,6 +10,8 @@
 //!   beside it (files an earlier ctxhost wrote open unchanged).
 //! - [`sqlite`]: one SQLite database file for every session of a state directory.
 //! - [`memory`]: nothing on disk, for embedders and tests.
+//! - [`postgres`]: a database shared by many `ctxhost serve` processes, each session served by
+//!   one of them at a time under a lease with a fencing token.
 //!
 //! [`open_backend`] opens the one `host.store` names.
 //!
@@ -19,6 +21,7 @@
 
 pub mod jsonl;
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 use std::path::{Path, PathBuf};
@@ -35,7 +38,7 @@ use crate::error::Result;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StorageCursor {
-    /// `fs-jsonl` or `memory`.
+    /// `fs-jsonl`, `memory` or `postgres`.
     pub backend: String,
     /// The session the store keeps.
     pub session_id: String,
@@ -133,7 +136,7 @@ pub struct SessionSummary {
 
 /// A place that holds many sessions, each opened by id.
 pub trait Backend: Send + Sync + std::fmt::Debug {
-    /// `fs-jsonl` or `memory`.
+    /// `fs-jsonl`, `memory` or `postgres`.
     fn kind(&self) -> &'static str;
 
     /// Opens the session `id`, creating it (empty, with `cwd` recorded where the backend
@@ -192,11 +195,14 @@ pub fn open_backend(config: &crate::config::Config, state_dir: &Path) -> Result<
             let path = sqlite_path(config, s, state_dir);
             Ok(Arc::new(sqlite::SqliteBackend::open(&path, durability)?))
         }
-        StoreSettings::Postgres(_) => Err(crate::error::Error::Config {
-            place: "host.store.kind".into(),
-            message: "\"postgres\" is not built into this ctxhost yet; use \"jsonl\" or \"sqlite\""
-                .into(),
-        }),
+        StoreSettings::Postgres(p) => {
+            let mut options = postgres::PgOptions::new(p.url.clone());
+            options.password_env = p.password_env.clone();
+            if let Some(schema) = &p.schema {
+                options.schema = schema.clone();
+            }
+            Ok(Arc::new(postgres::PgBackend::connect(options)?))
+        }
     }
 }
 

@@ -320,3 +320,61 @@ async fn a_session_kept_in_sqlite_continues_in_the_next_process() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].messages, 6);
 }
+
+/// `host.store: {kind: "postgres"}`: when another process takes a session's lease, this
+/// process's next commit is refused; serve drops the session and answers the call with
+/// -32003 (nothing of that call stored), and once the lease is free the next call opens the
+/// session again and stores the turn once.
+#[tokio::test]
+#[allow(
+    clippy::await_holding_lock,
+    reason = "the read guard only keeps the server-restart tests (writers, on other threads) out while this test talks to the server"
+)]
+async fn a_session_whose_lease_moved_is_dropped_and_the_call_answered_with_an_error() {
+    let Some(pg) = crate::pg_server::Scratch::new("serve_lease_moved") else {
+        return;
+    };
+    let _server = crate::pg_server::SERVER.read();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 1000, true));
+    let config = dir.path().join("ctxhost.json5");
+    std::fs::write(
+        &config,
+        format!(
+            "{{ host: {{ store: {{ kind: \"postgres\", url: {:?}, schema: {:?} }} }} }}",
+            pg.url, pg.schema
+        ),
+    )
+    .unwrap();
+    let entries = |pg: &crate::pg_server::Scratch| -> i64 {
+        let rows = pg.sql(&format!(
+            "SELECT count(*) FROM \"{}\".ctxhost_entries",
+            pg.schema
+        ));
+        rows[0].get(0)
+    };
+    let mut c = Client::start(&dir.path().join("state"));
+    c.ok("initialize", json!({"engine": engine, "config": config}))
+        .await;
+    c.ok("assemble", assemble_params(&history(1), 10_000)).await;
+    assert_eq!(entries(&pg), 2);
+
+    // Another process takes the session over (a newer fencing token, its own owner).
+    pg.sql(&format!(
+        "UPDATE \"{}\".ctxhost_leases SET owner = 'another process', token = token + 1, \
+         expires_at = now() + interval '1 hour'",
+        pg.schema
+    ));
+    let r = c
+        .call("assemble", assemble_params(&history(2), 10_000))
+        .await;
+    assert_eq!(r["error"]["code"], -32003, "{r}");
+    assert_eq!(entries(&pg), 2, "nothing of the refused call was stored");
+
+    // The other process lets go: the session opens here again and the turn is stored once.
+    pg.sql(&format!("DELETE FROM \"{}\".ctxhost_leases", pg.schema));
+    let r = c.ok("assemble", assemble_params(&history(2), 10_000)).await;
+    assert_eq!(texts(&r).len(), 4, "{r}");
+    assert_eq!(entries(&pg), 4);
+    c.close().await;
+}

@@ -72,7 +72,11 @@ fn target(to: &str) -> anyhow::Result<Arc<dyn Backend>> {
         )?));
     }
     if to.starts_with("postgres:") || to.starts_with("postgresql:") {
-        bail!("the postgres backend is not built into this ctxhost yet");
+        // The whole argument is the URL; the password comes from PGPASSWORD.
+        let options = ctxhost::store::postgres::PgOptions::new(to);
+        return Ok(Arc::new(ctxhost::store::postgres::PgBackend::connect(
+            options,
+        )?));
     }
     bail!("--to {to}: expected sqlite:PATH or postgres:URL")
 }

@@ -1,0 +1,167 @@
+//! The Postgres store (`CTXHOST_TEST_PG` names the server; without it the bench says so and
+//! measures nothing):
+//!
+//! - `pg/commit_one_turn`: append a turn's two messages and commit them with the state, in
+//!   one transaction that checks and renews the lease.
+//! - `pg/cold_open_10k`: open a session of 10,000 messages another process left (take its
+//!   lease, read the session row and every entry), and close it (release the lease).
+//! - `pg/four_processes_200_sessions`: 4 worker processes (this program re-run, see
+//!   `tests/pg_fleet.rs`) serve 200 sessions; one iteration is one turn of every session, so
+//!   the throughput criterion prints is turns per second over the 4 processes.
+//!
+//! `CTXHOST_TEST_PG=... cargo bench --bench store_pg`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is the failure report
+
+#[path = "../tests/pg_fleet.rs"]
+mod pg_fleet;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput};
+use ctxhost::Message;
+use ctxhost::store::postgres::{PgBackend, PgOptions};
+use ctxhost::store::{Backend, Commit};
+use serde_json::json;
+
+fn options(url: &str, schema: &str) -> PgOptions {
+    PgOptions {
+        schema: schema.to_owned(),
+        ..PgOptions::new(url)
+    }
+}
+
+fn commit_one_turn(c: &mut Criterion, url: &str, schema: &str) {
+    let backend = PgBackend::connect(options(url, schema)).unwrap();
+    let mut opened = backend.open("bench-append", "").unwrap();
+    let state = json!({"engine": "bench", "state": {"facts": ["a", "b", "c"], "turn": 0},
+                       "client": {"mirror": {"count": 12}}});
+    let mut n = 0u64;
+    c.bench_function("pg/commit_one_turn", |b| {
+        b.iter(|| {
+            n += 1;
+            opened
+                .store
+                .append(vec![
+                    Message::user(format!("question {n}: what did we decide about the cache?")),
+                    Message::assistant(format!("answer {n}: keep it, with a 300 s TTL.")),
+                ])
+                .unwrap();
+            opened
+                .store
+                .commit(Commit {
+                    state: Some(&state),
+                    turn_ended: true,
+                })
+                .unwrap();
+        })
+    });
+}
+
+fn cold_open_10k(c: &mut Criterion, url: &str, schema: &str) {
+    let backend = PgBackend::connect(options(url, schema)).unwrap();
+    let messages: Vec<Arc<Message>> = (0..10_000u64)
+        .map(|i| {
+            let body = if i % 2 == 0 {
+                Message::user(format!("message {i}: {}", "words of a question ".repeat(8)))
+            } else {
+                Message::assistant(format!("message {i}: {}", "words of an answer ".repeat(12)))
+            };
+            Arc::new(Message {
+                id: format!("{:08x}", i + 1),
+                ..body
+            })
+        })
+        .collect();
+    backend
+        .import(
+            "bench-10k",
+            &messages,
+            Some(&json!({"turn": 5000})),
+            &Default::default(),
+        )
+        .unwrap();
+    c.bench_function("pg/cold_open_10k", |b| {
+        b.iter(|| {
+            let opened = backend.open("bench-10k", "").unwrap();
+            assert_eq!(opened.messages.len(), 10_000);
+        })
+    });
+}
+
+fn four_processes(c: &mut Criterion, url: &str, schema: &str) {
+    const SESSIONS: usize = 200;
+    drop(PgBackend::connect(options(url, schema)).unwrap());
+    let mut fleet = pg_fleet::Fleet::spawn(4, url, schema, Duration::from_secs(10));
+    let sessions: Vec<String> = (0..SESSIONS).map(|s| format!("p{s:03}")).collect();
+    let mut turn = 0u64;
+    let mut round = |fleet: &mut pg_fleet::Fleet| {
+        turn += 1;
+        for (s, id) in sessions.iter().enumerate() {
+            assert!(fleet.send(s % 4, id, turn));
+        }
+        for _ in 0..SESSIONS {
+            let a = fleet.next(Duration::from_secs(60)).expect("an answer");
+            assert_eq!(a.kind, "ok", "{a:?}");
+        }
+    };
+    // The first round opens every session (takes the leases).
+    round(&mut fleet);
+    let mut group = c.benchmark_group("pg");
+    group.throughput(Throughput::Elements(SESSIONS as u64));
+    group.sample_size(10);
+    group.bench_function("four_processes_200_sessions", |b| {
+        b.iter_custom(|iters| {
+            let started = Instant::now();
+            for _ in 0..iters {
+                round(&mut fleet);
+            }
+            started.elapsed()
+        })
+    });
+    group.finish();
+    fleet.close();
+}
+
+fn main() {
+    if pg_fleet::worker_main() {
+        return;
+    }
+    let Ok(url) = std::env::var("CTXHOST_TEST_PG") else {
+        eprintln!("store_pg: CTXHOST_TEST_PG is not set: nothing measured");
+        return;
+    };
+    let schema = format!("bench_{}", std::process::id());
+    let mut c = Criterion::default().configure_from_args();
+    commit_one_turn(&mut c, &url, &schema);
+    cold_open_10k(&mut c, &url, &schema);
+    four_processes(&mut c, &url, &schema);
+    c.final_summary();
+    let backend = PgBackend::connect(options(&url, &schema)).unwrap();
+    eprintln!(
+        "store_pg: {} sessions, {} bytes in schema {schema} (dropped)",
+        backend.sessions().unwrap().len(),
+        backend.size_bytes().unwrap_or(0)
+    );
+    drop(backend);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, conn) = url
+            .parse::<tokio_postgres::Config>()
+            .unwrap()
+            .connect(tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let driver = tokio::spawn(conn);
+        client
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .await
+            .unwrap();
+        drop(client);
+        let _ = driver.await;
+    });
+}
