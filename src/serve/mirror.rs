@@ -7,9 +7,10 @@
 //! **Exactly once.** A message is stored once however often a call carrying it comes. Stored
 //! messages that are no place of the view any more (cut off by a shorter view or a rewrite,
 //! or stored by a call that ended before its save: a crash) are kept as *detached*: the
-//! client's next new messages are matched against them (by fingerprint, in order) before
-//! anything is stored. The detached list is saved with the mirror, so a matching view may come
-//! in a later call or a later process.
+//! client's next new messages are matched against them (by fingerprint, in order where they
+//! can be, else anywhere: a client may bring them back in another order) before anything is
+//! stored. The detached list is saved with the mirror, so a matching view may come in a later
+//! call or a later process.
 //!
 //! **Saved** with the engine's state and the call's entries in one store commit (the
 //! session's extra record): the places as runs of consecutive entries, the client's hash at
@@ -20,7 +21,7 @@
 //! and saved in two steps), or entries committed before any record (a failed state save), can
 //! leave such entries.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -334,7 +335,7 @@ impl Mirror {
     }
 
     /// Stores `messages` (new client messages, in order) once: each is matched against the
-    /// detached messages first (by fingerprint, in order, skipping those that do not match),
+    /// detached messages first (by fingerprint: in order where it can be, else anywhere),
     /// and only the ones not found are appended to the transcript. With `from_first`, nothing
     /// is matched unless the first message is (a client's own compaction summary: what it kept
     /// must follow it in the transcript). Returns the messages as stored, in order; matched
@@ -346,15 +347,23 @@ impl Mirror {
         from_first: bool,
     ) -> Result<Placed> {
         let mut found: Vec<Option<usize>> = vec![None; messages.len()];
+        let mut taken = vec![false; self.detached.len()];
         let mut cursor = 0;
         for (i, m) in messages.iter().enumerate() {
-            if cursor >= self.detached.len() || (from_first && i > 0 && found[0].is_none()) {
+            if from_first && i > 0 && found[0].is_none() {
                 break;
             }
             let fp = fingerprint(m);
-            if let Some(k) = self.detached[cursor..].iter().position(|d| d.fp == fp) {
-                found[i] = Some(cursor + k);
-                cursor += k + 1;
+            let free = |k: &usize| !taken[*k] && self.detached[*k].fp == fp;
+            // In order first (equal texts keep their order); else anywhere: a client may
+            // bring cut-off messages back in another order than they were stored.
+            let k = (cursor..self.detached.len())
+                .find(free)
+                .or_else(|| (0..cursor.min(self.detached.len())).find(free));
+            if let Some(k) = k {
+                found[i] = Some(k);
+                taken[k] = true;
+                cursor = k + 1;
             }
         }
         let known = found.iter().flatten().count();
@@ -391,11 +400,10 @@ impl Mirror {
             }
         }
         if known > 0 {
-            let taken: HashSet<usize> = found.iter().flatten().copied().collect();
             let mut k = 0;
             self.detached.retain(|_| {
                 k += 1;
-                !taken.contains(&(k - 1))
+                !taken[k - 1]
             });
         }
         self.trim_detached();

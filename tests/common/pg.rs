@@ -58,8 +58,13 @@ impl Scratch {
         }
     }
 
-    /// Runs SQL on the server over a connection of the test's own.
+    /// Runs SQL on the server over a connection of the test's own (on a thread of its own,
+    /// so an async test may call it too).
     pub fn sql(&self, text: &str) -> Vec<tokio_postgres::Row> {
+        std::thread::scope(|s| s.spawn(|| self.sql_here(text)).join().unwrap())
+    }
+
+    fn sql_here(&self, text: &str) -> Vec<tokio_postgres::Row> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

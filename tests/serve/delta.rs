@@ -311,6 +311,22 @@ proptest! {
     }
 }
 
+/// Found by the property: messages cut off and brought back in another order than they were
+/// stored (`message 2` before `message 1`) are matched, not stored again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_brought_back_in_another_order_are_not_stored_again() {
+    use Op::{Append, Restore, Truncate};
+    run(vec![
+        Append(3),
+        Truncate(334),
+        Restore(1),
+        Truncate(0),
+        Restore(1),
+        Restore(2),
+    ])
+    .await;
+}
+
 #[tokio::test]
 async fn a_base_that_disagrees_is_refused_with_what_ctxhost_holds_and_nothing_is_done() {
     let dir = tempfile::tempdir().unwrap();
