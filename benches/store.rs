@@ -84,7 +84,9 @@ fn append_one_turn(c: &mut Criterion) {
                         Message::assistant(format!("answer {n}: {}", "done. ".repeat(40))),
                     ])
                     .unwrap();
-                let state = json!({"engine": "e", "state": {"turn": n, "notes": "x".repeat(2000)}});
+                let state = Arc::new(
+                    json!({"engine": "e", "state": {"turn": n, "notes": "x".repeat(2000)}}),
+                );
                 opened
                     .store
                     .commit(Commit {

@@ -35,8 +35,10 @@ fn options(url: &str, schema: &str) -> PgOptions {
 fn commit_one_turn(c: &mut Criterion, url: &str, schema: &str) {
     let backend = PgBackend::connect(options(url, schema)).unwrap();
     let mut opened = backend.open("bench-append", "").unwrap();
-    let state = json!({"engine": "bench", "state": {"facts": ["a", "b", "c"], "turn": 0},
-                       "client": {"mirror": {"count": 12}}});
+    let state = Arc::new(
+        json!({"engine": "bench", "state": {"facts": ["a", "b", "c"], "turn": 0},
+                       "client": {"mirror": {"count": 12}}}),
+    );
     let mut n = 0u64;
     c.bench_function("pg/commit_one_turn", |b| {
         b.iter(|| {

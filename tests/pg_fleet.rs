@@ -101,7 +101,7 @@ fn turn(
         return "dup";
     }
     assert_eq!(*done + 1, n, "{session}: turn {n} after {done}");
-    let state = json!({"turn": n});
+    let state = std::sync::Arc::new(json!({"turn": n}));
     let written = opened
         .store
         .append(vec![

@@ -111,7 +111,7 @@ fn a_commit_is_what_survives(kind: Kind) {
     opened
         .store
         .commit(Commit {
-            state: Some(&state),
+            state: Some(&Arc::new(state.clone())),
             turn_ended: true,
         })
         .unwrap();
@@ -197,7 +197,7 @@ fn a_session_copies_into_sqlite_with_its_ids_once(kind: Kind) {
     let state = json!({"engine": "e", "state": [1, 2]});
     s.store
         .commit(Commit {
-            state: Some(&state),
+            state: Some(&Arc::new(state.clone())),
             turn_ended: true,
         })
         .unwrap();

@@ -23,7 +23,7 @@ fn texts(messages: &[Arc<Message>]) -> Vec<String> {
 
 fn commit_turn(store: &mut dyn SessionStore, state: &serde_json::Value) -> ctxhost::Result<()> {
     store.commit(Commit {
-        state: Some(state),
+        state: Some(&Arc::new(state.clone())),
         turn_ended: true,
     })
 }

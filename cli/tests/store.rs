@@ -41,7 +41,7 @@ fn fill(backend: &dyn Backend) {
                     Message::assistant(format!("{id} answer {t}")),
                 ])
                 .unwrap();
-            let state = json!({"engine": "e", "state": {"turns": t + 1}});
+            let state = Arc::new(json!({"engine": "e", "state": {"turns": t + 1}}));
             s.store
                 .commit(Commit {
                     state: Some(&state),

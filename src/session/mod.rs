@@ -150,7 +150,7 @@ pub struct Session {
     store: Box<dyn SessionStore>,
     /// The state the store last committed (the engine's, with a client's record), restored
     /// when the session reopens or follows a reload.
-    saved: Option<Value>,
+    saved: Option<Arc<Value>>,
     /// A turn ended since the last commit (counted by the next one).
     turn_ended: bool,
     context: Arc<Vec<Arc<Message>>>,
@@ -279,7 +279,7 @@ impl Session {
             recall,
             context,
             store,
-            saved: state,
+            saved: state.map(Arc::new),
             turn_ended: false,
             setup,
         };

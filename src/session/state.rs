@@ -3,6 +3,7 @@
 //! as they were or both as they are) and restored when the session reopens or follows a reload.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -23,7 +24,7 @@ impl Session {
         let Some(doc) = self.saved.clone() else {
             return Ok(());
         };
-        let saved: SavedState = match serde_json::from_value(doc) {
+        let saved: SavedState = match SavedState::deserialize(&*doc) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(session = &*self.id, location = %self.store.location(), "ignoring unreadable engine state: {e}");
@@ -77,7 +78,7 @@ impl Session {
             None => match self
                 .saved
                 .as_ref()
-                .and_then(|v| serde_json::from_value::<SavedState>(v.clone()).ok())
+                .and_then(|v| SavedState::deserialize(&**v).ok())
             {
                 Some(old) => (old.engine, old.state),
                 None => (self.engine_id.clone(), Value::Null),
@@ -94,12 +95,12 @@ impl Session {
                 doc.insert("stored".into(), Value::from(n));
             }
         }
-        let doc = Value::Object(doc);
+        let doc = Arc::new(Value::Object(doc));
         // The cap counts the state as written (escaped JSON: a control character is six
         // bytes), and measuring stops at it rather than build a huge file only to refuse it.
         let cap = self.setup.limits.max_result_bytes;
         let mut text = CappedWriter::new(cap);
-        if let Err(e) = serde_json::to_writer_pretty(&mut text, &doc) {
+        if let Err(e) = serde_json::to_writer_pretty(&mut text, &*doc) {
             if text.over {
                 self.commit_entries(turn_ended)?;
                 let e = EngineError::new(

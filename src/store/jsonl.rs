@@ -81,7 +81,7 @@ pub struct JsonlStore {
     durability: Durability,
     /// The state as last committed (without the mark), to keep it when a commit brings none
     /// and to skip writing one that did not change.
-    state: Option<Value>,
+    state: Option<Arc<Value>>,
     mark: Option<Mark>,
     /// Transcript bytes known to be on disk (synced); the journal carries those after them.
     synced: u64,
@@ -163,7 +163,7 @@ impl JsonlStore {
             slots: journal::slots_exist(file),
             transcript,
             durability,
-            state: committed.state.clone(),
+            state: committed.state.clone().map(Arc::new),
             mark: committed.mark,
         };
         Ok(Opened {
@@ -193,14 +193,14 @@ impl JsonlStore {
             synced: transcript.byte_len()?,
             transcript,
             durability,
-            state: state.cloned(),
+            state: state.cloned().map(Arc::new),
             mark: None,
             slots: false,
             created_at: meta.created_at.clone(),
             last_id: messages.last().map(|m| m.id.clone()),
         };
         let mark = store.mark_now(meta.turns.unwrap_or(0))?;
-        let doc = store.encode(store.state.as_ref(), mark)?;
+        let doc = store.encode(store.state.as_deref(), mark)?;
         write_atomic(&store.state_file, &doc, durability != Durability::None)
     }
 
@@ -234,16 +234,23 @@ impl JsonlStore {
             }
             None => &empty,
         };
-        serde_json::to_vec_pretty(&Doc {
+        let doc = Doc {
             state,
             commit: mark,
-        })
-        .map_err(|e| Error::Store {
+        };
+        let fail = |e: serde_json::Error| Error::Store {
             backend: KIND,
             op: "encode state",
             session: Some(self.transcript.session_id().to_owned()),
             message: e.to_string(),
-        })
+        };
+        // Sized first: a buffer grown by doubling holds the old and the new copy at once, which
+        // for a state near the result cap is most of the peak memory of a commit.
+        let mut size = ByteCount(0);
+        serde_json::to_writer_pretty(&mut size, &doc).map_err(fail)?;
+        let mut out = Vec::with_capacity(size.0);
+        serde_json::to_writer_pretty(&mut out, &doc).map_err(fail)?;
+        Ok(out)
     }
 
     /// The transcript's bytes from `from` to `to` (what a journal record carries), read back
@@ -279,6 +286,20 @@ impl JsonlStore {
     }
 }
 
+/// Counts the bytes written to it (to size a buffer before writing into it).
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// How the transcript's appends are synced under the store's `durability`: never one by one
 /// (a commit makes them durable; bytes after the last commit are set aside anyway).
 fn appends(durability: Durability) -> Durability {
@@ -299,15 +320,16 @@ impl SessionStore for JsonlStore {
 
     fn commit(&mut self, commit: Commit<'_>) -> Result<()> {
         let entries = self.transcript.len() as u64;
-        let unchanged_state = commit.state.is_none() || commit.state == self.state.as_ref();
+        let unchanged_state =
+            commit.state.is_none() || commit.state.map(|s| &**s) == self.state.as_deref();
         let old = self.mark.unwrap_or_default();
         if unchanged_state && !commit.turn_ended && self.mark.is_some_and(|m| m.entries == entries)
         {
             return Ok(());
         }
         let state = match commit.state {
-            Some(s) if !unchanged_state => Some(s),
-            _ => self.state.as_ref(),
+            Some(s) if !unchanged_state => Some(&**s),
+            _ => self.state.as_deref(),
         };
         let mark = Mark {
             bytes: self.transcript.byte_len()?,
@@ -327,10 +349,11 @@ impl SessionStore for JsonlStore {
             }
             tracing::warn!(file = %self.state_file.display(), "the state file was not replaced (the commit journal holds the commit): {e}");
         }
+        drop(doc);
         if let Some(s) = commit.state
             && !unchanged_state
         {
-            self.state = Some(s.clone());
+            self.state = Some(Arc::clone(s));
         }
         self.mark = Some(mark);
         Ok(())

@@ -146,7 +146,7 @@ impl SessionStore for MemoryStore {
         self.committed_len = c.messages.len();
         c.next_id = self.next_id;
         if let Some(state) = commit.state {
-            c.state = Some(state.clone());
+            c.state = Some(Value::clone(state));
         }
         if commit.turn_ended {
             self.meta.turns = Some(self.meta.turns.unwrap_or(0) + 1);

@@ -66,8 +66,9 @@ pub struct SessionMeta {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Commit<'a> {
     /// The session's state (the engine's `p.state` and a client's record), or `None` to keep
-    /// the committed one.
-    pub state: Option<&'a Value>,
+    /// the committed one. Shared, not copied: a store keeps the committed state to write it
+    /// again with a commit that brings none, and the session keeps it too.
+    pub state: Option<&'a Arc<Value>>,
     /// Whether a turn ended with this commit (counted in [`SessionMeta::turns`]).
     pub turn_ended: bool,
 }

@@ -260,7 +260,7 @@ impl Backend for SqliteBackend {
             last_id: messages.last().map(|m| m.id.clone()),
             created_at: row.created_at,
             turns: row.turns,
-            state: state.clone(),
+            state: state.clone().map(Arc::new),
         };
         Ok(Opened {
             store: Box::new(store),
@@ -401,7 +401,7 @@ pub struct SqliteStore {
     created_at: String,
     turns: u64,
     /// The state as last committed, to skip writing one that did not change.
-    state: Option<Value>,
+    state: Option<Arc<Value>>,
 }
 
 impl SessionStore for SqliteStore {
@@ -419,12 +419,14 @@ impl SessionStore for SqliteStore {
     }
 
     fn commit(&mut self, commit: Commit<'_>) -> Result<()> {
-        let new_state = commit.state.filter(|s| Some(*s) != self.state.as_ref());
+        let new_state = commit
+            .state
+            .filter(|s| Some(&***s) != self.state.as_deref());
         if self.pending.is_empty() && new_state.is_none() && !commit.turn_ended {
             return Ok(());
         }
         let state_text = new_state
-            .map(serde_json::to_string)
+            .map(|s| serde_json::to_string(&**s))
             .transpose()
             .map_err(|e| err("encode state", Some(&self.id), e))?;
         let seq = self.committed + self.pending.len() as u64;
@@ -464,7 +466,7 @@ impl SessionStore for SqliteStore {
         self.pending.clear();
         self.turns = turns;
         if let Some(s) = new_state {
-            self.state = Some(s.clone());
+            self.state = Some(Arc::clone(s));
         }
         Ok(())
     }

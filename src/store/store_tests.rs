@@ -15,7 +15,7 @@ fn texts(messages: &[Arc<Message>]) -> Vec<String> {
 fn commit_turn(store: &mut dyn SessionStore, state: &serde_json::Value) {
     store
         .commit(Commit {
-            state: Some(state),
+            state: Some(&Arc::new(state.clone())),
             turn_ended: true,
         })
         .unwrap();
@@ -121,7 +121,7 @@ fn a_session_imports_with_its_ids_once_and_a_different_one_is_refused() {
     let state = json!({"engine": "e", "state": null});
     s.store
         .commit(Commit {
-            state: Some(&state),
+            state: Some(&Arc::new(state.clone())),
             turn_ended: true,
         })
         .unwrap();

@@ -83,12 +83,17 @@ fn run_id_is_one_per_turn_and_provider_and_usage_come_from_the_newest_reply() {
     assert_eq!(field(second, "usage.input"), "120");
     assert_eq!(field(third, "provider"), "openai");
     assert_eq!(field(third, "usage.input"), "300");
+    // The store counts committed turns (its commit mark): the tool loop is still turn 1.
+    assert_eq!(field(first, "turnNumber"), "1");
+    assert_eq!(field(second, "turnNumber"), "1");
+    assert_eq!(field(third, "turnNumber"), "2");
     for c in &calls {
         assert_eq!(field(c, "modelId"), "model-x");
         assert_eq!(field(c, "trigger"), "user");
-        // The JSONL store cannot give these yet.
-        assert_eq!(field(c, "turnNumber"), "absent");
-        assert_eq!(field(c, "sessionCreatedAt"), "absent");
+        assert!(
+            field(c, "sessionCreatedAt").starts_with("20"),
+            "an ISO 8601 time: {c:?}"
+        );
         assert_ne!(field(c, "reserved"), "absent");
         assert!(field(c, "cursor").starts_with("fs-jsonl/"), "{c:?}");
     }

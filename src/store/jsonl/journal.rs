@@ -101,11 +101,11 @@ pub(super) fn write(
         .truncate(true)
         .open(&path)
         .map_err(io)?;
-    let mut buf = Vec::with_capacity(header.len() + state.len() + tail.len());
-    buf.extend_from_slice(header.as_bytes());
-    buf.extend_from_slice(state);
-    buf.extend_from_slice(tail);
-    file.write_all(&buf)
+    // Written piece by piece, not gathered into one buffer first: a state near the result cap
+    // would otherwise be held twice (the digest tells a torn record anyway).
+    file.write_all(header.as_bytes())
+        .and_then(|()| file.write_all(state))
+        .and_then(|()| file.write_all(tail))
         .and_then(|()| file.sync_data())
         .map_err(io)
 }

@@ -311,7 +311,7 @@ impl SessionStore for PgStore {
             bodies: Vec::with_capacity(self.pending.len()),
             state: commit
                 .state
-                .map(serde_json::to_string)
+                .map(|s| serde_json::to_string(&**s))
                 .transpose()
                 .map_err(|e| encode("state", e))?,
             turn: i64::from(commit.turn_ended),
