@@ -31,7 +31,6 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use ctxhost::contract::{AssembleParams, AssembleResult, ResultLimits, check_assemble};
 use ctxhost::engine::Engine;
@@ -39,12 +38,8 @@ use ctxhost::engine::api::HostCall;
 
 mod common;
 
+use common::timing::{SAMPLE, SAMPLES, Series, ratio, sample, time};
 use common::workloads::{self, BUDGET, Outcome, implementations};
-
-/// Samples per implementation per round.
-const SAMPLES: usize = 15;
-/// Time one sample fills.
-const SAMPLE: Duration = Duration::from_millis(20);
 
 /// Stops the bench with a message.
 fn fail(message: &str) -> ! {
@@ -62,65 +57,6 @@ fn assemble(
     let r = e.assemble(call, p).map_err(|e| e.to_string())?;
     check_assemble(&r, limits)?;
     Ok(r)
-}
-
-/// Per-call times: each sample runs `f` as often as fills [`SAMPLE`] (as the peers do).
-fn sample(mut f: impl FnMut()) -> Vec<f64> {
-    let mut n = 1u64;
-    let mut took;
-    loop {
-        let t0 = Instant::now();
-        for _ in 0..n {
-            f();
-        }
-        took = t0.elapsed();
-        if took >= SAMPLE / 4 || n >= 1 << 24 {
-            break;
-        }
-        n *= 2;
-    }
-    let n = ((n as f64 * SAMPLE.as_secs_f64() / took.as_secs_f64().max(1e-9)) as u64).max(1);
-    (0..SAMPLES)
-        .map(|_| {
-            let t0 = Instant::now();
-            for _ in 0..n {
-                f();
-            }
-            t0.elapsed().as_secs_f64() / n as f64
-        })
-        .collect()
-}
-
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-/// A time with a unit that keeps three significant digits readable.
-fn time(s: f64) -> String {
-    match s {
-        s if s >= 1e-3 => format!("{:.3} ms", s * 1e3),
-        s if s >= 1e-6 => format!("{:.2} µs", s * 1e6),
-        s => format!("{:.0} ns", s * 1e9),
-    }
-}
-
-/// A ratio with two significant digits.
-fn ratio(r: f64) -> String {
-    if !r.is_finite() {
-        return "–".into();
-    }
-    let decimals = if r > 0.0 {
-        (1 - r.log10().floor() as i32).max(0) as usize
-    } else {
-        0
-    };
-    format!("{r:.decimals$}×")
 }
 
 /// What one peer printed for one workload.
@@ -157,27 +93,6 @@ fn run_peer(program: &str, script: &Path, file: &Path) -> Result<Vec<PeerLine>, 
         .lines()
         .map(|l| serde_json::from_str(l).map_err(|e| format!("{program} printed {l:?}: {e}")))
         .collect()
-}
-
-/// Every sample of one implementation on one workload, by round.
-#[derive(Default)]
-struct Series {
-    rounds: Vec<Vec<f64>>,
-}
-
-impl Series {
-    fn all(&self) -> Vec<f64> {
-        self.rounds.iter().flatten().copied().collect()
-    }
-    fn median(&self) -> f64 {
-        median(&self.all())
-    }
-    fn range(&self) -> String {
-        let meds: Vec<f64> = self.rounds.iter().map(|r| median(r)).collect();
-        let lo = meds.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = meds.iter().copied().fold(0.0, f64::max);
-        format!("{}–{}", time(lo), time(hi))
-    }
 }
 
 fn main() {

@@ -13,18 +13,29 @@ use ctxhost::error::EngineErrorKind;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::{Session, TurnInput};
 
-const SLOW_LUA: &str = r#"local M = { info = { id = "slow", name = "Slow" } }
+// Slow but within the budget (`fit`), so `check` fails it for its time alone.
+const SLOW_LUA: &str = r#"local fit = require("fit")
+local M = { info = { id = "slow", name = "Slow" } }
 local function spin() local t = os.clock(); while os.clock() - t < 0.06 do end end
 function M.ingest(p) spin(); return { ingested = true } end
-function M.assemble(p) spin(); return { messages = p.messages, estimatedTokens = 0 } end
+function M.assemble(p)
+  spin()
+  local kept, tokens = fit.newest_first(p.messages, p.tokenBudget)
+  return { messages = kept, estimatedTokens = tokens }
+end
 function M.compact(p) return host.delegateCompaction(p) end
 return M
 "#;
 
-const SLOW_RHAI: &str = r#"fn info() { #{ id: "slow", name: "Slow" } }
+const SLOW_RHAI: &str = r#"import "fit" as fit;
+fn info() { #{ id: "slow", name: "Slow" } }
 fn spin() { let t = timestamp(); while t.elapsed < 0.06 {} }
 fn ingest(p) { spin(); #{ ingested: true } }
-fn assemble(p) { spin(); #{ messages: p.messages, estimatedTokens: 0 } }
+fn assemble(p) {
+    spin();
+    let r = fit::newest_first(p.messages, p.tokenBudget);
+    #{ messages: r.kept, estimatedTokens: r.tokens }
+}
 fn compact(p) { host::delegateCompaction(p) }
 "#;
 

@@ -19,6 +19,8 @@ use ctxhost::session::Session;
 use ctxhost::tools::check::check_engine;
 use ctxhost::tools::replay::drive;
 
+use crate::common::engine::Lang;
+
 pub(crate) fn engine_path(rel: &str) -> PathBuf {
     common::repo_root().join(rel)
 }
@@ -236,6 +238,104 @@ fn check_fails_an_engine_whose_compaction_drops_the_conversation() {
             "{engine}: {failed:?}"
         );
     }
+}
+
+/// An engine that keeps the last six user turns whatever their size and delegates compaction:
+/// `check --transcript` caught it on pimono's first turn, the synthetic session did not
+/// (issue 24 item 5). The same engine in both languages, written by the test.
+const LAST_SIX_LUA: &str = r#"-- Keeps the last six user turns whatever their size.
+local M = { info = { id = "last-six", name = "Last six turns", ownsCompaction = false } }
+function M.ingest(p) return { ingested = true } end
+function M.assemble(p)
+  local users, from = 0, 1
+  for i = #p.messages, 1, -1 do
+    if p.messages[i].role == "user" then
+      users += 1
+      if users == 6 then from = i break end
+    end
+  end
+  local out = {}
+  for i = from, #p.messages do out[#out + 1] = p.messages[i] end
+  return { messages = out, estimatedTokens = 1 }
+end
+function M.compact(p) return host.delegateCompaction(p) end
+return M
+"#;
+
+const LAST_SIX_RHAI: &str = r#"// Keeps the last six user turns whatever their size.
+fn info() {
+    #{ id: "last-six", name: "Last six turns", ownsCompaction: false }
+}
+
+fn ingest(p) {
+    #{ ingested: true }
+}
+
+fn assemble(p) {
+    let users = 0;
+    let start = 0;
+    let i = p.messages.len() - 1;
+    while i >= 0 {
+        if p.messages[i].role == "user" {
+            users += 1;
+            if users == 6 {
+                start = i;
+                break;
+            }
+        }
+        i -= 1;
+    }
+    let out = [];
+    for j in start..p.messages.len() {
+        out.push(p.messages[j]);
+    }
+    #{ messages: out, estimatedTokens: 1 }
+}
+
+fn compact(p) {
+    host::delegateCompaction(p)
+}
+"#;
+
+/// Issue 24 item 5: `check` without a transcript fails the last-six engine on the model call
+/// whose recent messages exceed the window (a first model step of several tool results at
+/// once, with nothing older for compaction to cut), naming the turn and the call.
+fn check_fails_an_engine_that_keeps_recent_turns_whatever_their_size(lang: Lang) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(format!("last_six.{lang}"));
+    let source = match lang {
+        Lang::Lua => LAST_SIX_LUA,
+        Lang::Rhai => LAST_SIX_RHAI,
+    };
+    std::fs::write(&path, source).expect("write the engine");
+    let report = check_engine(&path, &Config::default());
+    assert!(!report.sound, "{lang}: {:#?}", report.steps);
+    assert!(
+        report
+            .steps
+            .iter()
+            .any(|s| s.step == "load and validate" && s.ok),
+        "{lang}: {:#?}",
+        report.steps
+    );
+    let failed: Vec<_> = report.steps.iter().filter(|s| !s.ok).collect();
+    assert_eq!(failed.len(), 1, "{lang}: {:#?}", report.steps);
+    assert_eq!(
+        failed[0].step, "turn 1, model call 2",
+        "{lang}: {:#?}",
+        failed[0]
+    );
+    assert!(
+        failed[0]
+            .detail
+            .contains("exceeds the budget of 3000 after 1 compactions"),
+        "{lang}: {:#?}",
+        failed[0]
+    );
+}
+
+both_languages! {
+    check_fails_an_engine_that_keeps_recent_turns_whatever_their_size => check_fails_an_engine_that_keeps_recent_turns_whatever_their_size;
 }
 
 /// Issue 12: `replay` reports, per model call and in its summary, what an engine's assembly

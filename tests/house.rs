@@ -196,11 +196,13 @@ fn a_full_disk_during_an_engines_compact_quarantines_nothing() {
 fn renamed_engine(broken: bool) -> String {
     let fail = if broken { "error(\"broken\")" } else { "" };
     format!(
-        r#"local M = {{ info = {{ id = "declared-id", name = "Renamed" }} }}
+        r#"local fit = require("fit")
+local M = {{ info = {{ id = "declared-id", name = "Renamed" }} }}
 function M.ingest(p) return {{ ingested = true }} end
 function M.assemble(p)
   {fail}
-  return {{ messages = p.messages, estimatedTokens = host.tokens(p.messages) }}
+  local kept, tokens = fit.newest_first(p.messages, p.tokenBudget)
+  return {{ messages = kept, estimatedTokens = tokens }}
 end
 function M.compact(p) return host.delegateCompaction(p) end
 return M

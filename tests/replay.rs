@@ -87,3 +87,49 @@ async fn a_reopened_session_continues_its_transcript() {
     let texts: Vec<String> = a.messages.iter().map(|m| m.text()).collect();
     assert_eq!(texts, ["first", "one", "second"]);
 }
+
+/// Issue 24 item 4: a replay's `engineTimes` gives `compact` and the summarizer their own rows
+/// whoever compacts: here `legacy`, whose compactions are the host's built-in auto-compaction
+/// (before, only `assemble` and `ingest` were listed), and a script engine that does not own
+/// compaction (the host compacts for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_times_compaction_and_the_summarizer_whoever_compacts() {
+    let path = common::shared_dir()
+        .join("data/transcripts")
+        .join(crate::guarantees::CODEX);
+    let forgetful = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lua/forgetful.lua");
+    for engine in [None, Some(forgetful.as_path())] {
+        let imported = ctxhost::transcript::import(&path).expect("import");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = ctxhost::tools::replay::ReplayOptions {
+            out_dir: dir.path().to_path_buf(),
+            concurrency: 1,
+            contexts: false,
+        };
+        let summary =
+            ctxhost::tools::replay::replay(host(3_000, engine), &path, imported, &opts, |_| {})
+                .await
+                .expect("replay");
+        assert!(summary.compactions > 0, "{engine:?}: {summary:?}");
+        let row = |name: &str| summary.engine_times.iter().find(|t| t.method == name);
+        let compact = row("compact")
+            .unwrap_or_else(|| panic!("{engine:?}: no compact row: {:?}", summary.engine_times));
+        assert!(
+            compact.calls >= summary.compactions,
+            "{engine:?}: {compact:?} for {} compactions",
+            summary.compactions
+        );
+        let summarizer = row(ctxhost::session::BUILTIN_ROW)
+            .unwrap_or_else(|| panic!("{engine:?}: no summarizer row: {:?}", summary.engine_times));
+        assert!(
+            summarizer.calls >= summary.compactions,
+            "{engine:?}: {summarizer:?} for {} compactions",
+            summary.compactions
+        );
+        assert!(
+            summary.engine_times.iter().all(|t| t.calls > 0),
+            "{engine:?}: {:?}",
+            summary.engine_times
+        );
+    }
+}

@@ -2,7 +2,8 @@
 //! the reference outputs of `shared/data/workloads` on both workloads, through the host path
 //! (engine call, `check_assemble`, the host's own messages mapped back). The engines and the
 //! workload conversion are the bench's own (`benches/common`), so what is benchmarked is what is
-//! tested. Skipped, with a note, when the shared dir is absent.
+//! tested. The same fit as `pipeline` hooks (`benches/pipeline.rs`) does too. Skipped, with a
+//! note, when the shared dir is absent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -67,6 +68,46 @@ fn rhai_keep_recent_reproduces_the_reference_outputs() {
 #[test]
 fn rust_keep_recent_reproduces_the_reference_outputs() {
     reproduces_the_reference("rust");
+}
+
+/// Two `assemble`s of each workload by the keep-recent fit as `pipeline` hooks in `lang` (the fit
+/// alone as one `project` hook, then among the four cheap hooks of `benches/pipeline.rs`), each
+/// checked against the reference: the session's own messages, no hook quarantined, and the
+/// `collect` hook's block in the system prompt when it runs.
+fn hooks_reproduce_the_reference(lang: &str) {
+    let Some(loaded) = loaded() else { return };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let services = bench::services();
+    let p = bench::params(BUDGET);
+    for w in loaded {
+        let call = bench::call(Arc::clone(&w.messages), &services, BUDGET);
+        for all in [false, true] {
+            let (factory, mut e) = bench::pipeline::pipeline(&root, lang, all);
+            for _ in 0..2 {
+                let r = e.assemble(&call, &p).unwrap_or_else(|e| panic!("{e}"));
+                check_assemble(&r, &ResultLimits::default()).unwrap();
+                let got =
+                    bench::pipeline::check(lang, w, &r, all).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(got, w.spec.reference);
+            }
+            // Every hook loaded, and the fit ran in both calls.
+            let hooks = factory.hooks();
+            assert_eq!(hooks.len(), if all { 5 } else { 1 });
+            let fit = hooks.iter().find(|h| h.id == bench::pipeline::FIT).unwrap();
+            assert_eq!(fit.status.calls.get("project"), Some(&2), "{fit:?}");
+            assert!(hooks.iter().all(|h| h.status.quarantines == 0), "{hooks:?}");
+        }
+    }
+}
+
+#[test]
+fn lua_keep_recent_as_pipeline_hooks_reproduces_the_reference_outputs() {
+    hooks_reproduce_the_reference("lua");
+}
+
+#[test]
+fn rhai_keep_recent_as_pipeline_hooks_reproduces_the_reference_outputs() {
+    hooks_reproduce_the_reference("rhai");
 }
 
 /// The conversion keeps each message's text: the workload's token total survives it.

@@ -6,6 +6,8 @@
 #![allow(dead_code)]
 
 pub mod flat;
+pub mod pipeline;
+pub mod timing;
 pub mod workloads;
 
 use std::path::{Path, PathBuf};

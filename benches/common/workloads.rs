@@ -315,15 +315,33 @@ impl Engine for KeepRecent {
 }
 
 /// What an engine's `assemble` result kept of `ctx`: it must be the newest contiguous suffix, as
-/// the host's own messages (the same `Arc`s, not copies).
+/// the host's own messages (the same `Arc`s, not copies), and its `estimatedTokens` the
+/// workload's count of them.
 pub fn outcome(ctx: &[Arc<Message>], r: &AssembleResult) -> Result<Outcome, String> {
-    let kept = r.messages.len();
+    let got = kept_suffix(ctx, &r.messages)?;
+    let t = r.estimated_tokens;
+    if t.fract() != 0.0 || t < 0.0 {
+        return Err(format!("estimatedTokens {t} is not a whole number"));
+    }
+    // The engine's count must also be the workload's count of what it kept.
+    if got.tokens != t as u64 {
+        return Err(format!(
+            "estimatedTokens {t}, but the kept messages hold {} tokens",
+            got.tokens
+        ));
+    }
+    Ok(got)
+}
+
+/// What `messages` keep of `ctx`, which they must be the newest contiguous suffix of, as the
+/// host's own messages (the same `Arc`s, not copies); tokens by the workload's rule.
+pub fn kept_suffix(ctx: &[Arc<Message>], messages: &[Arc<Message>]) -> Result<Outcome, String> {
+    let kept = messages.len();
     if kept > ctx.len() {
         return Err(format!("{kept} messages returned of {}", ctx.len()));
     }
     let first = ctx.len() - kept;
-    if let Some(k) = r
-        .messages
+    if let Some(k) = messages
         .iter()
         .zip(&ctx[first..])
         .position(|(m, c)| !Arc::ptr_eq(m, c))
@@ -333,17 +351,7 @@ pub fn outcome(ctx: &[Arc<Message>], r: &AssembleResult) -> Result<Outcome, Stri
             first + k
         ));
     }
-    let t = r.estimated_tokens;
-    if t.fract() != 0.0 || t < 0.0 {
-        return Err(format!("estimatedTokens {t} is not a whole number"));
-    }
-    // The engine's count must also be the workload's count of what it kept.
-    let counted: u64 = r.messages.iter().map(|m| message_tokens(m)).sum();
-    if counted != t as u64 {
-        return Err(format!(
-            "estimatedTokens {t}, but the kept messages hold {counted} tokens"
-        ));
-    }
+    let counted: u64 = messages.iter().map(|m| message_tokens(m)).sum();
     Ok(Outcome {
         kept,
         first,
@@ -355,6 +363,11 @@ pub fn outcome(ctx: &[Arc<Message>], r: &AssembleResult) -> Result<Outcome, Stri
 pub fn check(engine: &str, w: &Workload, r: &AssembleResult) -> Result<Outcome, String> {
     let what = format!("keep_recent [{engine}, {}]", w.spec.name);
     let got = outcome(&w.messages, r).map_err(|e| format!("{what}: {e}"))?;
+    reference(&what, w, got)
+}
+
+/// `Ok(got)` when `got` is workload `w`'s reference outcome, else what differs, naming `what`.
+pub fn reference(what: &str, w: &Workload, got: Outcome) -> Result<Outcome, String> {
     if got != w.spec.reference {
         return Err(format!(
             "{what} kept {} messages from index {} ({} tokens); the reference is {} from index {} \

@@ -13,6 +13,7 @@ mod compare;
 mod contexts;
 mod crash;
 mod did_you_mean;
+mod doctor_pipeline;
 mod isolation;
 mod kills;
 mod new_engine;

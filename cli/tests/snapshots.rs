@@ -137,6 +137,16 @@ fn doctor_without_a_config() {
     settings().bind(|| insta::assert_snapshot!("doctor_defaults", visible(&["doctor"])));
 }
 
+#[test]
+fn doctor_with_the_example_pipeline() {
+    settings().bind(|| {
+        insta::assert_snapshot!(
+            "doctor_pipeline",
+            visible(&["doctor", "--config", "scripts/hooks/pipeline.json5"])
+        )
+    });
+}
+
 /// A short real conversation (seven turns) with tool calls, so the JSON stays reviewable; at a
 /// 2,000-token window it compacts twice and the host puts back what three calls lacked.
 fn short_transcript() -> String {

@@ -37,6 +37,7 @@ mod compact;
 mod context;
 mod dispatch;
 mod state;
+mod timed_summarizer;
 mod turn;
 
 pub use crate::engine::api::{CallTimes, MethodTimes};
@@ -44,6 +45,7 @@ pub use checks::{check_assemble, check_compact};
 pub use client::{CallExtras, ClientAssemble, SavedRecord};
 pub use context::derive_context;
 pub use state::state_path;
+pub use timed_summarizer::{BUILTIN_ROW, LLM_ROW};
 
 /// Everything a session needs that the host shares across sessions.
 #[derive(Clone, Debug)]
@@ -187,8 +189,10 @@ pub struct Session {
     turn_engine_time: std::time::Duration,
     /// Over-budget turns in a row.
     slow_strikes: u32,
-    /// Per-method call times of this session's engine.
+    /// Per-method call times of this session's engine (and of the host's built-in compaction).
     call_times: CallTimes,
+    /// The times of every summary the session's summarizer wrote, whoever asked for it.
+    summary_times: Arc<parking_lot::Mutex<CallTimes>>,
     /// What the caller passed with the operation in progress, beyond what the session makes
     /// itself (see [`Session::with_extras`]).
     extras: Option<client::Extras>,
@@ -236,12 +240,17 @@ impl Session {
             messages,
             state,
         } = opened;
+        let summary_times = Arc::new(parking_lot::Mutex::new(CallTimes::default()));
+        let summarizer = setup
+            .summarizer
+            .for_session()
+            .unwrap_or_else(|| Arc::clone(&setup.summarizer));
         let services = Arc::new(SessionServices {
             tokens: TokenCache::new(Arc::clone(&setup.tokens)),
-            summarizer: setup
-                .summarizer
-                .for_session()
-                .unwrap_or_else(|| Arc::clone(&setup.summarizer)),
+            summarizer: Arc::new(timed_summarizer::TimedSummarizer::new(
+                summarizer,
+                Arc::clone(&summary_times),
+            )),
             compaction: setup.compaction.clone(),
             limits: setup.limits.clone(),
             model: crate::engine::api::SessionModel::new(Arc::clone(&setup.completions)),
@@ -273,6 +282,7 @@ impl Session {
             turn_engine_time: std::time::Duration::ZERO,
             slow_strikes: 0,
             call_times: CallTimes::default(),
+            summary_times,
             extras: None,
             record: None,
             services,
@@ -338,9 +348,14 @@ impl Session {
         self.services.tokens.messages(&self.context)
     }
 
-    /// Where this session's engine time went, per lifecycle method.
-    pub fn call_times(&self) -> &CallTimes {
-        &self.call_times
+    /// Where this session's engine time went, per lifecycle method (`compact` includes the
+    /// host's built-in compaction), with a row per summarizer ([`BUILTIN_ROW`], [`LLM_ROW`])
+    /// for every summary written, whoever asked for it (time that is part of `compact` or of
+    /// the `host.*` function that asked).
+    pub fn call_times(&self) -> CallTimes {
+        let mut times = self.call_times.clone();
+        times.merge(&self.summary_times.lock());
+        times
     }
 
     /// Where this session's scripts spent time in `host.*` functions (`host.summarize`,

@@ -329,7 +329,7 @@ pub async fn replay_session(
     }
     let times = session
         .with(|s| SessionTimes {
-            engine: s.call_times().clone(),
+            engine: s.call_times(),
             host: s.host_times(),
         })
         .await?;

@@ -409,8 +409,8 @@ impl View<'_> {
                 .iter()
                 .map(|m| {
                     format!(
-                        "{} {}× p50 {:.2} p95 {:.2} ms",
-                        m.method, m.calls, m.p50_ms, m.p95_ms
+                        "{} {}× p50 {:.2} p95 {:.2} total {:.1} ms",
+                        m.method, m.calls, m.p50_ms, m.p95_ms, m.total_ms
                     )
                 })
                 .collect();

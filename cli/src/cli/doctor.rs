@@ -8,9 +8,9 @@ use serde::Serialize;
 
 use crate::cli::Outcome;
 use crate::cli::args::DoctorArgs;
-use ctxhost::config::discover;
+use ctxhost::config::{PIPELINE_ID, discover};
 use ctxhost::contract::LEGACY_ID;
-use ctxhost::tools::check::check_engine;
+use ctxhost::tools::check::{CheckReport, check_engine, check_pipeline};
 
 /// The doctor's findings.
 #[derive(Debug, Serialize)]
@@ -26,6 +26,9 @@ struct Diagnosis {
     load: Option<String>,
     warnings: Vec<String>,
     quarantine: Option<String>,
+    /// With the `pipeline` engine configured: its hooks, in the order they run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hooks: Option<Vec<PipelineHook>>,
     tokenizer: String,
     window: u64,
     token_budget: u64,
@@ -41,6 +44,118 @@ struct Diagnosis {
     /// Where sessions are kept (`host.store`) under the default state directory.
     store: StoreReport,
     openclaw: Bridge,
+}
+
+/// One hook of the configured pipeline as `doctor` shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PipelineHook {
+    /// The id in `host.pipeline.hooks`.
+    id: String,
+    /// `lua`, `rhai` or `builtin`; absent when the pipeline did not load.
+    kind: Option<String>,
+    /// Where its instances run: `thread`, `process` or `builtin`.
+    runs_in: Option<String>,
+    /// The hook file (none for a built-in hook).
+    file: Option<String>,
+    /// The hook functions it defines (`collect`, `project`, `prune`, ...).
+    handlers: Vec<String>,
+    /// Calls per hook function in doctor's drive of the pipeline.
+    calls: std::collections::BTreeMap<String, u64>,
+    /// `loaded`, `quarantined` (it failed in the drive) or `not loaded` (the pipeline did not
+    /// load).
+    state: String,
+    /// Why it was quarantined.
+    failure: Option<String>,
+}
+
+/// The pipeline's hooks as the check of it left them; when it did not load, the hooks the
+/// config names, each `not loaded`.
+fn pipeline_hooks(config: &ctxhost::config::Config, report: &CheckReport) -> Vec<PipelineHook> {
+    match report.hooks.as_deref() {
+        Some(hooks) if !hooks.is_empty() => hooks
+            .iter()
+            .map(|h| PipelineHook {
+                id: h.id.clone(),
+                kind: Some(h.kind.clone()),
+                runs_in: Some(h.runs_in.clone()),
+                file: h.file.as_ref().map(|f| f.display().to_string()),
+                handlers: h.status.defines.clone(),
+                calls: h.status.calls.clone(),
+                state: if h.status.quarantines > 0 {
+                    "quarantined".into()
+                } else {
+                    "loaded".into()
+                },
+                failure: h.status.last_failure.clone(),
+            })
+            .collect(),
+        _ => config
+            .host
+            .pipeline
+            .hooks
+            .iter()
+            .map(|id| PipelineHook {
+                id: id.clone(),
+                kind: None,
+                runs_in: None,
+                file: config
+                    .plugins
+                    .entries
+                    .get(id)
+                    .and_then(|e| e.path.as_deref())
+                    .map(|p| config.resolve(p).display().to_string()),
+                handlers: Vec::new(),
+                calls: Default::default(),
+                state: "not loaded".into(),
+                failure: None,
+            })
+            .collect(),
+    }
+}
+
+fn render_hooks(out: &mut dyn Write, hooks: &[PipelineHook]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  hooks:    {} (in the order they run)",
+        if hooks.is_empty() {
+            "none".to_owned()
+        } else {
+            hooks.len().to_string()
+        }
+    )?;
+    for h in hooks {
+        let mut head = h.id.clone();
+        if let (Some(kind), Some(runs_in)) = (&h.kind, &h.runs_in) {
+            if kind == runs_in {
+                head.push_str(&format!(" ({kind})"));
+            } else {
+                head.push_str(&format!(" ({kind}, {runs_in})"));
+            }
+        }
+        if let Some(f) = &h.file {
+            head.push_str(&format!(" {f}"));
+        }
+        writeln!(out, "    {head}")?;
+        let handlers: Vec<String> = h
+            .handlers
+            .iter()
+            .map(|m| match h.calls.get(m) {
+                Some(n) => format!("{m} (ran {n}\u{d7})"),
+                None => format!("{m} (never reached)"),
+            })
+            .collect();
+        if !handlers.is_empty() {
+            writeln!(out, "      handlers: {}", handlers.join(", "))?;
+        }
+        match &h.failure {
+            Some(why) if h.state == "quarantined" => {
+                writeln!(out, "      state:    quarantined: {why}")?
+            }
+            _ => writeln!(out, "      state:    {}", h.state)?,
+        }
+    }
+    Ok(())
 }
 
 /// What `doctor` finds of the session store.
@@ -235,6 +350,7 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         load: None,
         warnings: Vec::new(),
         quarantine: None,
+        hooks: None,
         tokenizer: h.tokenizer.to_string(),
         window: h.window,
         token_budget: h.window.saturating_sub(reserve),
@@ -263,6 +379,43 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
     match config.plugins.slots.context_engine.as_deref() {
         None => {}
         Some(LEGACY_ID) => d.why = "default: plugins.slots.contextEngine is \"legacy\"".into(),
+        // The pipeline needs no entry of its own (an entry with a `path` is an engine file).
+        Some(PIPELINE_ID)
+            if config
+                .plugins
+                .entries
+                .get(PIPELINE_ID)
+                .is_none_or(|e| e.enabled && e.path.is_none()) =>
+        {
+            let report = check_pipeline(&config);
+            d.warnings = report.warnings.clone();
+            d.load = Some(match report.steps.first() {
+                Some(s) if s.ok => "ok".into(),
+                Some(s) => format!("failed: {}", s.detail),
+                None => "not run".into(),
+            });
+            d.hooks = Some(pipeline_hooks(&config, &report));
+            let loaded = report.steps.first().is_some_and(|s| s.ok);
+            match report.steps.iter().find(|s| !s.ok) {
+                None => {
+                    d.active_engine = PIPELINE_ID.into();
+                    d.why = "configured in plugins.slots.contextEngine (\"pipeline\")".into();
+                }
+                Some(f) => {
+                    d.quarantine = Some(format!("{}: {}", f.step, f.detail));
+                    healthy = false;
+                    // A failing hook is quarantined alone; the pipeline still answers.
+                    if loaded && f.step.starts_with("hook ") {
+                        d.active_engine = PIPELINE_ID.into();
+                        d.why = "configured in plugins.slots.contextEngine (\"pipeline\"); a hook would be quarantined".into();
+                    } else if loaded {
+                        d.why = "fallback: \"pipeline\" would be quarantined".into();
+                    } else {
+                        d.why = "fallback: the pipeline does not load".into();
+                    }
+                }
+            }
+        }
         Some(id) => match config.plugins.entries.get(id) {
             None => {
                 d.why = format!("fallback: the slot names \"{id}\" but there is no such entry");
@@ -314,12 +467,17 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
         if let Some(l) = &d.load {
             writeln!(out, "  load:     {l}")?;
         }
+        if let Some(hooks) = &d.hooks {
+            render_hooks(out, hooks)?;
+        }
         for w in &d.warnings {
             writeln!(out, "  warning:  {w}")?;
         }
         match &d.quarantine {
             Some(q) => writeln!(out, "  quarantine: {q}")?,
-            None if d.engine_file.is_some() => writeln!(out, "  quarantine: none (check passed)")?,
+            None if d.engine_file.is_some() || d.hooks.is_some() => {
+                writeln!(out, "  quarantine: none (check passed)")?
+            }
             None => {}
         }
         writeln!(out, "tokenizer:  {}", d.tokenizer)?;

@@ -57,6 +57,11 @@ impl CallTimes {
         self.record_as(&name, took);
     }
 
+    /// Records one call of work the host times under its own row (`summarizer (builtin)`).
+    pub fn record_label(&mut self, label: &str, took: Duration) {
+        self.record_as(label, took);
+    }
+
     fn record_as(&mut self, name: &str, took: Duration) {
         let clock = match self.methods.get_mut(name) {
             Some(c) => c,

@@ -9,6 +9,8 @@ mod hook;
 mod synthetic;
 mod transcript;
 
+pub use hook::check_pipeline;
+
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;

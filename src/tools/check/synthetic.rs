@@ -1,9 +1,13 @@
 //! The synthetic session `check` drives: a conversation several times the window that starts
 //! from a previous summary, pins decisions, and runs tool loops whose results range from a
 //! few hundred tokens to more than the whole budget, so an engine that never handles "the
-//! last turns do not fit" fails here rather than in a real replay. Then the compactions an
-//! engine must survive: on an over-budget session, in the middle of a turn, and a single
-//! turn larger than the budget.
+//! last turns do not fit" fails here rather than in a real replay. It opens with a request
+//! whose first model step runs several tools at once, their results together larger than the
+//! window: compaction has nothing older to cut there (summarizing the one short request frees
+//! nothing), so an engine that returns the recent turns whatever their size fails on that
+//! call, as it fails on a real session's first turn. Then the compactions an engine must
+//! survive: on an over-budget session, in the middle of a turn, and a single turn larger than
+//! the budget.
 
 use serde_json::json;
 
@@ -25,14 +29,25 @@ pub(super) fn drive(session: &mut Session, report: &mut CheckReport) -> bool {
         return report.failed("record a previous summary".into(), e.to_string());
     }
     let target = WINDOWS_OF_HISTORY * super::CHECK_WINDOW;
-    let mut written = 0u64;
-    let mut largest = 0u64;
-    let mut turn = 0;
+    let mut turn = 1;
+    let (user, replies) = parallel_turn(turn);
+    let mut written: u64 = replies.iter().chain([&user]).map(size).sum();
+    let mut largest = match run_turn(
+        session,
+        turn,
+        user,
+        replies,
+        report,
+        Some((PARALLEL_TURN, PARALLEL_FIX)),
+    ) {
+        Ok(peak) => peak,
+        Err(()) => return false,
+    };
     while turn < MAX_TURNS && (turn < 6 || written < target) {
         turn += 1;
         let (user, replies) = conversation_turn(turn);
         written += replies.iter().chain([&user]).map(size).sum::<u64>();
-        match run_turn(session, turn, user, replies, report) {
+        match run_turn(session, turn, user, replies, report, None) {
             Ok(peak) => largest = largest.max(peak),
             Err(()) => return false,
         }
@@ -55,16 +70,31 @@ pub(super) fn drive(session: &mut Session, report: &mut CheckReport) -> bool {
     subagents_and_close(session, report)
 }
 
+/// What the opening turn exercises, named in its report.
+const PARALLEL_TURN: &str = "the first model step's tool results together exceed the window";
+/// What an engine that fails the opening turn must do, added to its failure.
+const PARALLEL_FIX: &str = "compaction has nothing older to cut, so the engine must fit them itself (trim or drop results) instead of returning the recent turns whatever their size";
+
+/// What a turn exercises (`what`) and what an engine failing it must do (`fix`), for the
+/// turns that test one case.
+type Case = (&'static str, &'static str);
+
 /// One turn: `begin_turn`, a `continue_turn` per model step, `end_turn`, each model call
 /// judged. Returns the largest call's tokens; on failure the step (naming turn and call) is
-/// recorded.
+/// recorded, with the `case` the turn tests after the error.
 fn run_turn(
     session: &mut Session,
     turn: usize,
     user: Message,
     replies: Vec<Message>,
     report: &mut CheckReport,
+    case: Option<Case>,
 ) -> Result<u64, ()> {
+    // Only a call over the budget is what the case is about (a script error stays as it is).
+    let explained = |error: String| match case {
+        Some((what, fix)) if error.contains("budget") => format!("{error} ({what}; {fix})"),
+        _ => error,
+    };
     let step = format!("turn {turn}");
     let mut largest = 0;
     let driven = drive_turn(session, RecordedTurn::new(user, replies), |_, _, a| {
@@ -78,11 +108,14 @@ fn run_turn(
             d.calls
         }
         Err(TurnFault::Call { call, error }) => {
-            report.failed(format!("{step}, model call {call}"), error.to_string());
+            report.failed(
+                format!("{step}, model call {call}"),
+                explained(error.to_string()),
+            );
             return Err(());
         }
         Err(TurnFault::Rejected { call, reason }) => {
-            report.failed(format!("{step}, model call {call}"), reason);
+            report.failed(format!("{step}, model call {call}"), explained(reason));
             return Err(());
         }
         Err(TurnFault::Compact(e)) => {
@@ -100,10 +133,12 @@ fn run_turn(
     report.pass(
         &step,
         format!(
-            "{call} model call{}, largest {largest} / {} tokens; context {} tokens",
+            "{call} model call{}, largest {largest} / {} tokens; context {} tokens{}",
             if call == 1 { "" } else { "s" },
             session.token_budget(),
-            session.context_tokens()
+            session.context_tokens(),
+            case.map(|(what, _)| format!(" ({what})"))
+                .unwrap_or_default()
         ),
     );
     Ok(largest)
@@ -117,7 +152,7 @@ fn compact_over_budget(session: &mut Session, turn: &mut usize, report: &mut Che
         extra += 1;
         *turn += 1;
         let (user, replies) = conversation_turn(*turn);
-        if run_turn(session, *turn, user, replies, report).is_err() {
+        if run_turn(session, *turn, user, replies, report, None).is_err() {
             return false;
         }
     }
@@ -150,7 +185,7 @@ fn compact_over_budget(session: &mut Session, turn: &mut usize, report: &mut Che
         vec![Message::assistant("Done.")],
     );
     *turn += 1;
-    run_turn(session, *turn, user, replies, report).is_ok()
+    run_turn(session, *turn, user, replies, report, None).is_ok()
 }
 
 /// `/compact` while the model owes an answer to tool results: the request and the open tool
@@ -318,6 +353,52 @@ fn conversation_turn(n: usize) -> (Message, Vec<Message>) {
         "Fixed issue #{n} in src/module_{n}.rs (commit 3f9a2c{n}d)."
     )));
     (Message::user(text), replies)
+}
+
+/// Tools the opening turn's first model step runs at once, and lines in each result: each
+/// result is well under the budget, together they are more than the window.
+const PARALLEL_READS: usize = 5;
+const PARALLEL_LINES: usize = 50;
+
+/// The opening turn (pimono's first turn, scaled to the check's window): a short request, one
+/// model step that reads [`PARALLEL_READS`] files at once, then the answer.
+fn parallel_turn(n: usize) -> (Message, Vec<Message>) {
+    let id = |k: usize| format!("call_check_{n}_{k}");
+    let path = |k: usize| format!("src/module_{n}_{k}.rs");
+    let calls: Vec<serde_json::Value> = (1..=PARALLEL_READS)
+        .map(|k| json!({"type":"toolCall","id":id(k),"name":"read","arguments":{"path":path(k)}}))
+        .collect();
+    let mut content = vec![
+        json!({"type":"text","text":format!("I'll read the {PARALLEL_READS} modules at once.")}),
+    ];
+    content.extend(calls);
+    let mut replies = vec![json!({"role":"assistant","content":content,"stopReason":"toolUse"})];
+    for k in 1..=PARALLEL_READS {
+        let listing: String = (0..PARALLEL_LINES)
+            .map(|i| {
+                format!(
+                    "{}:{i}: fn handler_{k}_{i}() -> Result<(), Error> {{ todo }}\n",
+                    path(k)
+                )
+            })
+            .collect();
+        replies.push(
+            json!({"role":"toolResult","toolCallId":id(k),"toolName":"read",
+            "content":[{"type":"text","text":listing}],"isError":false}),
+        );
+    }
+    replies.push(json!({"role":"assistant","content":[{"type":"text",
+        "text":format!("The {PARALLEL_READS} modules share one error type; {} defines it.", path(1))}]}));
+    let replies = replies
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect();
+    let request = format!(
+        "Read {} to {} and tell me how errors flow.",
+        path(1),
+        path(PARALLEL_READS)
+    );
+    (Message::user(request), replies)
 }
 
 /// A model step: an assistant tool call and its result of `lines` lines with identifiers.

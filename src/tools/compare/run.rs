@@ -149,7 +149,7 @@ pub fn run_job(job: &Job, opts: &CompareOptions, dir: &Path) -> Result<Row> {
             meter.call(now, &a.engine, compacted, &a.violations);
         })?;
         meter.note_summaries(session.context());
-        times.merge(session.call_times());
+        times.merge(&session.call_times());
         times.merge(&session.host_times());
         if let Some(q) = session.quarantine() {
             meter.row.quarantines += 1;
@@ -160,7 +160,9 @@ pub fn run_job(job: &Job, opts: &CompareOptions, dir: &Path) -> Result<Row> {
     let summary = times.summary();
     meter.row.summarizer_calls = summary
         .iter()
-        .filter(|t| t.method.contains("summarize"))
+        // Scripts' `host.*summarize*` calls; the summarizer rows (every summary written,
+        // whoever asked) are times, not this figure.
+        .filter(|t| t.method.starts_with("host.") && t.method.contains("summarize"))
         .map(|t| t.calls)
         .sum();
     meter.row.finish(&opts.prices);
