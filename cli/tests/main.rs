@@ -18,6 +18,11 @@ mod isolation;
 mod kills;
 mod new_engine;
 mod new_hook;
+mod pg_serve;
+/// The Postgres server the tests use (a scratch schema each), shared with the library's suite.
+#[path = "../../tests/common/pg.rs"]
+#[allow(dead_code)]
+mod pg_server;
 mod progress;
 mod report;
 mod retention;

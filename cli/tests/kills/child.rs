@@ -4,7 +4,7 @@
 use super::*;
 
 /// One `serve --stdio` child: its stdin, and its stdout lines (the channel closes at EOF).
-pub(super) struct Serve {
+pub(crate) struct Serve {
     child: Child,
     stdin: ChildStdin,
     lines: Receiver<String>,
@@ -12,14 +12,14 @@ pub(super) struct Serve {
 }
 
 /// What became of one request.
-pub(super) enum Outcome {
+pub(crate) enum Outcome {
     Answered(Value),
     /// The child died (or was killed) before its answer came.
     Died,
 }
 
 impl Serve {
-    pub(super) fn spawn(state: &Path, engine: &Path, home: &Path) -> Serve {
+    pub(crate) fn spawn(state: &Path, engine: &Path, home: &Path) -> Serve {
         let log = std::env::var("CTXHOST_KILL_LOG").ok();
         let mut child = Command::new(env!("CARGO_BIN_EXE_ctxhost"))
             .args(["serve", "--stdio", "--state-dir"])
@@ -59,7 +59,7 @@ impl Serve {
     }
 
     /// Writes a request; false when the child's stdin is gone.
-    pub(super) fn write(&mut self, method: &str, params: &Value) -> Option<u64> {
+    pub(crate) fn write(&mut self, method: &str, params: &Value) -> Option<u64> {
         let id = self.next;
         self.next += 1;
         let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
@@ -68,7 +68,7 @@ impl Serve {
 
     /// Waits for the answer to `id` until `until` (then `None`), answering what the child asks
     /// back as the bridge does when OpenClaw offers no model call.
-    pub(super) fn wait(&mut self, id: u64, until: Option<Instant>) -> Option<Outcome> {
+    pub(crate) fn wait(&mut self, id: u64, until: Option<Instant>) -> Option<Outcome> {
         loop {
             let line = match until {
                 Some(t) => match self
@@ -102,14 +102,19 @@ impl Serve {
         }
     }
 
+    /// The child's pid (the Postgres serve test signals it: SIGSTOP, SIGCONT).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL, by the child's own handle.
-    pub(super) fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill(); // an error means it had already exited
         let _ = self.child.wait();
     }
 
     /// Closes stdin and waits for a clean exit.
-    pub(super) fn close(mut self) {
+    pub(crate) fn close(mut self) {
         drop(self.stdin);
         let status = self.child.wait().unwrap();
         assert!(status.success(), "the last child exits cleanly: {status}");

@@ -5,7 +5,7 @@ use super::*;
 
 /// The identity of a message the client sent: its text blocks and tool call ids (every one
 /// the client sends is different).
-pub(super) fn key_of(m: &Value) -> String {
+pub(crate) fn key_of(m: &Value) -> String {
     let mut out = String::new();
     match &m["content"] {
         Value::String(s) => out.push_str(s),
@@ -25,7 +25,7 @@ pub(super) fn key_of(m: &Value) -> String {
     out
 }
 
-pub(super) fn is_summary(m: &Value) -> bool {
+pub(crate) fn is_summary(m: &Value) -> bool {
     m["role"] == "compactionSummary"
 }
 

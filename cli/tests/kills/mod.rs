@@ -34,8 +34,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-mod child;
-mod disk;
+pub(crate) mod child;
+pub(crate) mod disk;
 mod views;
 
 use crate::rng::{Rng, env_u64};
@@ -45,7 +45,7 @@ use views::{Carried, Known, rebuilt};
 
 /// Keeps everything; a forced `compact` writes a summary and keeps every message after it, so
 /// kills land behind summaries while every client message stays in the window.
-const ENGINE: &str = r#"local M = { info = { id = "keepall", name = "Keep all", ownsCompaction = true } }
+pub(crate) const ENGINE: &str = r#"local M = { info = { id = "keepall", name = "Keep all", ownsCompaction = true } }
 function M.ingest(p) p.state.ingested = (p.state.ingested or 0) + 1 return { ingested = true } end
 function M.assemble(p)
   return { messages = p.messages, estimatedTokens = host.tokens(p.messages) }
