@@ -109,7 +109,7 @@ fn take_lease(shared: &Arc<Shared>, id: &str) -> Result<i64> {
                         op: "take lease",
                         session: id.to_owned(),
                         message: format!(
-                            "it is served by {owner}, whose lease runs {:.1} s more (waited {:.1} s of host.store.leaseWaitSeconds {:.1})",
+                            "it is served by {owner}, whose lease runs {:.1} s more (waited {:.1} s of the {:.1} s a process waits for a lease)",
                             remaining.as_secs_f64(),
                             waited.as_secs_f64(),
                             wait.as_secs_f64()
