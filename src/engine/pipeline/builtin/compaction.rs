@@ -19,7 +19,7 @@ use crate::engine::api::HostCall;
 use crate::services::compaction::compact;
 use crate::services::summarize::IdentifierPolicy;
 
-use super::{Builtin, known, number, string};
+use super::{Builtin, known, number, string, window_budget};
 
 /// The default `maxHistoryShare`.
 pub const MAX_HISTORY_SHARE: f64 = 0.5;
@@ -68,11 +68,7 @@ impl Builtin for Compaction {
         _method: Method,
         fields: &Map<String, Json>,
     ) -> Result<Json, String> {
-        let budget = fields
-            .get("tokenWindow")
-            .and_then(|w| w.get("contextWindowTokens"))
-            .and_then(Json::as_u64)
-            .unwrap_or(call.token_budget());
+        let budget = window_budget(call, fields);
         let share = ((budget as f64 * self.max_history_share) as u64).max(1);
         let services = call.services();
         let mut settings = services.compaction.clone();

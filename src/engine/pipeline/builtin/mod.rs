@@ -187,6 +187,16 @@ pub fn load(
     })
 }
 
+/// The call's context window: the lifecycle's `tokenWindow.contextWindowTokens` when the
+/// client gave one, else the host's budget for the call.
+pub(super) fn window_budget(call: &HostCall, fields: &Map<String, Json>) -> u64 {
+    fields
+        .get("tokenWindow")
+        .and_then(|w| w.get("contextWindowTokens"))
+        .and_then(Json::as_u64)
+        .unwrap_or(call.token_budget())
+}
+
 /// Reads an optional number setting.
 pub(super) fn number(
     settings: &Json,

@@ -19,7 +19,7 @@ use crate::contract::Method;
 use crate::contract::message::{Content, ContentBlock, Message, MessageBody, Role};
 use crate::engine::api::HostCall;
 
-use super::{Builtin, known, number, string};
+use super::{Builtin, known, number, string, window_budget};
 
 /// The placeholder a cleared tool result gets.
 pub const PLACEHOLDER: &str = "[Old tool result content cleared]";
@@ -118,11 +118,7 @@ impl Builtin for ToolPruning {
         _method: Method,
         fields: &Map<String, Json>,
     ) -> Result<Json, String> {
-        let budget = fields
-            .get("tokenWindow")
-            .and_then(|w| w.get("contextWindowTokens"))
-            .and_then(Json::as_u64)
-            .unwrap_or(call.token_budget());
+        let budget = window_budget(call, fields);
         let tokens = &call.services().tokens;
         let (pruned, trimmed, cleared) = self.prune(call.context(), budget, |m| tokens.message(m));
         let messages = serde_json::to_value(pruned.iter().map(|m| &**m).collect::<Vec<&Message>>())
