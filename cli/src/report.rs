@@ -20,6 +20,8 @@ use serde::Serialize;
 use ctxhost::session::MethodTimes;
 use ctxhost::tools::replay::{ReplaySummary, TurnReport};
 
+pub mod compare;
+
 /// What the header says about the run beyond the summary (the summary does not carry these).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReportMeta {
@@ -42,6 +44,9 @@ struct ChartData<'a> {
 }
 
 const STYLE: &str = include_str!("report/style.css");
+/// Helpers both pages' scripts use (number format, SVG and HTML element builders, axis steps,
+/// marker shapes), as the global `ctxhostReport`.
+const COMMON_SCRIPT: &str = include_str!("report/common.js");
 const SCRIPT: &str = include_str!("report/chart.js");
 
 /// Renders a replay as one self-contained HTML page; `turns` in the order `replay` reported them.
@@ -66,17 +71,7 @@ pub fn render(meta: &ReportMeta, summary: &ReplaySummary, turns: &[TurnReport]) 
         .unwrap_or_else(|| transcript.clone());
 
     let mut h = String::with_capacity(64 * 1024 + turns.len() * 400);
-    h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-    h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-    // No network: forbid every fetch the page could make, inline script and style excepted.
-    h.push_str(
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-         style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n",
-    );
-    let _ = writeln!(h, "<title>{} · ctxhost replay</title>", escape(&file_name));
-    h.push_str("<style>\n");
-    h.push_str(STYLE);
-    h.push_str("</style>\n</head>\n<body>\n<main>\n");
+    page_head(&mut h, &format!("{file_name} · ctxhost replay"), "");
 
     // Header: the run.
     h.push_str("<header class=\"top\">\n<div class=\"brand\">ctxhost replay report</div>\n");
@@ -204,17 +199,45 @@ pub fn render(meta: &ReportMeta, summary: &ReplaySummary, turns: &[TurnReport]) 
          <th>messages</th><th>model calls</th><th>compactions</th><th>repairs</th><th>fallback</th>\
          </tr></thead><tbody></tbody></table></div>\n</details>\n</section>\n",
     );
+    page_tail(&mut h, "replay-data", &data, SCRIPT);
+    h
+}
+
+/// Opens a self-contained page: the doctype, a Content-Security-Policy that forbids every fetch
+/// (inline script and style excepted), the title, the shared style and `extra_style`; leaves
+/// `<main>` open for the page's sections.
+pub(crate) fn page_head(h: &mut String, title: &str, extra_style: &str) {
+    h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    // No network: forbid every fetch the page could make, inline script and style excepted.
+    h.push_str(
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+         style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n",
+    );
+    let _ = writeln!(h, "<title>{}</title>", escape(title));
+    h.push_str("<style>\n");
+    h.push_str(STYLE);
+    h.push_str(extra_style);
+    h.push_str("</style>\n</head>\n<body>\n<main>\n");
+}
+
+/// Closes a page [`page_head`] opened: the footer, `data` embedded as JSON in the element
+/// `data_id`, and one script of the shared helpers followed by `script`.
+pub(crate) fn page_tail<T: Serialize>(h: &mut String, data_id: &str, data: &T, script: &str) {
     let _ = writeln!(
         h,
         "<footer>ctxhost {} · a self-contained page: no network, no external assets.</footer>",
         env!("CARGO_PKG_VERSION")
     );
-    h.push_str("</main>\n<script type=\"application/json\" id=\"replay-data\">");
-    h.push_str(&script_json(&data));
+    let _ = write!(
+        h,
+        "</main>\n<script type=\"application/json\" id=\"{data_id}\">"
+    );
+    h.push_str(&script_json(data));
     h.push_str("</script>\n<script>\n");
-    h.push_str(SCRIPT);
+    h.push_str(COMMON_SCRIPT);
+    h.push_str(script);
     h.push_str("</script>\n</body>\n</html>\n");
-    h
 }
 
 /// "Where the time goes": the engine's lifecycle methods, then the `host.*` functions its
@@ -254,7 +277,7 @@ fn times_section(h: &mut String, summary: &ReplaySummary) {
     h.push_str("</tbody></table></div>\n</section>\n");
 }
 
-fn stat(h: &mut String, label: &str, value: &str, class: &str, key: &str) {
+pub(crate) fn stat(h: &mut String, label: &str, value: &str, class: &str, key: &str) {
     let _ = writeln!(
         h,
         "<div class=\"stat{class}\"><div class=\"v\" data-stat=\"{key}\">{}</div>\
@@ -282,7 +305,7 @@ fn script_json<T: Serialize>(value: &T) -> String {
 }
 
 /// HTML text and attribute escaping.
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -10,6 +10,8 @@
 
 use crate::common;
 
+mod compare;
+
 use common::{fixture_arg as fixture, transcript_arg as transcript};
 
 use std::collections::BTreeSet;
@@ -68,8 +70,13 @@ fn chromium() -> PathBuf {
 
 /// The page's DOM after its scripts ran, as headless Chromium serializes it.
 fn dump_dom(page: &Path) -> String {
+    dump_dom_at(page, "")
+}
+
+/// [`dump_dom`] of the page opened at `fragment` (`#...`, or empty).
+pub(crate) fn dump_dom_at(page: &Path, fragment: &str) -> String {
     let profile = tempfile::tempdir().expect("profile dir");
-    let url = format!("file://{}", page.display());
+    let url = format!("file://{}{fragment}", page.display());
     let mut child = Command::new(chromium())
         .args([
             "--headless",
@@ -119,7 +126,7 @@ fn dump_dom(page: &Path) -> String {
 }
 
 /// Attribute values of `attr` on `<tag>` elements in serialized HTML.
-fn attrs(dom: &str, tag: &str, attr: &str) -> Vec<String> {
+pub(crate) fn attrs(dom: &str, tag: &str, attr: &str) -> Vec<String> {
     let element = Regex::new(&format!(r"<{tag}\b[^>]*>")).expect("regex");
     let value = Regex::new(&format!(r#"\s{attr}="([^"]*)""#)).expect("regex");
     element

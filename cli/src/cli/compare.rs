@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::Outcome;
+use crate::report::compare::{self as compare_report, CompareMeta};
 use crate::report::group;
 use ctxhost::config::Config;
 use ctxhost::contract::LEGACY_ID;
@@ -59,6 +60,11 @@ pub struct CompareArgs {
     /// One JSON document (schema `ctxhost.compare/1`, see docs/compare.md).
     #[arg(long)]
     pub json: bool,
+    /// Also write one self-contained HTML page: per transcript and window, cost and cache hit
+    /// rate per model call for every engine, where each compacted, and two engines' contexts of
+    /// a call side by side (with `--json`, each row then carries its `callLog`).
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
 }
 
 pub(crate) fn run(mut args: CompareArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
@@ -116,6 +122,7 @@ pub(crate) fn run(mut args: CompareArgs, out: &mut dyn Write) -> anyhow::Result<
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         scratch: scratch.path().to_path_buf(),
+        record_calls: args.report.is_some(),
     };
     let started = std::time::Instant::now();
     let bar = progress(jobs.len(), args.json);
@@ -146,6 +153,18 @@ pub(crate) fn run(mut args: CompareArgs, out: &mut dyn Write) -> anyhow::Result<
         Some(g) => gate_failures(g, args.baseline.as_deref(), &rows, &totals),
         None => Vec::new(),
     };
+    if let Some(page) = &args.report {
+        let meta = CompareMeta {
+            engines: args.engines.clone(),
+            transcripts: args.transcripts.clone(),
+            windows: windows.clone(),
+            model: model.clone(),
+            prices,
+            break_share: args.break_share,
+        };
+        std::fs::write(page, compare_report::render(&meta, &rows, &totals))
+            .with_context(|| format!("write the report {}", page.display()))?;
+    }
     let view = View {
         baseline: args.baseline.as_deref(),
         rows: &rows,
@@ -187,6 +206,9 @@ pub(crate) fn run(mut args: CompareArgs, out: &mut dyn Write) -> anyhow::Result<
             prices.output,
             args.break_share * 100.0
         )?;
+        if let Some(page) = &args.report {
+            writeln!(out, "report: {}", page.display())?;
+        }
         if let Some(g) = &gate {
             let names: Vec<String> = g.iter().map(ToString::to_string).collect();
             if failures.is_empty() {

@@ -170,9 +170,17 @@ impl Meter {
     }
 
     /// Counts one model call: its blocks, which engine answered, whether a compaction happened
-    /// since the previous call, and what it lacked.
-    pub fn call(&mut self, now: Shape, engine: &str, compacted: bool, lacks: &[Violation]) {
+    /// since the previous call, and what it lacked. Returns the call's cached tokens and, when
+    /// it is a cache break, the cause.
+    pub fn call(
+        &mut self,
+        now: Shape,
+        engine: &str,
+        compacted: bool,
+        lacks: &[Violation],
+    ) -> (u64, Option<&'static str>) {
         let total: u64 = now.iter().map(|(_, t)| t).sum();
+        let mut broke = None;
         self.row.calls += 1;
         self.row.input_tokens += total;
         let cached = match &self.previous {
@@ -185,6 +193,7 @@ impl Meter {
                     let cause =
                         break_cause(prev, &now, first_diff, compacted, prev_engine != engine);
                     *self.row.break_causes.entry(cause.to_owned()).or_default() += 1;
+                    broke = Some(cause);
                 }
                 cached
             }
@@ -194,6 +203,7 @@ impl Meter {
         self.row.no_history += u64::from(lacks.contains(&Violation::NoHistory));
         self.row.no_request += u64::from(lacks.contains(&Violation::MissingRequest));
         self.previous = Some((now, engine.to_owned()));
+        (cached, broke)
     }
 
     /// Counts the re-references of a turn's request (once per request), `history` being the

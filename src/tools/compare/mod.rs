@@ -28,6 +28,7 @@
 //! conversation already named is a re-reference; it is **found** when the call's context
 //! (any sent message other than the request, or the addition) contains it verbatim.
 
+mod calls;
 mod gate;
 mod meter;
 mod prefix;
@@ -35,6 +36,7 @@ mod prices;
 mod run;
 mod totals;
 
+pub use calls::{BlockEntry, CallEntry, CallLog, CallRecorder, PREVIEW_CHARS};
 pub use gate::{Condition, parse_gate, relative};
 pub use meter::{Figures, METRICS, Meter};
 pub use prefix::{Block, Shape, break_cause, shape, shared_prefix};

@@ -17,6 +17,7 @@ use crate::services::tokens::TokenCache;
 use crate::session::Session;
 use crate::transcript::Durability;
 
+use super::calls::{CallEntry, CallLog, CallRecorder};
 use super::meter::{Figures, Meter};
 use super::prefix::shape;
 use super::prices::Prices;
@@ -55,6 +56,9 @@ pub struct Row {
     pub quarantine: Option<String>,
     /// How long this row's replay took, in ms.
     pub wall_ms: u64,
+    /// Every model call and the context it sent, when [`CompareOptions::record_calls`] asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_log: Option<CallLog>,
     #[serde(skip)]
     /// The raw times, for totals.
     pub raw_times: CallTimes,
@@ -71,6 +75,8 @@ pub struct CompareOptions {
     pub threads: usize,
     /// A scratch directory for the replayed sessions' transcripts.
     pub scratch: PathBuf,
+    /// Log every model call and its context in [`Row::call_log`] (for the HTML report).
+    pub record_calls: bool,
 }
 
 /// Runs every job, `threads` at once; `on_done` sees each row as it finishes (from the worker
@@ -127,6 +133,7 @@ pub fn run_job(job: &Job, opts: &CompareOptions, dir: &Path) -> Result<Row> {
     let tokens = TokenCache::new(counter);
     let mut meter = Meter::new(opts.break_share);
     let (mut times, mut quarantine) = (CallTimes::default(), None);
+    let mut recorder = opts.record_calls.then(CallRecorder::default);
     let conversations = import.sessions.len();
     for (n, source) in import.sessions.into_iter().enumerate() {
         meter.next_conversation();
@@ -139,14 +146,35 @@ pub fn run_job(job: &Job, opts: &CompareOptions, dir: &Path) -> Result<Row> {
         let mut spec = SessionSpec::new(format!("compare-{}", n + 1), &file);
         spec.system_prompt = source.system_prompt.clone();
         let mut session = Session::create(host.session_setup(&spec), &file, "")?;
+        let (mut turn, mut request_id) = (0u32, None::<String>);
         crate::tools::replay::drive(&mut session, source.messages, |s, a| {
             let compacted = meter.note_summaries(s.context());
             let now = shape(a, &tokens);
             if let Some(request) = s.current_request() {
                 meter.rerefs(request, s.context(), &now);
+                if request_id.as_deref() != Some(request.id.as_str()) {
+                    turn += 1;
+                    request_id = Some(request.id.clone());
+                }
             }
             meter.row.fallbacks += u64::from(a.fallback);
-            meter.call(now, &a.engine, compacted, &a.violations);
+            let context = recorder.as_mut().map(|r| r.context(&now));
+            let input: u64 = now.iter().map(|(_, t)| t).sum();
+            let (cached, cause) = meter.call(now, &a.engine, compacted, &a.violations);
+            if let (Some(r), Some(context)) = (recorder.as_mut(), context) {
+                r.push(CallEntry {
+                    conversation: u32::try_from(n + 1).unwrap_or(u32::MAX),
+                    turn,
+                    engine: a.engine.clone(),
+                    fallback: a.fallback,
+                    input_tokens: input,
+                    cached_tokens: cached,
+                    input_cost: opts.prices.cost(input - cached, cached, 0),
+                    compacted,
+                    break_cause: cause.map(str::to_owned),
+                    context,
+                });
+            }
         })?;
         meter.note_summaries(session.context());
         times.merge(&session.call_times());
@@ -176,6 +204,7 @@ pub fn run_job(job: &Job, opts: &CompareOptions, dir: &Path) -> Result<Row> {
         times: summary,
         quarantine,
         wall_ms: started.elapsed().as_millis() as u64,
+        call_log: recorder.map(CallRecorder::finish),
         raw_times: times,
     })
 }
