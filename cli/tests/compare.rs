@@ -135,6 +135,7 @@ fn the_same_engine_in_lua_and_rhai_measures_the_same() {
             "fallbacks",
             "rerefs",
             "rerefsFound",
+            "rerefsSearchable",
         ];
         for k in keys {
             assert_eq!(rows[0][k], rows[1][k], "{name}: {k} differs");
@@ -239,4 +240,25 @@ fn compare_refuses_what_it_cannot_run_and_says_why() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no prices for model \"gpt-9\""), "{err}");
+}
+
+#[test]
+fn a_re_reference_out_of_the_context_can_be_one_search_away() {
+    let t = transcript("pimono-large-session.jsonl");
+    let recent = script("recent_turns.lua");
+    let (doc, code) = compare_json(&["--engine", &recent, "--window", "3000", &t]);
+    assert_eq!(code, 0, "{doc}");
+    let r = &doc["rows"][0];
+    let (all, found, searchable) = (
+        u(r, "rerefs"),
+        u(r, "rerefsFound"),
+        u(r, "rerefsSearchable"),
+    );
+    // recent_turns at 3,000 tokens leaves out identifiers a later request names again; the
+    // session's stored messages still hold them, and a search finds them.
+    assert!(found < all, "{r}");
+    assert!(searchable > 0, "{r}");
+    assert!(found + searchable <= all, "{r}");
+    let rate = r["rerefSearchRate"].as_f64().unwrap();
+    assert!((rate - searchable as f64 / all as f64).abs() < 1e-12, "{r}");
 }

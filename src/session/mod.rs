@@ -338,6 +338,12 @@ impl Session {
         &self.engine_id
     }
 
+    /// The index `host.search` and `host.fetch` read: every message the session stored,
+    /// compacted ones included.
+    pub fn recall(&self) -> &Arc<RecallIndex> {
+        &self.recall
+    }
+
     /// The current context (what `assemble` receives).
     pub fn context(&self) -> &[Arc<Message>] {
         &self.context

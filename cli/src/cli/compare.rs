@@ -366,7 +366,7 @@ impl View<'_> {
         let ratio = self.baseline.is_some();
         writeln!(
             out,
-            "{:<34} {:>7} {:>6} {:>12} {:>5} {:>9} {:>7} {:>6} {:>7} {:>6} {:>6} {:>5} {:>6} {:>14}",
+            "{:<34} {:>7} {:>6} {:>12} {:>5} {:>9} {:>7} {:>6} {:>7} {:>6} {:>6} {:>5} {:>6} {:>6} {:>14}",
             "engine / transcript",
             "window",
             "calls",
@@ -380,6 +380,7 @@ impl View<'_> {
             "noreq",
             "fallb",
             "reref%",
+            "srch%",
             "assemble p95",
         )?;
         for t in self.totals {
@@ -478,7 +479,7 @@ impl View<'_> {
         };
         writeln!(
             out,
-            "{:<34} {:>7} {:>6} {:>12} {:>5.1} {:>9} {:>7} {:>6} {:>7} {:>6} {:>6} {:>5} {:>6} {:>14}",
+            "{:<34} {:>7} {:>6} {:>12} {:>5.1} {:>9} {:>7} {:>6} {:>7} {:>6} {:>6} {:>5} {:>6} {:>6} {:>14}",
             name,
             window,
             f.calls,
@@ -495,6 +496,11 @@ impl View<'_> {
                 "-".to_owned()
             } else {
                 format!("{:.1}", f.reref_rate * 100.0)
+            },
+            if f.rerefs == 0 {
+                "-".to_owned()
+            } else {
+                format!("{:.1}", f.reref_search_rate * 100.0)
             },
             assemble_p95.map_or_else(|| "-".to_owned(), |p| format!("{p:.3} ms")),
         )?;

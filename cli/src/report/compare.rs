@@ -167,19 +167,22 @@ fn totals_table(h: &mut String, totals: &[Total]) {
         "<section class=\"card\">\n<h2>Totals</h2>\n<div class=\"table-wrap\"><table id=\"totals\">\
          <thead><tr><th>engine</th><th>window</th><th>calls</th><th>input tokens</th>\
          <th>cache hit</th><th>cost $</th><th>cache breaks</th><th>compactions</th>\
-         <th>summarizer calls</th><th>re-references found</th></tr></thead><tbody>\n",
+         <th>summarizer calls</th><th>re-references in context</th><th>one search away</th>\
+         </tr></thead><tbody>\n",
     );
     for t in totals {
         let f = &t.figures;
-        let reref = if f.rerefs == 0 {
-            "-".to_owned()
-        } else {
-            format!("{:.1}%", f.reref_rate * 100.0)
+        let share = |rate: f64| {
+            if f.rerefs == 0 {
+                "-".to_owned()
+            } else {
+                format!("{:.1}%", rate * 100.0)
+            }
         };
         let _ = writeln!(
             h,
             "<tr data-total=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td>\
-             <td>{:.4}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td>{:.4}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&t.engine),
             escape(&t.engine),
             group(t.window),
@@ -190,7 +193,8 @@ fn totals_table(h: &mut String, totals: &[Total]) {
             group(f.cache_breaks),
             group(f.compactions),
             group(f.summarizer_calls),
-            reref
+            share(f.reref_rate),
+            share(f.reref_search_rate)
         );
     }
     h.push_str("</tbody></table></div>\n</section>\n");

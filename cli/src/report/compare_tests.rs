@@ -98,5 +98,8 @@ fn data_cannot_break_out_of_the_compare_page() {
     assert!(!page.contains("<img"));
     assert_eq!(page.matches("</script>").count(), 2, "only the page's own");
     let data = page.find("id=\"compare-data\"").expect("data");
-    assert!(!page[data..].contains('\u{2028}'), "raw U+2028 in the script");
+    assert!(
+        !page[data..].contains('\u{2028}'),
+        "raw U+2028 in the script"
+    );
 }

@@ -74,14 +74,14 @@ pub fn parse_gate(text: &str) -> std::result::Result<Vec<Condition>, String> {
 }
 
 /// The figure a gate or a baseline column shows: the row's own, or its ratio to the
-/// baseline's (`reref` and `hit` are rates and stay absolute; a zero baseline gives the
+/// baseline's (`reref`, `rerefsearch` and `hit` are rates and stay absolute; a zero baseline gives the
 /// row's value when the row is zero too, else infinity).
 pub fn relative(metric: &str, row: &Figures, baseline: Option<&Figures>) -> Option<f64> {
     let x = row.metric(metric)?;
     let Some(b) = baseline else { return Some(x) };
     if matches!(
         metric,
-        "reref" | "hit" | "hitrate" | "nohistory" | "norequest" | "quarantines"
+        "reref" | "rerefsearch" | "hit" | "hitrate" | "nohistory" | "norequest" | "quarantines"
     ) {
         return Some(x);
     }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::contract::message::{Message, Role};
+use crate::engine::api::recall::DEFAULT_SEARCH_LIMIT;
 use crate::services::guarantee::Violation;
+use crate::services::recall::{RecallIndex, SearchFilter, searchable_text};
 use crate::services::summarize::find_identifiers;
 
 use super::prefix::{Block, Shape, break_cause, shared_prefix};
@@ -64,8 +66,13 @@ pub struct Figures {
     pub rerefs: u64,
     /// Of those, found in the call's context.
     pub rerefs_found: u64,
+    /// Of those, not in the call's context but one `host.search` away: a search for the
+    /// identifier over the session's stored messages (default limit) returns one holding it.
+    pub rerefs_searchable: u64,
     /// `rerefsFound / rerefs` (1 without re-references).
     pub reref_rate: f64,
+    /// `rerefsSearchable / rerefs` (0 without re-references).
+    pub reref_search_rate: f64,
 }
 
 impl Figures {
@@ -88,6 +95,7 @@ impl Figures {
         self.quarantines += other.quarantines;
         self.rerefs += other.rerefs;
         self.rerefs_found += other.rerefs_found;
+        self.rerefs_searchable += other.rerefs_searchable;
     }
 
     /// Computes cost and rates from the counts.
@@ -103,11 +111,16 @@ impl Figures {
         } else {
             self.rerefs_found as f64 / self.rerefs as f64
         };
+        self.reref_search_rate = if self.rerefs == 0 {
+            0.0
+        } else {
+            self.rerefs_searchable as f64 / self.rerefs as f64
+        };
     }
 
     /// The figure a gate names (`cost`, `tokens`, `cached`, `fresh`, `hit`, `breaks`,
     /// `compactions`, `summarizer`, `nohistory`, `norequest`, `fallbacks`, `quarantines`,
-    /// `reref`, `calls`).
+    /// `reref`, `rerefsearch`, `calls`).
     pub fn metric(&self, name: &str) -> Option<f64> {
         Some(match name {
             "cost" => self.cost,
@@ -123,6 +136,7 @@ impl Figures {
             "fallbacks" => self.fallbacks as f64,
             "quarantines" => self.quarantines as f64,
             "reref" => self.reref_rate,
+            "rerefsearch" => self.reref_search_rate,
             "calls" => self.calls as f64,
             _ => return None,
         })
@@ -130,7 +144,7 @@ impl Figures {
 }
 
 /// The names [`Figures::metric`] knows, for error messages.
-pub const METRICS: &str = "cost, tokens, cached, fresh, hit, breaks, compactions, summarizer, nohistory, norequest, fallbacks, quarantines, reref, calls";
+pub const METRICS: &str = "cost, tokens, cached, fresh, hit, breaks, compactions, summarizer, nohistory, norequest, fallbacks, quarantines, reref, rerefsearch, calls";
 
 impl Meter {
     /// A meter counting a break below `break_share` of the previous call's tokens.
@@ -208,8 +222,15 @@ impl Meter {
 
     /// Counts the re-references of a turn's request (once per request), `history` being the
     /// session's context at the call (every message any call's context held is remembered,
-    /// so compacted ones still count as named earlier), and `sent` the call's context.
-    pub fn rerefs(&mut self, request: &Message, history: &[Arc<Message>], sent: &Shape) {
+    /// so compacted ones still count as named earlier), `sent` the call's context and
+    /// `recall` the session's stored messages (what `host.search` reads).
+    pub fn rerefs(
+        &mut self,
+        request: &Message,
+        history: &[Arc<Message>],
+        sent: &Shape,
+        recall: &RecallIndex,
+    ) {
         if self.last_request.as_deref() == Some(request.id.as_str()) {
             return;
         }
@@ -236,7 +257,28 @@ impl Meter {
                 continue;
             }
             self.row.rerefs += 1;
-            self.row.rerefs_found += u64::from(context.contains(id));
+            if context.contains(id) {
+                self.row.rerefs_found += 1;
+            } else {
+                self.row.rerefs_searchable += u64::from(searchable(recall, id, &request.id));
+            }
         }
     }
+}
+
+/// Whether `host.search(id)` (default limit) over the stored messages returns one, other than
+/// the request itself, whose searchable text holds `id` verbatim.
+fn searchable(recall: &RecallIndex, id: &str, request: &str) -> bool {
+    let limit = usize::try_from(DEFAULT_SEARCH_LIMIT).unwrap_or(usize::MAX);
+    let hits: Vec<String> = recall
+        .search(id, &SearchFilter::default(), limit + 1)
+        .into_iter()
+        .filter(|h| h.id != request)
+        .take(limit)
+        .map(|h| h.id)
+        .collect();
+    recall
+        .fetch(&hits)
+        .iter()
+        .any(|m| searchable_text(m).contains(id))
 }

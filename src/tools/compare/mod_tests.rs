@@ -4,6 +4,7 @@ use super::*;
 use std::sync::Arc;
 
 use crate::contract::message::{Content, Message, MessageBody, ToolResultMessage};
+use crate::services::recall::RecallIndex;
 
 fn msg(id: &str, text: &str) -> Arc<Message> {
     let mut m = Message::user(text);
@@ -216,16 +217,49 @@ fn a_request_naming_an_earlier_identifier_is_found_only_when_the_context_holds_i
     // The context still has the earlier message: found.
     let history = vec![Arc::clone(&old), Arc::clone(&reply), Arc::clone(&request)];
     let sent = blocks(&[(&old, 10), (&reply, 1), (&request, 10)]);
-    meter.rerefs(&request, &history, &sent);
+    meter.rerefs(&request, &history, &sent, &RecallIndex::default());
     assert_eq!((meter.row.rerefs, meter.row.rerefs_found), (1, 1));
     // The same request again (a later call of the turn) is not counted twice.
-    meter.rerefs(&request, &history, &sent);
+    meter.rerefs(&request, &history, &sent, &RecallIndex::default());
     assert_eq!(meter.row.rerefs, 1);
     // A later request whose call no longer carries the earlier message: not found, although
     // that message left the session's context (it was seen before, so it still counts).
     let later = msg("m4", "is src/session/turn.rs fixed?");
     let history = vec![Arc::clone(&later)];
     let sent = blocks(&[(&later, 5)]);
-    meter.rerefs(&later, &history, &sent);
+    meter.rerefs(&later, &history, &sent, &RecallIndex::default());
     assert_eq!((meter.row.rerefs, meter.row.rerefs_found), (2, 1));
+}
+
+#[test]
+fn a_reference_out_of_the_context_is_one_search_away_when_a_stored_message_holds_it() {
+    let old = msg(
+        "m1",
+        "the crash is in src/store/jsonl.rs and src/store/mod.rs",
+    );
+    let reply = msg("m2", "ok, src/session/turn.rs too");
+    let request = msg(
+        "m3",
+        "did src/store/jsonl.rs, src/store/mod.rs or src/session/turn.rs change?",
+    );
+    // What the session stored: a message naming the first path, the reply, and the request
+    // (which names all three, but is not history).
+    let index = RecallIndex::default();
+    index.add(&[
+        msg("s1", "the crash is in src/store/jsonl.rs"),
+        Arc::clone(&reply),
+        Arc::clone(&request),
+    ]);
+    let history = vec![old, Arc::clone(&reply), Arc::clone(&request)];
+    // The call sends the reply and the request: turn.rs is in the context, jsonl.rs one
+    // search away, mod.rs only in the request.
+    let sent = blocks(&[(&reply, 5), (&request, 10)]);
+    let mut meter = Meter::new(0.9);
+    meter.rerefs(&request, &history, &sent, &index);
+    let f = &meter.row;
+    assert_eq!((f.rerefs, f.rerefs_found, f.rerefs_searchable), (3, 1, 1));
+    let mut f = f.clone();
+    f.finish(&default_prices()[DEFAULT_MODEL]);
+    assert!((f.reref_search_rate - 1.0 / 3.0).abs() < 1e-12);
+    assert_eq!(f.metric("rerefsearch"), Some(f.reref_search_rate));
 }

@@ -151,7 +151,7 @@ pub fn run_job(job: &Job, opts: &CompareOptions, dir: &Path) -> Result<Row> {
             let compacted = meter.note_summaries(s.context());
             let now = shape(a, &tokens);
             if let Some(request) = s.current_request() {
-                meter.rerefs(request, s.context(), &now);
+                meter.rerefs(request, s.context(), &now, s.recall());
                 if request_id.as_deref() != Some(request.id.as_str()) {
                     turn += 1;
                     request_id = Some(request.id.clone());
