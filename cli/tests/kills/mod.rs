@@ -323,8 +323,9 @@ fn assistant(text: String) -> Value {
     json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": 2})
 }
 
-// Postgres joins in the next commit.
-each_backend!(@one sigkills_under_bridge_retries_store_nothing_twice_and_lose_nothing kills_on, Jsonl Sqlite);
+each_backend! { durable:
+    sigkills_under_bridge_retries_store_nothing_twice_and_lose_nothing => kills_on;
+}
 
 /// The client messages the store holds for `session_id`, in order (summaries aside): read from
 /// the JSONL files, or through `database` (the store's own reading of SQLite or Postgres).
