@@ -4,8 +4,9 @@
 //! a clean engine is never quarantined, and the memory an idle session holds is bounded.
 //!
 //! The workload runs in a child process (this test binary, one test) so that its resident-set
-//! figures are its own, not those of the tests running beside it, once per session backend
-//! (`each_backend!`): JSONL files and one SQLite database.
+//! figures are its own, not those of the tests running beside it, once per durable session
+//! backend (`each_backend!`): JSONL files, one SQLite database, and a Postgres schema of the
+//! test's own (the parent makes and drops it; the child is told its name).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
@@ -19,13 +20,15 @@ use ctxhost::session::TurnInput;
 use ctxhost::store::Backend;
 use ctxhost::transcript::Durability;
 
-use crate::common::backends::Kind;
+use crate::common::backends::{Kind, Place};
 
 const SESSIONS: usize = 1_000;
 const TURNS: usize = 4;
 /// What an idle session may hold (its messages, its engine instance and state, its store).
 const IDLE_SESSION_CEILING: u64 = 1 << 20;
 const INNER: &str = "CTXHOST_CONCURRENCY_INNER";
+/// The Postgres schema the child keeps its sessions in (the parent's scratch schema).
+const SCHEMA: &str = "CTXHOST_CONCURRENCY_SCHEMA";
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -127,8 +130,14 @@ each_backend! { durable:
     a_thousand_concurrent_sessions_keep_to_themselves => thousand_sessions_on;
 }
 
-fn thousand_sessions_on(kind: Kind) {
-    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+fn thousand_sessions_on(place: &Place) {
+    let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"));
+    if let Some(pg) = place.pg() {
+        child
+            .env(SCHEMA, &pg.schema)
+            .env("CTXHOST_TEST_PG", &pg.url);
+    }
+    let out = child
         .args([
             "concurrency::thousand_sessions_workload",
             "--exact",
@@ -137,7 +146,7 @@ fn thousand_sessions_on(kind: Kind) {
             "--test-threads",
             "1",
         ])
-        .env(INNER, kind.name())
+        .env(INNER, place.kind.name())
         .output()
         .expect("run the workload");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -160,13 +169,17 @@ fn thousand_sessions_on(kind: Kind) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "run by a_thousand_concurrent_sessions_keep_to_themselves in its own process"]
 async fn thousand_sessions_workload() {
-    let kind = match std::env::var(INNER).as_deref() {
-        Ok("fs-jsonl") => Kind::Jsonl,
-        Ok("sqlite") => Kind::Sqlite,
-        _ => return,
+    let Some(kind) = std::env::var(INNER).ok().and_then(|k| Kind::named(&k)) else {
+        return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let backend = kind.open(dir.path());
+    let backend = match kind {
+        Kind::Postgres => crate::common::backends::postgres(
+            &std::env::var("CTXHOST_TEST_PG").expect("the server"),
+            &std::env::var(SCHEMA).expect("the parent's schema"),
+        ),
+        _ => kind.open(dir.path()),
+    };
     let hosts = [
         (host("lua/canary.lua"), false),
         (host("rhai/canary.rhai"), false),

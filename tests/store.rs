@@ -14,7 +14,7 @@ use ctxhost::store::{Backend, Commit, messages_digest};
 use serde_json::json;
 
 use crate::common;
-use crate::common::backends::Kind;
+use crate::common::backends::{Kind, Place};
 use crate::common::engine::Lang;
 
 fn texts(messages: &[Arc<Message>]) -> Vec<String> {
@@ -55,9 +55,8 @@ fn turn(session: &mut Session, n: usize) -> String {
     a.system_prompt_addition.unwrap_or_default()
 }
 
-fn lifecycle_names_where_the_session_stands(kind: Kind, lang: Lang) {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = kind.open(dir.path());
+fn lifecycle_names_where_the_session_stands(place: &Place, lang: Lang) {
+    let backend = place.open();
     let host = storage_reporter(lang);
     let setup = || host.session_setup(&SessionSpec::new("conv-1", ""));
     let mut s = Session::in_backend(setup(), backend.as_ref(), "").unwrap();
@@ -66,7 +65,7 @@ fn lifecycle_names_where_the_session_stands(kind: Kind, lang: Lang) {
     drop(s);
     let mut s = Session::in_backend(setup(), backend.as_ref(), "").unwrap();
     let reopened = turn(&mut s, 2);
-    let b = kind.name();
+    let b = place.kind.name();
     // The cursor is after the turn's request (the store's count and its newest entry); the
     // turn number counts the turns committed before it, across a reopen.
     for (seen, want) in [
@@ -87,20 +86,19 @@ fn lifecycle_names_where_the_session_stands(kind: Kind, lang: Lang) {
     }
 }
 
-fn lifecycle_in_lua(kind: Kind) {
-    lifecycle_names_where_the_session_stands(kind, Lang::Lua);
+fn lifecycle_in_lua(place: &Place) {
+    lifecycle_names_where_the_session_stands(place, Lang::Lua);
 }
 
-fn lifecycle_in_rhai(kind: Kind) {
-    lifecycle_names_where_the_session_stands(kind, Lang::Rhai);
+fn lifecycle_in_rhai(place: &Place) {
+    lifecycle_names_where_the_session_stands(place, Lang::Rhai);
 }
 
 /// A commit survives a reopen with its entries, state and turn count; what was appended after
 /// the last commit is not there (a crash: the store dropped uncommitted), and the session goes
 /// on from its last commit with fresh ids.
-fn a_commit_is_what_survives(kind: Kind) {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = kind.open(dir.path());
+fn a_commit_is_what_survives(place: &Place) {
+    let backend = place.open();
     let mut opened = backend.open("c", "/w").unwrap();
     assert!(opened.messages.is_empty() && opened.state.is_none());
     opened
@@ -118,9 +116,9 @@ fn a_commit_is_what_survives(kind: Kind) {
     opened.store.append(vec![Message::user("lost")]).unwrap();
     drop(opened);
     // A second backend over the same place (a new process).
-    let backend = match kind {
+    let backend = match place.kind {
         Kind::Memory => backend,
-        _ => kind.open(dir.path()),
+        _ => place.open(),
     };
     let mut again = backend.open("c", "").unwrap();
     assert_eq!(texts(&again.messages), ["one", "two"]);
@@ -134,7 +132,7 @@ fn a_commit_is_what_survives(kind: Kind) {
             cursor.seq,
             cursor.entry_id.as_deref()
         ),
-        (kind.name(), 2, Some("00000002"))
+        (place.kind.name(), 2, Some("00000002"))
     );
     let next = again.store.append(vec![Message::user("three")]).unwrap();
     assert_ne!(next[0].id, "00000001");
@@ -151,9 +149,8 @@ fn a_commit_is_what_survives(kind: Kind) {
 
 /// A driven session's engine state and context come back on reopen, the same on every
 /// backend (the state counter engine counts what it ingested).
-fn a_session_reopens_where_it_stopped(kind: Kind) {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = kind.open(dir.path());
+fn a_session_reopens_where_it_stopped(place: &Place) {
+    let backend = place.open();
     let mut config = Config::default();
     config.plugins.slots.context_engine = Some("counter".into());
     config.plugins.entries.insert(
@@ -187,9 +184,8 @@ fn a_session_reopens_where_it_stopped(kind: Kind) {
 /// Every session of a backend copies into another with its ids, its state and its turns
 /// (`ctxhost store migrate`), once: a second copy changes nothing, and the copy reads back
 /// with the same digest.
-fn a_session_copies_into_sqlite_with_its_ids_once(kind: Kind) {
-    let dir = tempfile::tempdir().unwrap();
-    let source = kind.open(&dir.path().join("from"));
+fn a_session_copies_into_sqlite_with_its_ids_once(place: &Place) {
+    let source = place.open();
     let mut s = source.open("m", "").unwrap();
     s.store
         .append(vec![Message::user("q"), Message::assistant("a")])
@@ -204,7 +200,7 @@ fn a_session_copies_into_sqlite_with_its_ids_once(kind: Kind) {
     drop(s);
     let from = source.open("m", "").unwrap();
     let meta = from.store.meta();
-    let target = Kind::Sqlite.open(&dir.path().join("to"));
+    let target = Kind::Sqlite.open(&place.dir().join("to"));
     assert!(
         target
             .import("m", &from.messages, from.state.as_ref(), &meta)

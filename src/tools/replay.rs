@@ -3,10 +3,10 @@
 //! reports what the model would have seen.
 //!
 //! A file with several conversations (τ-bench) replays them as concurrent sessions of one host;
-//! reports still come out in session order.
+//! reports still come out in session order. Sessions are kept in transcript files (`replay`)
+//! or in a session backend, SQLite or Postgres (`replay_in`): the reports do not depend on it.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,17 +15,19 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::error::{EngineError, Error, Result};
-use crate::runtime::{Host, SessionHandle, SessionSpec};
-use crate::services::tokens::TokenCache;
-use crate::session::{Assembly, CallTimes, MethodTimes, Session};
+use crate::runtime::Host;
+use crate::session::{CallTimes, MethodTimes};
+use crate::store::Backend;
 use crate::transcript::{Import, ImportedSession};
 
 mod drive;
 mod guarantees;
+mod session;
 mod view;
 
 pub use drive::{DrivenTurn, RecordedTurn, TurnFault, drive, drive_turn, model_steps, split_turns};
 pub use guarantees::{CallGuarantees, GuaranteeCounts};
+pub use session::{SessionTimes, replay_session, replay_session_in};
 pub use view::{ContextMessage, ContextTracker, ContextView, GoneMessage, Origin, first_line};
 
 /// One turn as the model would have seen it.
@@ -188,11 +190,36 @@ pub async fn replay(
     source: &Path,
     import: Import,
     opts: &ReplayOptions,
+    on_turn: impl FnMut(&TurnReport),
+) -> Result<ReplaySummary> {
+    std::fs::create_dir_all(&opts.out_dir)
+        .map_err(|e| Error::io("create replay directory", &opts.out_dir, e))?;
+    replay_kept(host, None, source, import, opts, on_turn).await
+}
+
+/// [`replay`] with the sessions kept in `backend` (named as `replay` names their files;
+/// `opts.out_dir` is not used, and `session_files` stays empty). A session the backend already
+/// holds messages of is an error: a replay starts every conversation afresh.
+pub async fn replay_in(
+    host: Arc<Host>,
+    backend: Arc<dyn Backend>,
+    source: &Path,
+    import: Import,
+    opts: &ReplayOptions,
+    on_turn: impl FnMut(&TurnReport),
+) -> Result<ReplaySummary> {
+    replay_kept(host, Some(backend), source, import, opts, on_turn).await
+}
+
+async fn replay_kept(
+    host: Arc<Host>,
+    backend: Option<Arc<dyn Backend>>,
+    source: &Path,
+    import: Import,
+    opts: &ReplayOptions,
     mut on_turn: impl FnMut(&TurnReport),
 ) -> Result<ReplaySummary> {
     let started = Instant::now();
-    std::fs::create_dir_all(&opts.out_dir)
-        .map_err(|e| Error::io("create replay directory", &opts.out_dir, e))?;
     let names = unique_names(&import.sessions);
     let mut summary = ReplaySummary {
         transcript: source.to_path_buf(),
@@ -220,15 +247,20 @@ pub async fn replay(
     let mut tasks = Vec::new();
     for (index, (session, name)) in import.sessions.into_iter().zip(names).enumerate() {
         let file = opts.out_dir.join(format!("{name}.jsonl"));
-        summary.session_files.push(file.clone());
+        if backend.is_none() {
+            summary.session_files.push(file.clone());
+        }
         let (host, tx, permits) = (Arc::clone(&host), tx.clone(), Arc::clone(&permits));
-        let contexts = opts.contexts;
+        let (contexts, backend) = (opts.contexts, backend.clone());
         tasks.push(tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
-            let r = replay_session(&host, name, file, session, contexts, |report| {
+            let on_turn = |report| {
                 let _ = tx.send((index, Some(report)));
-            })
-            .await;
+            };
+            let r = match backend {
+                None => replay_session(&host, name, file, session, contexts, on_turn).await,
+                Some(b) => replay_session_in(&host, b, name, session, contexts, on_turn).await,
+            };
             let _ = tx.send((index, None));
             r
         }));
@@ -281,163 +313,6 @@ fn account(summary: &mut ReplaySummary, r: &TurnReport) {
     for c in &r.guarantees {
         summary.guarantees.add(c);
     }
-}
-
-/// Where one session's engine spent its time.
-#[derive(Clone, Debug, Default)]
-pub struct SessionTimes {
-    /// Per lifecycle method.
-    pub engine: CallTimes,
-    /// Per `host.*` function scripts called.
-    pub host: CallTimes,
-}
-
-/// Replays one conversation into a new session file (each model call's context described when
-/// `contexts`); returns where its engine's time went.
-pub async fn replay_session(
-    host: &Host,
-    name: String,
-    file: PathBuf,
-    source: ImportedSession,
-    contexts: bool,
-    mut on_turn: impl FnMut(TurnReport),
-) -> Result<SessionTimes> {
-    if file.exists() {
-        std::fs::remove_file(&file)
-            .map_err(|e| Error::io("replace replay transcript", &file, e))?;
-        let _ = std::fs::remove_file(crate::session::state_path(&file));
-    }
-    let mut spec = SessionSpec::new(name.clone(), file);
-    spec.system_prompt = source.system_prompt.clone();
-    let session = host.create_session(spec).await?;
-    let (preamble, turns) = split_turns(source.messages);
-    session.record(preamble).await?;
-    let mut tracker = if contexts {
-        let counter = crate::services::tokens::counter(host.config().host.tokenizer)?;
-        Some(ContextTracker::new(TokenCache::new(counter)))
-    } else {
-        None
-    };
-    for (n, recorded) in turns.into_iter().enumerate() {
-        let turn = Turn {
-            name: name.clone(),
-            number: n as u64 + 1,
-        };
-        let (report, kept) = replay_turn(host, &session, turn, recorded, tracker).await?;
-        tracker = kept;
-        on_turn(report);
-    }
-    let times = session
-        .with(|s| SessionTimes {
-            engine: s.call_times(),
-            host: s.host_times(),
-        })
-        .await?;
-    session.close().await?;
-    Ok(times)
-}
-
-/// Which turn of which session.
-#[derive(Clone)]
-struct Turn {
-    name: String,
-    number: u64,
-}
-
-/// One model call's report and how it fared against the guarantees (as the session judged
-/// it), with the session as it was at that call (and the call's context described when
-/// `tracker` is given).
-fn call_report(
-    s: &Session,
-    turn: &Turn,
-    call: u32,
-    a: &Assembly,
-    compactions_before: &mut u32,
-    tracker: &mut Option<ContextTracker>,
-) -> (CallReport, CallGuarantees) {
-    let judged = CallGuarantees {
-        call,
-        violations: a.violations.clone(),
-        put_back: a.put_back.clone(),
-    };
-    judged.log(&turn.name, turn.number);
-    let compactions = s.stats().compactions;
-    let report = CallReport {
-        call,
-        engine: a.engine.clone(),
-        fallback: a.fallback,
-        context_messages: s.context().len(),
-        assembled_messages: a.messages.len(),
-        assembled_tokens: a.assembled_tokens,
-        token_budget: a.token_budget,
-        estimated_tokens: a.estimated_tokens,
-        compactions: compactions.saturating_sub(*compactions_before),
-        pairing_repairs: a.pairing_repairs,
-        context: tracker.as_mut().map(|t| t.observe(s.context(), a)),
-        pipeline: tracker
-            .as_ref()
-            .and_then(|_| a.projection.as_ref()?.get("pipeline").cloned()),
-    };
-    *compactions_before = compactions;
-    (report, judged)
-}
-
-/// Drives one recorded turn on the session (the whole turn in one call on the blocking pool)
-/// and reports it; hands the context tracker back.
-async fn replay_turn(
-    host: &Host,
-    session: &SessionHandle,
-    turn: Turn,
-    recorded: RecordedTurn,
-    mut tracker: Option<ContextTracker>,
-) -> Result<(TurnReport, Option<ContextTracker>)> {
-    let (driven, calls, guarantees, tracker, session_messages, turn) = session
-        .with(move |s| {
-            let (mut calls, mut guarantees) = (Vec::new(), Vec::new());
-            let mut seen_compactions = 0;
-            let driven = drive_turn(s, recorded, |s, n, a| {
-                let (report, judged) =
-                    call_report(s, &turn, n, a, &mut seen_compactions, &mut tracker);
-                calls.push(report);
-                guarantees.extend(judged.notable().then_some(judged));
-                Ok::<(), Infallible>(())
-            });
-            let len = s.transcript_len();
-            (driven, calls, guarantees, tracker, len, turn)
-        })
-        .await?;
-    let driven = driven.map_err(TurnFault::into_error)?;
-    // The turn's largest assembly (the later of equals).
-    let mut largest_at = 0;
-    for (i, c) in calls.iter().enumerate() {
-        if c.assembled_tokens >= calls[largest_at].assembled_tokens {
-            largest_at = i;
-        }
-    }
-    let largest = &calls[largest_at];
-    let stats = &driven.stats;
-    let report = TurnReport {
-        session: turn.name,
-        turn: turn.number,
-        engine: largest.engine.clone(),
-        fallback: calls.iter().any(|c| c.fallback) || stats.fallback,
-        quarantined: host.engine_failure().is_some(),
-        session_messages,
-        context_messages: largest.context_messages,
-        model_calls: calls.len() as u32,
-        assembled_messages: largest.assembled_messages,
-        assembled_tokens: largest.assembled_tokens,
-        token_budget: largest.token_budget,
-        estimated_tokens: largest.estimated_tokens,
-        compactions: stats.compactions + driven.manual_compactions,
-        pairing_repairs: calls.iter().map(|c| c.pairing_repairs).sum(),
-        manual_compact: driven.manual_compact,
-        engine_ms: stats.engine_ms,
-        slow: stats.slow,
-        calls,
-        guarantees,
-    };
-    Ok((report, tracker))
 }
 
 /// File-name-safe, unique names for a file's conversations.

@@ -48,14 +48,7 @@ impl Scratch {
 
     /// Options for this schema, with short leases and retries so the tests do not wait long.
     pub fn options(&self) -> PgOptions {
-        PgOptions {
-            schema: self.schema.clone(),
-            lease: Duration::from_secs(2),
-            lease_wait: Duration::from_secs(4),
-            retry_for: Duration::from_secs(20),
-            max_connections: 4,
-            ..PgOptions::new(self.url.clone())
-        }
+        options(&self.url, &self.schema)
     }
 
     /// Runs SQL on the server over a connection of the test's own (on a thread of its own,
@@ -83,6 +76,19 @@ impl Scratch {
             let _ = driver.await;
             rows
         })
+    }
+}
+
+/// [`Scratch::options`] for `schema` on `url`, for a process that did not make the schema (a
+/// test's child process).
+pub fn options(url: &str, schema: &str) -> PgOptions {
+    PgOptions {
+        schema: schema.to_owned(),
+        lease: Duration::from_secs(2),
+        lease_wait: Duration::from_secs(4),
+        retry_for: Duration::from_secs(20),
+        max_connections: 4,
+        ..PgOptions::new(url.to_owned())
     }
 }
 

@@ -6,7 +6,13 @@
 //! the end: each conversation's `transcript.jsonl` holds every client message exactly once, in
 //! order (the session's own compaction summaries aside), and no acknowledged message is ever
 //! missing from a later `assemble` window. It runs once per durable backend
-//! (`each_backend!`): JSONL files, and one SQLite database (`host.store: {kind: "sqlite"}`).
+//! (`each_backend!`): JSONL files, one SQLite database (`host.store: {kind: "sqlite"}`), and a
+//! Postgres schema of the test's own (`host.store: {kind: "postgres", url, schema}`). On
+//! Postgres a killed child keeps its sessions' leases until they expire (10 s, the store's
+//! default; `host.store` has no lease setting): when the bridge starts the next child, every
+//! lease then held is a killed child's (it runs one child at a time, and waits for each it
+//! kills), and the test expires them at once, as 10 s would. Waiting out the lease is the
+//! 4-process test's part (`pg_serve`); here it would only make 100 kills take 17 minutes.
 //!
 //! The counts (kills, messages acknowledged, stored twice, lost) and what each kill left on
 //! disk (messages stored before a session's first state save, or after its last; a summary
@@ -66,8 +72,14 @@ return M
 const KEY: &str = "agent:main:main";
 
 /// The bridge side: the child it talks to, and what it has seen.
-struct Bridge {
+struct Bridge<'a> {
     state: PathBuf,
+    /// The Postgres schema, whose killed children's leases are expired (see the module doc).
+    pg: Option<&'a crate::pg_server::Scratch>,
+    /// Leases expired that way.
+    leases_expired: u64,
+    /// Children started so far (every one before the current was killed).
+    children: u64,
     /// The config naming the store (`host.store`), when it is not the default JSONL one.
     config: Option<PathBuf>,
     engine: PathBuf,
@@ -93,9 +105,18 @@ struct Bridge {
     windows: BTreeMap<&'static str, u64>,
 }
 
-impl Bridge {
+impl Bridge<'_> {
     fn serve(&mut self) -> &mut Serve {
         if self.serve.is_none() {
+            if let Some(pg) = self.pg.filter(|_| self.children > 0) {
+                let expired = pg.sql(&format!(
+                    "UPDATE \"{}\".ctxhost_leases SET expires_at = clock_timestamp()
+                     WHERE expires_at > clock_timestamp() RETURNING session_id",
+                    pg.schema
+                ));
+                self.leases_expired += expired.len() as u64;
+            }
+            self.children += 1;
             let mut s = Serve::spawn(&self.state, &self.engine, &self.home);
             let mut init = json!({"engine": self.engine, "clientInfo": {"name": "kills-test", "version": "1"},
                               "capabilities": {"delegateCompaction": true, "llmComplete": true,
@@ -161,7 +182,7 @@ impl Bridge {
             outcome = serve.wait(id, None);
             let window = match &self.config {
                 // A call's messages and state are one transaction: no window between them.
-                Some(_) => "a sqlite transaction (all or nothing)",
+                Some(_) => "a database transaction (all or nothing)",
                 None => left_behind(&self.state, params["sessionId"].as_str().unwrap_or("")),
             };
             *self.windows.entry(window).or_default() += 1;
@@ -306,30 +327,30 @@ each_backend! { durable:
     sigkills_under_bridge_retries_store_nothing_twice_and_lose_nothing => kills_on;
 }
 
-/// The client messages the store holds for `session_id`, in order (summaries aside).
-fn stored_in(b: &Bridge, session_id: &str) -> Vec<String> {
-    match &b.config {
+/// The client messages the store holds for `session_id`, in order (summaries aside): read from
+/// the JSONL files, or through `database` (the store's own reading of SQLite or Postgres).
+fn stored_in(
+    b: &Bridge,
+    database: Option<&dyn ctxhost::store::Backend>,
+    session_id: &str,
+) -> Vec<String> {
+    match database {
         None => stored(&transcript_of(&b.state, session_id)),
-        Some(_) => {
-            let db = b.state.join("ctxhost.db");
-            let backend = ctxhost::store::sqlite::SqliteBackend::open(
-                &db,
-                ctxhost::transcript::Durability::Entry,
-            )
-            .unwrap();
-            ctxhost::store::Backend::open(&backend, session_id, "")
-                .unwrap()
-                .messages
-                .iter()
-                .map(|m| serde_json::to_value(&**m).unwrap())
-                .filter(|m| !is_summary(m))
-                .map(|m| key_of(&m))
-                .collect()
-        }
+        Some(backend) => backend
+            .open(session_id, "")
+            .unwrap()
+            .messages
+            .iter()
+            .map(|m| serde_json::to_value(&**m).unwrap())
+            .filter(|m| !is_summary(m))
+            .map(|m| key_of(&m))
+            .collect(),
     }
 }
 
-fn kills_on(kind: crate::common::backends::Kind) {
+fn kills_on(place: &crate::common::backends::Place) {
+    use crate::common::backends::Kind;
+    let kind = place.kind;
     let runs = env_u64("CTXHOST_KILL_RUNS").unwrap_or(100);
     let seed = env_u64("CTXHOST_KILL_SEED").unwrap_or_else(|| {
         SystemTime::now()
@@ -342,16 +363,27 @@ fn kills_on(kind: crate::common::backends::Kind) {
     let engine = dir.path().join("keepall.lua");
     std::fs::write(&engine, ENGINE).unwrap();
     let config = match kind {
-        crate::common::backends::Kind::Sqlite => {
+        Kind::Sqlite => {
             // `ctxhost.db` in the state directory, the default path.
             let file = dir.path().join("sqlite.json5");
             std::fs::write(&file, "{ host: { store: { kind: \"sqlite\" } } }").unwrap();
             Some(file)
         }
+        Kind::Postgres => {
+            let file = dir.path().join("postgres.json");
+            let store = place.settings().unwrap();
+            std::fs::write(&file, json!({"host": {"store": store}}).to_string()).unwrap();
+            Some(file)
+        }
         _ => None,
     };
+    // The state directory is the place's own: SQLite's default `ctxhost.db` in it is what
+    // `place.open()` reads back.
     let mut b = Bridge {
-        state: dir.path().join("state"),
+        state: place.dir().to_path_buf(),
+        pg: place.pg(),
+        leases_expired: 0,
+        children: 0,
         config,
         engine,
         home: dir.path().to_path_buf(),
@@ -555,9 +587,10 @@ fn kills_on(kind: crate::common::backends::Kind) {
         tally.window(c, &r, &b.log);
     }
     b.serve.take().unwrap().close();
+    let database = (kind != Kind::Jsonl).then(|| place.open());
     for c in &conversations {
         tally.acknowledged += c.acknowledged.len();
-        let got = stored_in(&b, &c.id);
+        let got = stored_in(&b, database.as_deref(), &c.id);
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for k in &got {
             *counts.entry(k.as_str()).or_default() += 1;
@@ -601,6 +634,12 @@ fn kills_on(kind: crate::common::backends::Kind) {
         tally.out_of_order.len(),
     );
     eprintln!("kills: what the kills left on disk: {:?}", b.windows);
+    if b.pg.is_some() {
+        eprintln!(
+            "kills: killed children's leases expired by the test: {}",
+            b.leases_expired
+        );
+    }
     if let Ok(path) = std::env::var("CTXHOST_KILL_TRACE") {
         std::fs::write(path, b.log.join("\n")).unwrap();
     }

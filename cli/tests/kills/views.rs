@@ -80,7 +80,7 @@ pub(super) enum Carried {
     View(Vec<Value>),
 }
 
-impl Bridge {
+impl Bridge<'_> {
     /// One call carrying the client's messages, as the plugin sends it over delta views; sent
     /// again after a kill until answered (or given up: `None`, and no belief is left).
     pub(super) fn view_call(
