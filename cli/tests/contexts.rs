@@ -191,3 +191,132 @@ fn an_agentic_turn_has_a_row_per_model_call() {
         );
     }
 }
+
+/// The example hooks of `scripts/hooks/` composed with a contributions' share so small that
+/// blocks are dropped for the budget, at a window where the planner hook compacts.
+fn composed_pipeline(dir: &std::path::Path) -> PathBuf {
+    let hooks = common::repo_root().join("scripts/hooks");
+    let entry = |file: &str, config: serde_json::Value| serde_json::json!({"path": hooks.join(file), "config": config});
+    let config = serde_json::json!({
+        "plugins": {
+            "slots": {"contextEngine": "pipeline"},
+            "entries": {
+                "pinned-facts": entry("pinned_facts.lua", serde_json::json!({
+                    "facts": ["The deploy target is staging-2.", "Never force-push main."],
+                })),
+                "reanchor": entry("reanchor.rhai", serde_json::json!({
+                    "rules": "## Red Lines\nNever delete user data.",
+                })),
+                "tool-pruner": entry("tool_pruner.lua", serde_json::json!({})),
+                "compaction-planner": entry("compaction_planner.rhai", serde_json::json!({})),
+            },
+        },
+        "host": {
+            "pipeline": {
+                "hooks": ["pinned-facts", "reanchor", "tool-pruner", "compaction-planner"],
+                "contributionShare": 0.01,
+            },
+        },
+    });
+    let path = dir.join("pipeline.json5");
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn replay_views_show_each_pipeline_calls_contributions_drops_and_who_summarized() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = composed_pipeline(dir.path());
+    let source = transcript("fasthooks-sample_main_transcript.jsonl");
+    let config = config.display().to_string();
+    let args = ["replay", &source, "--config", &config, "--window", "2000"];
+
+    // --json --contexts: every call's pipeline report.
+    let mut with_json = args.to_vec();
+    with_json.extend(["--json", "--contexts"]);
+    let out = ctxhost(&with_json);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = json_lines(&out);
+    let summary = lines.pop().unwrap();
+    assert!(
+        summary["summary"]["compactions"].as_u64() > Some(0),
+        "{summary}"
+    );
+    let (mut placed, mut dropped, mut summarized) = (0, 0, 0);
+    let mut compacted_turn = None;
+    for turn in &lines {
+        for call in turn["calls"].as_array().unwrap() {
+            let p = &call["pipeline"];
+            assert!(p.is_object(), "a call without its pipeline report: {call}");
+            for b in p["contributions"].as_array().unwrap() {
+                // By source and placement.
+                if b["source"] == "pinned-facts" && b["field"] == "appendSystemPrompt" {
+                    placed += 1;
+                }
+            }
+            for b in p["dropped"].as_array().unwrap() {
+                assert!(b["source"].is_string() && b["field"].is_string(), "{b}");
+                if b["source"] == "pinned-facts" {
+                    dropped += 1;
+                }
+            }
+            for c in p["compactions"].as_array().unwrap() {
+                assert_eq!(c["summarizedBy"], "compaction-planner", "{c}");
+                assert!(c["summarizedMessages"].as_u64() > Some(0), "{c}");
+                summarized += 1;
+                compacted_turn.get_or_insert(turn["turn"].as_u64().unwrap());
+            }
+        }
+    }
+    assert!(placed > 0, "no pinned fact placed");
+    assert!(dropped > 0, "no block dropped for the budget");
+    assert!(summarized > 0, "no call reports who summarized");
+
+    // --show: the same, for a person, on the turn of a compaction.
+    let turn = compacted_turn.unwrap().to_string();
+    let mut show = args.to_vec();
+    show.extend(["--show", &turn]);
+    let out = ctxhost(&show);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("  pipeline:"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("    + pinned-facts") && l.contains("appendSystemPrompt")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("    - pinned-facts") && l.ends_with("(dropped for the budget)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("    summarized by compaction-planner: "),
+        "{text}"
+    );
+
+    // The HTML report carries each call's pipeline report and draws it.
+    let html = dir.path().join("report.html");
+    let html_arg = html.display().to_string();
+    let mut report = args.to_vec();
+    report.extend(["--report", &html_arg]);
+    let out = ctxhost(&report);
+    assert_eq!(out.status.code(), Some(0));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("function showPipeline"),
+        "the report draws it"
+    );
+    let data_start = page.find("id=\"replay-data\">").unwrap();
+    let data = &page[data_start..];
+    assert!(data.contains("\"summarizedBy\":\"compaction-planner\""));
+    assert!(
+        data.contains("\"dropped\":[{"),
+        "a dropped block in the data"
+    );
+    assert!(data.contains("\"source\":\"pinned-facts\""));
+}

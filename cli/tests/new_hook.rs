@@ -138,3 +138,43 @@ fn a_hook_that_throws_is_not_sound_and_check_names_its_error() {
     );
     assert_eq!(report["hooks"][0]["status"]["quarantines"], 1, "{report:#}");
 }
+
+/// Every example hook in `scripts/hooks/`, in both languages, passes `check` as shipped: each
+/// hook function it defines ran in the check's conversation and none failed.
+#[test]
+fn every_example_hook_passes_check_in_both_languages() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let hooks = root.join("scripts/hooks");
+    let mut files: Vec<_> = std::fs::read_dir(&hooks)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "lua" || e == "rhai"))
+        .collect();
+    files.sort();
+    assert!(
+        files.iter().any(|f| f.ends_with("compaction_planner.rhai")),
+        "{files:?}"
+    );
+    for file in &files {
+        let o = ctxhost(&root, &["check", file.to_str().unwrap(), "--json"]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{}: {out}", file.display());
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(report["sound"], true, "{}: {out}", file.display());
+        let steps = report["steps"].as_array().unwrap();
+        assert!(
+            steps
+                .iter()
+                .any(|s| s["step"].as_str().is_some_and(|n| n.starts_with("hook "))),
+            "{}: no hook function was judged: {out}",
+            file.display()
+        );
+    }
+    let planner = ctxhost(&root, &["check", "scripts/hooks/compaction_planner.lua"]);
+    let out = text(&planner);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("  ok   hook compactionPlan: ran ")),
+        "{out}"
+    );
+}

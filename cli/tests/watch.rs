@@ -422,3 +422,163 @@ fn watch_replays_again_after_a_save_and_prints_what_changed() {
         "run 2 has its times: {out}"
     );
 }
+
+/// A pipeline hook that contributes its version to every call.
+fn versioned_hook(version: &str) -> String {
+    format!(
+        r#"local M = {{ info = {{ id = "other", name = "Other" }} }}
+function M.collect(p)
+  return {{ appendSystemPrompt = {{ {{ text = "other {version}" }} }} }}
+end
+return M
+"#
+    )
+}
+
+/// A config with the pipeline in the slot and two hooks from `dir`: `counter` (counts its calls
+/// in its session state and in a VM local: tests/fixtures/hooks/counter.lua) and `other`.
+fn two_hooks(dir: &Path) -> ctxhost::config::Config {
+    let counter = common::repo_root().join("tests/fixtures/hooks/counter.lua");
+    std::fs::copy(&counter, dir.join("counter.lua")).unwrap();
+    std::fs::write(dir.join("other.lua"), versioned_hook("v1")).unwrap();
+    let mut config = ctxhost::config::Config::default();
+    config.host.window = 32_000;
+    config.plugins.slots.context_engine = Some("pipeline".into());
+    for (id, file, cfg) in [
+        (
+            "counter",
+            "counter.lua",
+            serde_json::json!({"label": "counter"}),
+        ),
+        ("other", "other.lua", serde_json::json!({})),
+    ] {
+        config.plugins.entries.insert(
+            id.into(),
+            ctxhost::config::Entry {
+                path: Some(dir.join(file)),
+                config: cfg,
+                ..Default::default()
+            },
+        );
+    }
+    config.host.pipeline.hooks = vec!["counter".into(), "other".into()];
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_hook_is_reloaded_alone_and_the_other_hooks_keep_their_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Arc::new(Host::new(two_hooks(dir.path())).unwrap());
+    let mut w = EngineWatcher::for_host(Arc::clone(&host), DEBOUNCE).unwrap();
+    assert_eq!(w.paths().len(), 2, "every hook file is watched");
+    let s = session(&host, dir.path()).await;
+    let first = turn(&s).await;
+    assert!(first.contains("counter v1 state=1 vm=1"), "{first}");
+    assert!(first.contains("other v1"), "{first}");
+    let second = turn(&s).await;
+    assert!(second.contains("counter v1 state=2 vm=2"), "{second}");
+
+    // A save of `other` reloads `other` alone.
+    std::fs::write(dir.path().join("other.lua"), versioned_hook("v2")).unwrap();
+    let o = next(&mut w).await;
+    assert_eq!(o.hook.as_deref(), Some("other"), "{o:?}");
+    assert_eq!(o.result.as_ref().ok(), Some(&1), "{:?}", o.result);
+    assert_eq!(
+        host.engine_cell().number(),
+        0,
+        "the engine was not reloaded"
+    );
+    let third = turn(&s).await;
+    // The counter goes on: the same VM (its local count) and its state.
+    assert!(third.contains("counter v1 state=3 vm=3"), "{third}");
+    // The edited hook's new behaviour shows.
+    assert!(
+        third.contains("other v2") && !third.contains("other v1"),
+        "{third}"
+    );
+
+    // A broken save of `other` is refused with its place; the running version stays.
+    std::fs::write(dir.path().join("other.lua"), "local M = {\n  info =\n").unwrap();
+    let o = next(&mut w).await;
+    assert_eq!(o.hook.as_deref(), Some("other"));
+    let err = o.result.expect_err("a broken hook").to_string();
+    assert!(err.contains("other.lua:3"), "{err}");
+    let fourth = turn(&s).await;
+    assert!(fourth.contains("counter v1 state=4 vm=4"), "{fourth}");
+    assert!(fourth.contains("other v2"), "{fourth}");
+    assert_eq!(host.hook_generation("other").unwrap(), 1);
+    assert_eq!(host.hook_generation("counter").unwrap(), 0);
+    assert!(w.try_next_outcome().is_none(), "no reload of the counter");
+    s.close().await.unwrap();
+}
+
+#[test]
+fn watch_of_a_pipeline_reloads_the_saved_hook_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = two_hooks(dir.path());
+    let file = dir.path().join("pipeline.json5");
+    let entry = |id: &str| serde_json::json!({"path": config.plugins.entries[id].path, "config": config.plugins.entries[id].config});
+    let json = serde_json::json!({
+        "plugins": {
+            "slots": {"contextEngine": "pipeline"},
+            "entries": {"counter": entry("counter"), "other": entry("other")},
+        },
+        "host": {"pipeline": {"hooks": ["counter", "other"]}},
+    });
+    std::fs::write(&file, json.to_string()).unwrap();
+    let transcript =
+        common::shared_dir().join("data/transcripts/fasthooks-sample_main_transcript.jsonl");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxhost"))
+        .arg("watch")
+        .arg("pipeline")
+        .arg(&transcript)
+        .arg("--config")
+        .arg(&file)
+        .args(["--window", "4000", "--max-runs", "2", "--debounce-ms", "50"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::new(child.stdout.take().unwrap());
+    let watching = lines.wait_for("watching");
+    assert!(
+        watching.contains("counter.lua") && watching.contains("other.lua"),
+        "{watching}"
+    );
+    lines.wait_for("run 1 (generation 0)");
+    let hooks = lines.wait_for("hooks:");
+    assert!(
+        hooks.contains("counter generation 0, other generation 0"),
+        "{hooks}"
+    );
+    lines.wait_for("waiting for changes");
+
+    // A broken save of one hook: refused with its place, no replay.
+    std::fs::write(dir.path().join("other.lua"), "local M = {\n  info =\n").unwrap();
+    let refused = lines.wait_for("refused");
+    assert!(refused.contains("hook other"), "{refused}");
+    assert!(refused.contains("other.lua:3"), "{refused}");
+
+    // A good save with a longer block: that hook alone reloads and every call grows.
+    std::fs::write(
+        dir.path().join("other.lua"),
+        versioned_hook(&"v2 with a much longer block ".repeat(20)),
+    )
+    .unwrap();
+    let reloaded = lines.wait_for("reloaded hook other");
+    assert!(reloaded.contains("generation 1"), "{reloaded}");
+    lines.wait_for("run 2 (generation 0)");
+    let hooks = lines.wait_for("hooks:");
+    assert!(
+        hooks.contains("counter generation 0, other generation 1"),
+        "{hooks}"
+    );
+    let status = child.wait().unwrap();
+    let out = lines.rest();
+    assert!(status.success(), "{status}\n{out}");
+    let changed: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("turn") && l.contains("tokens"))
+        .collect();
+    assert!(!changed.is_empty(), "no changed turn in:\n{out}");
+}

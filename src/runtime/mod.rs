@@ -327,6 +327,41 @@ impl Host {
     /// (the engine's generation does not move). On failure the running version stays and the
     /// error (with file:line) is returned. Returns the hook's new generation.
     pub fn reload_hook(&self, hook: &str) -> Result<u64> {
+        let generation = self.with_pipeline(|p| Ok(p.reload_hook(hook)?))?;
+        tracing::info!(hook, generation, "pipeline hook reloaded");
+        Ok(generation)
+    }
+
+    /// Whether the host serves a loaded `pipeline` engine (whose hooks reload one by one).
+    pub fn serves_pipeline(&self) -> bool {
+        self.with_pipeline(|_| Ok(())).is_ok()
+    }
+
+    /// The hook files of the `pipeline` engine the host serves, with their hook ids (what a
+    /// watcher follows); an error when the host serves no loaded pipeline.
+    pub fn hook_files(&self) -> Result<Vec<(String, PathBuf)>> {
+        self.with_pipeline(|p| Ok(p.hook_files()))
+    }
+
+    /// The current generation of pipeline hook `hook` (0 until it is reloaded alone).
+    pub fn hook_generation(&self, hook: &str) -> Result<u64> {
+        self.with_pipeline(|p| {
+            p.hooks()
+                .into_iter()
+                .find(|h| h.id == hook)
+                .map(|h| h.status.generation)
+                .ok_or_else(|| Error::Config {
+                    place: "host.pipeline.hooks".into(),
+                    message: format!("the pipeline has no hook \"{hook}\""),
+                })
+        })
+    }
+
+    /// Runs `f` on the loaded `pipeline` engine the host serves.
+    fn with_pipeline<T>(
+        &self,
+        f: impl FnOnce(&crate::engine::pipeline::PipelineFactory) -> Result<T>,
+    ) -> Result<T> {
         let engine = self.engine.current().engine;
         let Some(Ok(factory)) = engine else {
             return Err(Error::Config {
@@ -343,9 +378,7 @@ impl Host {
                 ),
             });
         };
-        let generation = pipeline.reload_hook(hook)?;
-        tracing::info!(hook, generation, "pipeline hook reloaded");
-        Ok(generation)
+        f(pipeline)
     }
 
     /// What a session of this host is built from (for driving a [`Session`] synchronously).

@@ -9,7 +9,9 @@
 //! An [`EngineWatcher`] drives reloads from the file system: it watches the engine file's
 //! directory, debounces bursts of writes, runs one reload at a time on the blocking pool and
 //! reports each [`ReloadOutcome`] (the new generation, or the error with file:line while the
-//! old version keeps serving).
+//! old version keeps serving). For the `pipeline` engine it watches every hook file instead,
+//! and a save reloads that hook alone ([`Host::reload_hook`]): the other hooks keep their
+//! instances and state.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,6 +43,9 @@ const MAX_TICK: Duration = Duration::from_millis(10);
 pub struct ReloadOutcome {
     /// The engine file that changed.
     pub path: PathBuf,
+    /// The pipeline hook that file is, when it is one: only that hook was reloaded, and the
+    /// generation is the hook's own. `None` for an engine file.
+    pub hook: Option<String>,
     /// The new generation number, or why the new version was refused (with file:line when the
     /// script is at fault); on an error the previous generation keeps serving.
     pub result: Result<u64, Arc<Error>>,
@@ -65,11 +70,36 @@ impl ReloadOutcome {
     }
 }
 
-/// A debounced batch of changes to the engine file, sent by the notify thread.
+/// A debounced batch of changes to one watched file, sent by the notify thread.
 #[derive(Clone, Copy, Debug)]
 struct Trigger {
+    /// The index of the file among the watcher's targets.
+    target: usize,
     changed_at: Instant,
     debounced_at: Instant,
+}
+
+/// What a reload runs: the new generation, or why the new version was refused.
+pub type Reload = Arc<dyn Fn() -> Result<u64> + Send + Sync>;
+
+/// One file an [`EngineWatcher`] follows and what a save of it reloads.
+#[derive(Clone)]
+pub struct WatchTarget {
+    /// The file.
+    pub path: PathBuf,
+    /// The pipeline hook it is (`None`: the engine file).
+    pub hook: Option<String>,
+    /// Run (on the blocking pool, one reload at a time) after each debounced save.
+    pub reload: Reload,
+}
+
+impl std::fmt::Debug for WatchTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchTarget")
+            .field("path", &self.path)
+            .field("hook", &self.hook)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Watches one engine file and reloads it on every save, off the async threads.
@@ -93,7 +123,7 @@ struct Trigger {
 /// # Ok(()) }
 /// ```
 pub struct EngineWatcher {
-    path: PathBuf,
+    paths: Vec<PathBuf>,
     debounce: Duration,
     outcomes: mpsc::UnboundedReceiver<ReloadOutcome>,
     task: tokio::task::JoinHandle<()>,
@@ -103,28 +133,59 @@ pub struct EngineWatcher {
 impl std::fmt::Debug for EngineWatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EngineWatcher")
-            .field("path", &self.path)
+            .field("paths", &self.paths)
             .field("debounce", &self.debounce)
             .finish_non_exhaustive()
     }
 }
 
 impl EngineWatcher {
-    /// Watches the host's configured engine file and runs [`Host::reload_engine`] on each save.
-    /// Must be called inside a tokio runtime.
+    /// Watches the host's configured engine file and runs [`Host::reload_engine`] on each save;
+    /// for the `pipeline` engine, every hook file, each save reloading that hook alone
+    /// ([`EngineWatcher::for_hooks`]). Must be called inside a tokio runtime.
     pub fn for_host(host: Arc<Host>, debounce: Duration) -> Result<EngineWatcher> {
         let config = host.config();
         let path = match config.engine_entry() {
             Some((_, entry)) if entry.enabled => entry.path.as_deref().map(|p| config.resolve(p)),
             _ => None,
         };
-        let Some(path) = path else {
+        if let Some(path) = path {
+            return Self::new(&path, debounce, move || host.reload_engine());
+        }
+        if host.serves_pipeline() {
+            return Self::for_hooks(host, debounce);
+        }
+        Err(Error::Config {
+            place: "plugins.slots.contextEngine".into(),
+            message: "no enabled engine with a `path` to watch".into(),
+        })
+    }
+
+    /// Watches every hook file of the host's `pipeline` engine; a save of one runs
+    /// [`Host::reload_hook`] for that hook alone (a version that does not load is refused and
+    /// the running one stays), and the other hooks keep their instances and state. Must be
+    /// called inside a tokio runtime.
+    pub fn for_hooks(host: Arc<Host>, debounce: Duration) -> Result<EngineWatcher> {
+        let targets: Vec<WatchTarget> = host
+            .hook_files()?
+            .into_iter()
+            .map(|(id, path)| {
+                let host = Arc::clone(&host);
+                let hook = id.clone();
+                WatchTarget {
+                    path,
+                    hook: Some(id),
+                    reload: Arc::new(move || host.reload_hook(&hook)),
+                }
+            })
+            .collect();
+        if targets.is_empty() {
             return Err(Error::Config {
-                place: "plugins.slots.contextEngine".into(),
-                message: "no enabled engine with a `path` to watch".into(),
+                place: "host.pipeline.hooks".into(),
+                message: "the pipeline has no hook file to watch (only built-in hooks)".into(),
             });
-        };
-        Self::new(&path, debounce, move || host.reload_engine())
+        }
+        Self::watching(targets, debounce)
     }
 
     /// Watches `path` and calls `reload` (on tokio's blocking pool, one call at a time) after
@@ -133,39 +194,66 @@ impl EngineWatcher {
     where
         F: Fn() -> Result<u64> + Send + Sync + 'static,
     {
+        Self::watching(
+            vec![WatchTarget {
+                path: path.to_path_buf(),
+                hook: None,
+                reload: Arc::new(reload),
+            }],
+            debounce,
+        )
+    }
+
+    /// Watches each target's file and runs its reload (on tokio's blocking pool, one reload at
+    /// a time across all targets) after each debounced batch of changes to it. Must be called
+    /// inside a tokio runtime.
+    pub fn watching(targets: Vec<WatchTarget>, debounce: Duration) -> Result<EngineWatcher> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|e| Error::NoRuntime {
             what: "the engine watcher",
             message: e.to_string(),
         })?;
-        let path = std::path::absolute(path).map_err(|e| Error::io("watch engine", path, e))?;
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return Err(Error::io(
-                "watch engine",
-                &path,
-                std::io::Error::other("not a file path"),
-            ));
-        };
-        // Events carry the watched directory's path as notify resolved it; compare against the
-        // canonical directory so symlinked temp dirs (macOS /var -> /private/var) still match.
-        let dir = dir
-            .canonicalize()
-            .map_err(|e| Error::io("watch engine directory", dir, e))?;
-        let target = dir.join(name);
-        let literal = path.clone();
+        // Per target: the file as given (absolute) and as its canonical directory resolves it.
+        let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for t in &targets {
+            let path =
+                std::path::absolute(&t.path).map_err(|e| Error::io("watch engine", &t.path, e))?;
+            let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+                return Err(Error::io(
+                    "watch engine",
+                    &path,
+                    std::io::Error::other("not a file path"),
+                ));
+            };
+            // Events carry the watched directory's path as notify resolved it; compare against
+            // the canonical directory so symlinked temp dirs (macOS /var -> /private/var) still
+            // match.
+            let dir = dir
+                .canonicalize()
+                .map_err(|e| Error::io("watch engine directory", dir, e))?;
+            files.push((dir.join(name), path.clone()));
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+        let paths: Vec<PathBuf> = files.iter().map(|(_, literal)| literal.clone()).collect();
 
         let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<Trigger>();
         let handler = move |result: DebounceEventResult| match result {
             Ok(events) => {
-                let changed_at = events
-                    .iter()
-                    .filter(|e| touches(e, &target, &literal))
-                    .map(|e| e.time)
-                    .min();
-                if let Some(changed_at) = changed_at {
-                    let _ = trigger_tx.send(Trigger {
-                        changed_at,
-                        debounced_at: Instant::now(),
-                    });
+                for (target, (canonical, literal)) in files.iter().enumerate() {
+                    let changed_at = events
+                        .iter()
+                        .filter(|e| touches(e, canonical, literal))
+                        .map(|e| e.time)
+                        .min();
+                    if let Some(changed_at) = changed_at {
+                        let _ = trigger_tx.send(Trigger {
+                            target,
+                            changed_at,
+                            debounced_at: Instant::now(),
+                        });
+                    }
                 }
             }
             Err(errors) => {
@@ -178,21 +266,27 @@ impl EngineWatcher {
         // debounce, 50 ms at 200 ms); a finer tick keeps the latency close to the debounce.
         let debounce = debounce.max(MIN_DEBOUNCE);
         let tick = (debounce / 4).min(MAX_TICK);
+        let first = dirs.first().cloned().unwrap_or_default();
         let mut debouncer = new_debouncer(debounce, Some(tick), handler)
-            .map_err(|e| Error::io("watch engine directory", &dir, std::io::Error::other(e)))?;
-        debouncer
-            .watch(&dir, RecursiveMode::NonRecursive)
-            .map_err(|e| Error::io("watch engine directory", &dir, std::io::Error::other(e)))?;
+            .map_err(|e| Error::io("watch engine directory", &first, std::io::Error::other(e)))?;
+        for dir in &dirs {
+            debouncer
+                .watch(dir, RecursiveMode::NonRecursive)
+                .map_err(|e| Error::io("watch engine directory", dir, std::io::Error::other(e)))?;
+        }
 
         let (outcome_tx, outcomes) = mpsc::unbounded_channel();
-        let task = runtime.spawn(reload_task(
-            path.clone(),
-            Arc::new(reload),
-            trigger_rx,
-            outcome_tx,
-        ));
+        let targets: Vec<WatchTarget> = targets
+            .into_iter()
+            .zip(&paths)
+            .map(|(t, path)| WatchTarget {
+                path: path.clone(),
+                ..t
+            })
+            .collect();
+        let task = runtime.spawn(reload_task(targets, trigger_rx, outcome_tx));
         Ok(EngineWatcher {
-            path,
+            paths,
             debounce,
             outcomes,
             task,
@@ -200,9 +294,14 @@ impl EngineWatcher {
         })
     }
 
-    /// The watched engine file.
+    /// The watched engine file (the first hook file for a pipeline).
     pub fn path(&self) -> &Path {
-        &self.path
+        self.paths.first().map_or(Path::new(""), PathBuf::as_path)
+    }
+
+    /// Every watched file: the engine file, or each hook file of a pipeline.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
     }
 
     /// The quiet time before a reload.
@@ -234,42 +333,65 @@ fn touches(event: &DebouncedEvent, target: &Path, literal: &Path) -> bool {
         && event.paths.iter().any(|p| p == target || p == literal)
 }
 
-/// The one task that reloads: batches that arrived while a reload ran are merged into one.
+/// The one task that reloads: batches that arrived while a reload ran are merged into one per
+/// file, and the files' reloads run one after the other.
 async fn reload_task(
-    path: PathBuf,
-    reload: Arc<dyn Fn() -> Result<u64> + Send + Sync>,
+    targets: Vec<WatchTarget>,
     mut triggers: mpsc::UnboundedReceiver<Trigger>,
     outcomes: mpsc::UnboundedSender<ReloadOutcome>,
 ) {
-    while let Some(mut trigger) = triggers.recv().await {
+    while let Some(first) = triggers.recv().await {
+        let mut batch: std::collections::BTreeMap<usize, Trigger> =
+            std::collections::BTreeMap::new();
+        let mut add = |t: Trigger| {
+            batch
+                .entry(t.target)
+                .and_modify(|b| {
+                    b.changed_at = b.changed_at.min(t.changed_at);
+                    b.debounced_at = t.debounced_at;
+                })
+                .or_insert(t);
+        };
+        add(first);
         while let Ok(more) = triggers.try_recv() {
-            trigger.changed_at = trigger.changed_at.min(more.changed_at);
-            trigger.debounced_at = more.debounced_at;
+            add(more);
         }
-        let reload = Arc::clone(&reload);
-        let result = match tokio::task::spawn_blocking(move || reload()).await {
-            Ok(r) => r.map_err(Arc::new),
-            Err(e) => Err(Arc::new(Error::Task {
-                task: "engine reload",
-                message: e.to_string(),
-            })),
-        };
-        // Logged at info: the outcome goes to the caller, who decides how loudly to report it.
-        match &result {
-            Ok(g) => tracing::info!(file = %path.display(), generation = g, "engine reloaded"),
-            Err(e) => {
-                tracing::info!(file = %path.display(), "reload refused, old version kept: {e}")
+        for (index, trigger) in batch {
+            let Some(target) = targets.get(index) else {
+                continue;
+            };
+            let reload = Arc::clone(&target.reload);
+            let result = match tokio::task::spawn_blocking(move || reload()).await {
+                Ok(r) => r.map_err(Arc::new),
+                Err(e) => Err(Arc::new(Error::Task {
+                    task: "engine reload",
+                    message: e.to_string(),
+                })),
+            };
+            let path = &target.path;
+            // Logged at info: the outcome goes to the caller, who decides how loudly to report.
+            match (&result, &target.hook) {
+                (Ok(g), None) => {
+                    tracing::info!(file = %path.display(), generation = g, "engine reloaded")
+                }
+                (Ok(g), Some(hook)) => {
+                    tracing::info!(file = %path.display(), hook, generation = g, "hook reloaded")
+                }
+                (Err(e), _) => {
+                    tracing::info!(file = %path.display(), "reload refused, old version kept: {e}")
+                }
             }
-        }
-        let outcome = ReloadOutcome {
-            path: path.clone(),
-            result,
-            changed_at: trigger.changed_at,
-            debounced_at: trigger.debounced_at,
-            finished_at: Instant::now(),
-        };
-        if outcomes.send(outcome).is_err() {
-            return;
+            let outcome = ReloadOutcome {
+                path: path.clone(),
+                hook: target.hook.clone(),
+                result,
+                changed_at: trigger.changed_at,
+                debounced_at: trigger.debounced_at,
+                finished_at: Instant::now(),
+            };
+            if outcomes.send(outcome).is_err() {
+                return;
+            }
         }
     }
 }

@@ -5,7 +5,10 @@
 //! uses, with `host.watch.debounceMs`), never by looking at the file before a call: a call
 //! costs no file I/O. After the debounce the file is read once: the same text as the version
 //! serving is no new version; a version that fails to load leaves the old one serving; one
-//! that loads is taken by every session at its next call and lifts the quarantine.
+//! that loads is taken by every session at its next call and lifts the quarantine. For the
+//! `pipeline` engine every hook file is watched, and a save reloads that hook alone
+//! ([`Host::reload_hook`]): sessions take it at their next turn with its state, and the other
+//! hooks keep their instances and state.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +20,7 @@ use crate::config::Config;
 use crate::contract;
 use crate::error::Result;
 use crate::runtime::Host;
-use crate::runtime::reload::{EngineWatcher, ReloadOutcome};
+use crate::runtime::reload::{EngineWatcher, Reload, ReloadOutcome, WatchTarget};
 
 use super::protocol::{self, ClientCapabilities};
 
@@ -74,55 +77,139 @@ fn hash_of(path: &Path) -> Option<u64> {
     Some(h.0)
 }
 
-/// Starts watching the engine file `loaded` names for `host` (inside a tokio runtime): each
-/// debounced save reloads it when its text changed; each outcome is logged and, when
-/// `report` is given, sent there. A save between `loaded` and now is reloaded at once.
+/// A file the server watches: the engine file, or one hook file of the pipeline.
+pub(super) struct Watched {
+    /// The pipeline hook the file is (`None`: the engine file).
+    pub(super) hook: Option<String>,
+    /// The file as loaded.
+    pub(super) loaded: Loaded,
+}
+
+/// What a server with `config` watches: the engine file of the slot's entry, or, for the
+/// `pipeline` engine, the file of each enabled script hook `host.pipeline.hooks` names. Taken
+/// before the load, so a save during the load is a change.
+pub(super) fn watched_files(config: &Config) -> Vec<Watched> {
+    if let Some(path) = config
+        .engine_entry()
+        .and_then(|(_, e)| e.path.as_deref().map(|p| config.resolve(p)))
+    {
+        return vec![Watched {
+            hook: None,
+            loaded: Loaded::new(path),
+        }];
+    }
+    if config.plugins.slots.context_engine.as_deref() != Some(crate::config::PIPELINE_ID) {
+        return Vec::new();
+    }
+    config
+        .host
+        .pipeline
+        .hooks
+        .iter()
+        .filter_map(|id| {
+            let entry = config.plugins.entries.get(id).filter(|e| e.enabled)?;
+            let path = config.resolve(entry.path.as_deref()?);
+            Some(Watched {
+                hook: Some(id.clone()),
+                loaded: Loaded::new(path),
+            })
+        })
+        .collect()
+}
+
+/// Reloads the engine, or hook `hook` alone.
+fn reload(host: &Host, hook: Option<&str>) -> Result<u64> {
+    match hook {
+        Some(h) => host.reload_hook(h),
+        None => host.reload_engine(),
+    }
+}
+
+/// The generation serving: the engine's, or hook `hook`'s.
+fn serving(host: &Host, hook: Option<&str>) -> Result<u64> {
+    match hook {
+        Some(h) => host.hook_generation(h),
+        None => Ok(host.engine_cell().number()),
+    }
+}
+
+/// Starts watching the files `watched` names for `host` (inside a tokio runtime): each
+/// debounced save reloads the engine, or that hook alone, when its text changed; each outcome
+/// is logged and, when `report` is given, sent there. A save between `watched` and now is
+/// reloaded at once.
 pub(super) fn watch(
     host: &Arc<Host>,
-    loaded: Loaded,
+    watched: Vec<Watched>,
     debounce: Duration,
     report: Option<tokio::sync::mpsc::UnboundedSender<ReloadOutcome>>,
 ) -> Result<tokio::task::JoinHandle<()>> {
-    let path = loaded.path.clone();
-    let loaded = Arc::new(loaded);
-    let reload = {
-        let host = Arc::clone(host);
-        let loaded = Arc::clone(&loaded);
-        move || {
-            if !loaded.changed() {
-                return Ok(host.engine_cell().number());
-            }
-            host.reload_engine()
+    let mut targets = Vec::new();
+    let mut missed: Vec<Box<dyn FnOnce() -> Option<Result<u64>> + Send>> = Vec::new();
+    for w in watched {
+        let path = w.loaded.path.clone();
+        let loaded = Arc::new(w.loaded);
+        let reload_it: Reload = {
+            let host = Arc::clone(host);
+            let loaded = Arc::clone(&loaded);
+            let hook = w.hook.clone();
+            Arc::new(move || {
+                if !loaded.changed() {
+                    return serving(&host, hook.as_deref());
+                }
+                reload(&host, hook.as_deref())
+            })
+        };
+        {
+            let host = Arc::clone(host);
+            let hook = w.hook.clone();
+            missed.push(Box::new(move || {
+                loaded.changed().then(|| reload(&host, hook.as_deref()))
+            }));
         }
-    };
-    let missed = {
-        let host = Arc::clone(host);
-        let loaded = Arc::clone(&loaded);
-        move || loaded.changed().then(|| host.reload_engine())
-    };
-    let mut watcher = EngineWatcher::new(&path, debounce, reload)?;
-    let generation = Arc::clone(host);
+        targets.push(WatchTarget {
+            path,
+            hook: w.hook,
+            reload: reload_it,
+        });
+    }
+    let mut watcher = EngineWatcher::watching(targets, debounce)?;
+    let host = Arc::clone(host);
     Ok(tokio::spawn(async move {
-        if let Ok(Some(Err(e))) = tokio::task::spawn_blocking(missed).await {
-            tracing::warn!(file = %path.display(), "kept the running engine; the new version failed: {e}");
+        let at_start = tokio::task::spawn_blocking(move || {
+            missed.into_iter().filter_map(|m| m()).collect::<Vec<_>>()
+        })
+        .await;
+        for r in at_start.unwrap_or_default() {
+            if let Err(e) = r {
+                tracing::warn!("kept the running version; the new version failed: {e}");
+            }
         }
-        let mut last = generation.engine_cell().number();
+        let mut last: std::collections::HashMap<Option<String>, u64> = Default::default();
         while let Some(outcome) = watcher.next_outcome().await {
             let file = outcome.path.display().to_string();
+            let hook = outcome.hook.clone();
+            let before = match last.get(&hook) {
+                Some(g) => Some(*g),
+                None => serving(&host, hook.as_deref()).ok(),
+            };
             match &outcome.result {
-                Ok(g) if *g == last => {
-                    tracing::debug!(file, "the engine file was saved unchanged")
+                Ok(g) if Some(*g) == before => {
+                    tracing::debug!(file, "the file was saved unchanged")
                 }
                 Ok(g) => {
-                    last = *g;
+                    last.insert(hook.clone(), *g);
                     tracing::info!(
                         file,
+                        hook = hook.as_deref().unwrap_or_default(),
                         generation = g,
-                        "engine file changed; reloaded by the watcher"
+                        "file changed; reloaded by the watcher"
                     )
                 }
                 Err(e) => {
-                    tracing::warn!(file, "kept the running engine; the new version failed: {e}")
+                    tracing::warn!(
+                        file,
+                        "kept the running version; the new version failed: {e}"
+                    )
                 }
             }
             if let Some(report) = &report {

@@ -14,7 +14,7 @@ use crate::contract::Method;
 use crate::contract::client::ClientCall;
 use crate::runtime::{Host, SessionHandle};
 
-use super::engine::{Loaded, engine_info};
+use super::engine::engine_info;
 use super::frame::{self, Incoming};
 use super::identity::Names;
 use super::params::*;
@@ -475,13 +475,13 @@ impl Server {
         if let Some(isolation) = self.options.isolation {
             config.host.isolation = isolation;
         }
-        let engine_path = config
-            .engine_entry()
-            .and_then(|(_, e)| e.path.as_deref().map(|p| config.resolve(p)));
-        let watch = config.host.watch.enabled;
         let debounce = std::time::Duration::from_millis(config.host.watch.debounce_ms);
         // Taken before the load, so a save during the load is a change.
-        let loaded = engine_path.filter(|_| watch).map(Loaded::new);
+        let watched = if config.host.watch.enabled {
+            super::engine::watched_files(&config)
+        } else {
+            Vec::new()
+        };
         let model =
             super::model::client_model(&self.peer, &p.capabilities, self.options.client_timeout);
         let mut builder = Host::builder(config).model(model);
@@ -495,15 +495,17 @@ impl Server {
         }
         let backend =
             crate::store::open_backend(host.config(), &self.options.state_dir).map_err(internal)?;
-        let watching = loaded.and_then(|loaded| {
-            super::engine::watch(&host, loaded, debounce, self.options.reloads.clone())
-                .map_err(|e| {
-                    tracing::warn!(
-                        "cannot watch the engine file, a save is not picked up until a restart: {e}"
-                    )
-                })
-                .ok()
-        });
+        let watching = (!watched.is_empty())
+            .then(|| {
+                super::engine::watch(&host, watched, debounce, self.options.reloads.clone())
+                    .map_err(|e| {
+                        tracing::warn!(
+                            "cannot watch the engine's files, a save is not picked up until a restart: {e}"
+                        )
+                    })
+                    .ok()
+            })
+            .flatten();
         let hosted = Arc::new(Hosted {
             backend,
             host,

@@ -9,6 +9,7 @@ mod builtins;
 mod chain;
 mod isolation;
 mod lifecycle;
+mod planner;
 mod reload;
 
 use std::path::PathBuf;
@@ -63,24 +64,79 @@ pub(super) fn composed(ext: &str) -> Vec<(&'static str, PathBuf, Json)> {
             hook_script(&format!("tool_pruner.{ext}")),
             json!({}),
         ),
+        (
+            "compaction-planner",
+            hook_script(&format!("compaction_planner.{ext}")),
+            json!({"maxHistoryShare": 0.5}),
+        ),
     ]
 }
 
 pub(super) async fn replay(config: &Config, file: &std::path::Path) -> Vec<Call> {
+    replayed(config, file).await.calls
+}
+
+/// A checked replay of `file` through `config`: every model call, and the compaction summaries
+/// the host stored (each as its summary, `firstKeptEntryId` and `details`), session by session.
+pub(super) struct Replayed {
+    pub calls: Vec<Call>,
+    pub compactions: usize,
+    pub summaries: Vec<Json>,
+}
+
+pub(super) async fn replayed(config: &Config, file: &std::path::Path) -> Replayed {
     let dir = tempfile::tempdir().expect("tempdir");
-    replay_checked_with(file, config, 2, None, dir.path())
-        .await
-        .calls
+    let checked = replay_checked_with(file, config, 2, None, dir.path()).await;
+    Replayed {
+        calls: checked.calls,
+        compactions: checked.compactions,
+        summaries: checked
+            .files
+            .iter()
+            .flat_map(|f| stored_summaries(f))
+            .collect(),
+    }
+}
+
+/// The compaction summaries stored in session file `file`, in order.
+pub(super) fn stored_summaries(file: &std::path::Path) -> Vec<Json> {
+    let (_, stored, problems) =
+        ctxhost::transcript::TranscriptStore::open(file).expect("reopen the session");
+    assert!(problems.is_empty(), "{problems:?}");
+    stored
+        .iter()
+        .filter_map(|m| match &m.body {
+            ctxhost::contract::message::MessageBody::CompactionSummary(s) => Some(json!({
+                "summary": s.summary,
+                "firstKeptEntryId": s.first_kept_entry_id,
+                "details": s.extra.get("details"),
+            })),
+            _ => None,
+        })
+        .collect()
 }
 
 #[test]
 fn the_composed_pipeline_is_the_same_in_lua_and_rhai_over_every_shared_transcript() {
     common::block_on(async {
-        let mut compared = 0;
+        let (mut compared, mut compactions) = (0, 0);
         for file in common::shared_transcripts() {
-            let lua = replay(&pipeline(6_000, &composed("lua")), &file).await;
-            let rhai = replay(&pipeline(6_000, &composed("rhai")), &file).await;
-            assert_eq!(lua, rhai, "{}", file.display());
+            let lua = replayed(&pipeline(6_000, &composed("lua")), &file).await;
+            let rhai = replayed(&pipeline(6_000, &composed("rhai")), &file).await;
+            assert_eq!(lua.calls, rhai.calls, "{}", file.display());
+            // The same compactions, planned alike: the same summaries stored.
+            assert_eq!(lua.compactions, rhai.compactions, "{}", file.display());
+            assert_eq!(lua.summaries, rhai.summaries, "{}", file.display());
+            for s in &lua.summaries {
+                assert_eq!(
+                    s["details"]["pipeline"]["summarizedBy"],
+                    "compaction-planner",
+                    "{}: a compaction the planner hook did not plan: {s}",
+                    file.display()
+                );
+            }
+            compactions += lua.compactions;
+            let lua = lua.calls;
             for call in &lua {
                 let addition = call.addition.as_deref().unwrap_or_default();
                 assert!(
@@ -93,6 +149,7 @@ fn the_composed_pipeline_is_the_same_in_lua_and_rhai_over_every_shared_transcrip
             compared += lua.len();
         }
         assert!(compared > 0, "no model calls compared");
+        assert!(compactions > 0, "the composed pipeline never compacted");
     });
 }
 

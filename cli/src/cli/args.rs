@@ -295,7 +295,8 @@ pub enum EnginesCommand {
 /// `ctxhost watch`.
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
-    /// The engine file (.lua, .luau, .rhai) to reload on every save.
+    /// The engine file (.lua, .luau, .rhai) to reload on every save, or `pipeline`: every hook
+    /// file of the pipeline `--config` composes, a save reloading that hook alone.
     pub engine: PathBuf,
     /// The transcript to replay (any format `replay` reads). Default: the bundled demo session.
     pub transcript: Option<PathBuf>,

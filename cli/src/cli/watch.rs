@@ -1,6 +1,8 @@
 //! `ctxhost watch ENGINE [TRANSCRIPT]`: the engine author's loop. Replay once, then on every
 //! save reload the engine (keeping the old one when the new one does not load) and replay
-//! again, printing per turn what changed against the previous run.
+//! again, printing per turn what changed against the previous run. `ctxhost watch pipeline`
+//! follows every hook file of the pipeline `--config` composes instead: a save reloads that
+//! hook alone, and the other hooks keep their loaded version.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -14,6 +16,7 @@ use anyhow::Context;
 
 use crate::cli::Outcome;
 use crate::cli::args::WatchArgs;
+use ctxhost::engine::pipeline::PIPELINE_ID;
 use ctxhost::runtime::Host;
 use ctxhost::runtime::reload::{EngineWatcher, ReloadOutcome};
 use ctxhost::tools::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
@@ -22,13 +25,20 @@ use ctxhost::transcript::Durability;
 use ctxhost::transcript::{Import, import};
 
 pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
+    // `pipeline` (when no such file exists) is the hook pipeline the config composes.
+    let pipeline = !args.engine.is_file() && args.engine.as_os_str() == PIPELINE_ID;
     anyhow::ensure!(
-        args.engine.is_file(),
-        "no engine file at {}",
+        pipeline || args.engine.is_file(),
+        "no engine file at {} (or `pipeline`, for the hook pipeline --config composes)",
         args.engine.display()
     );
     anyhow::ensure!(args.max_runs != Some(0), "--max-runs must be at least 1");
-    let mut config = super::replay::host_config(&args.host, Some(&args.engine))?;
+    let engine = (!pipeline).then_some(args.engine.as_path());
+    let mut config = super::replay::host_config(&args.host, engine)?;
+    anyhow::ensure!(
+        !pipeline || config.plugins.slots.context_engine.as_deref() == Some(PIPELINE_ID),
+        "`watch pipeline` needs a --config whose plugins.slots.contextEngine is \"pipeline\""
+    );
     // Every run replays into a scratch directory that is removed: nothing there needs fsync.
     config.host.durability = Durability::None;
     let (window, tokenizer) = (config.host.window, config.host.tokenizer);
@@ -61,10 +71,15 @@ pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcom
     let result = runtime.block_on(async {
         // Watch before the first run, so a save during it is not missed.
         let mut watcher = EngineWatcher::for_host(Arc::clone(&host), debounce)?;
+        let watched = watcher
+            .paths()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
         writeln!(
             out,
-            "watching {} (debounce {} ms): replaying {} at {} tokens ({tokenizer}) on every save",
-            watcher.path().display(),
+            "watching {watched} (debounce {} ms): replaying {} at {} tokens ({tokenizer}) on every save",
             debounce.as_millis(),
             transcript.display(),
             group(window),
@@ -76,7 +91,7 @@ pub(crate) fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<Outcom
             if args.max_runs.is_some_and(|max| runs >= max) {
                 break;
             }
-            writeln!(out, "waiting for changes to {}", watcher.path().display())?;
+            writeln!(out, "waiting for changes to {watched}")?;
             out.flush()?;
             let first = tokio::select! {
                 outcome = watcher.next_outcome() => outcome,
@@ -148,28 +163,50 @@ async fn run_once(
     if let Some(q) = &summary.quarantine {
         writeln!(out, "  engine error: {}", q.error)?;
     }
+    if let Ok(files) = host.hook_files() {
+        let hooks: Vec<String> = files
+            .iter()
+            .map(|(id, _)| {
+                let generation = host.hook_generation(id).unwrap_or_default();
+                format!("{id} generation {generation}")
+            })
+            .collect();
+        writeln!(out, "  hooks: {}", hooks.join(", "))?;
+    }
     super::replay::write_times(out, "  ", &summary)?;
     out.flush()?;
     Ok(Some((reports, summary)))
 }
 
-/// Prints one reload outcome; true when a new generation is active.
+/// Prints one reload outcome; true when a new generation (of the engine, or of one hook) is
+/// active.
 fn report_outcome(out: &mut dyn Write, host: &Host, o: &ReloadOutcome) -> anyhow::Result<bool> {
     match &o.result {
         Ok(generation) => {
+            let reloaded = match &o.hook {
+                Some(hook) => format!("reloaded hook {hook}"),
+                None => "reloaded".to_owned(),
+            };
             writeln!(
                 out,
-                "reloaded: generation {generation} active {} ms after the save ({} ms after the debounce)",
+                "{reloaded}: generation {generation} active {} ms after the save ({} ms after the debounce)",
                 o.since_change().as_millis(),
                 o.after_debounce().as_millis()
             )?;
             Ok(true)
         }
         Err(e) => {
+            let serving = match &o.hook {
+                Some(hook) => host.hook_generation(hook).unwrap_or_default(),
+                None => host.engine_cell().number(),
+            };
             writeln!(
                 out,
-                "reload refused, generation {} keeps serving: {e}",
-                host.engine_cell().number()
+                "reload refused{}, generation {serving} keeps serving: {e}",
+                match &o.hook {
+                    Some(hook) => format!(" for hook {hook}"),
+                    None => String::new(),
+                }
             )?;
             Ok(false)
         }
