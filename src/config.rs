@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::contract::LEGACY_ID;
+pub use crate::contract::PIPELINE_ID;
 use crate::contract::limits::{HostLimits, Isolation};
 use crate::error::{Error, Result};
 use crate::services::compaction::CompactionSettings;
@@ -212,9 +213,6 @@ pub struct HostSettings {
     /// What `ctxhost serve` keeps open (`host.serve`).
     pub serve: ServeSettings,
 }
-
-/// The slot id that selects the `pipeline` engine (which needs no entry of its own).
-pub const PIPELINE_ID: &str = "pipeline";
 
 /// `host.pipeline`: which hooks run, in which order, and what their contributions may cost.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
