@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 pub use host::{
     FailurePolicy, HostSettings, ServeSettings, SlowEnginePolicy, TurnBudget, WatchSettings,
 };
+pub use parse::{MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH};
 pub use pipeline::PipelineSettings;
 pub use store::{PostgresSettings, SqliteSettings, StoreSettings};
 
@@ -287,12 +288,5 @@ pub fn engine_id_from_path(path: &Path) -> String {
 /// reserve, and the rest must hold at least one real message.
 pub const MIN_WINDOW: u64 = 256;
 
-/// The largest config file read (4 MiB): configs are small, and a wrong path (a device, a log)
-/// must not be read whole.
-pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
-
-/// The deepest nesting of `{` and `[` a config may have. The JSON5 parser recurses per level,
-/// so a deeper file would overflow the stack and abort the process instead of failing cleanly.
-pub const MAX_CONFIG_DEPTH: usize = 64;
 #[cfg(test)]
 mod tests;

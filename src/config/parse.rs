@@ -3,8 +3,15 @@
 
 use std::path::Path;
 
-use super::{MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH};
 use crate::error::{Error, Result};
+
+/// The largest config file read (4 MiB): configs are small, and a wrong path (a device, a log)
+/// must not be read whole.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// The deepest nesting of `{` and `[` a config may have. The JSON5 parser recurses per level,
+/// so a deeper file would overflow the stack and abort the process instead of failing cleanly.
+pub const MAX_CONFIG_DEPTH: usize = 64;
 
 /// Reads the config file at `path` as UTF-8 text, refusing one larger than
 /// [`MAX_CONFIG_BYTES`].
