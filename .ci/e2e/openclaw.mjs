@@ -11,7 +11,10 @@
 //      asks of OpenClaw's model (host.summarizer kind "client" → llm.complete → the plugin →
 //      runtimeContext.llm.complete → the fake provider records it); a turn whose assemble
 //      throws, answered by ctxhost's legacy (not OpenClaw's pipeline); an edit of the engine
-//      file, in effect at the next turn without a restart.
+//      file, in effect at the next turn without a restart;
+//   3. a session reset through the Gateway (sessions.reset, what `/new` and `/reset` do: same
+//      session key, new sessionId): the next turn is an empty ctxhost session with fresh engine
+//      state, and the model sees none of the earlier turns.
 // No output may say `degraded to "legacy"` or `context engine assemble failed`. Every process
 // started here is stopped here (process groups, on success, failure and signals).
 //
@@ -443,9 +446,38 @@ async function runTwin(lang, provider, port) {
       "the save was noticed by ctxhost's file watcher (no call looks at the engine file)",
       tail(fs.readFileSync(gatewayLog, "utf8")),
     );
+    const sessionsBefore = findFiles(dirs.ctxhost, "transcript.jsonl");
     check(
-      findFiles(dirs.ctxhost, "transcript.jsonl").length >= 1,
+      sessionsBefore.length >= 1,
       `ctxhost kept this installation's sessions under its own state directory (${dirs.ctxhost})`,
+    );
+
+    // 3. A reset (what `/new` and `/reset` do: sessions.reset keeps the session key
+    //    agent:main:main and gives it a new sessionId): the next turn starts an empty ctxhost
+    //    session with fresh engine state, and the model sees none of the earlier turns.
+    await oc(
+      ["gateway", "call", "sessions.reset", "--params", JSON.stringify({ key: "agent:main:main" }), "--port", String(GATEWAY_PORT), "--json"],
+      "gateway-reset",
+    );
+    await oc(["agent", "--agent", "main", "--message", "turn-7 a fresh start", "--json"], "gateway-turn-7");
+    const t7 = requestsFor(provider, 7);
+    check(t7.length >= 1 && t7[t7.length - 1].status === 200, "the first turn after the reset reached the model");
+    const fresh = t7[t7.length - 1].body;
+    check(
+      windowOf(fresh, 7).every((t) => !/turn-[1-6]|reply-[1-6]/.test(t)),
+      "after the reset the model received none of the earlier turns",
+      JSON.stringify(windowOf(fresh, 7), null, 1),
+    );
+    check(
+      new RegExp(`CTXHOST-E2E v2 lang=${lang} kept 0 of 0 n=1\\b`).test(systemOf(fresh)),
+      "after the reset the engine saw an empty session with fresh state (kept 0 of 0, n=1)",
+      systemOf(fresh).slice(-2000),
+    );
+    const sessionsAfter = findFiles(dirs.ctxhost, "transcript.jsonl");
+    check(
+      sessionsAfter.length === sessionsBefore.length + 1,
+      "the reset conversation is a new ctxhost session beside the old one (which is kept)",
+      JSON.stringify({ before: sessionsBefore, after: sessionsAfter }),
     );
     for (const earlier of earlierHomes) {
       check(

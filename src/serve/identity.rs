@@ -6,12 +6,23 @@
 //! (`result.sessionTarget.sessionId`, else `result.sessionId`) continues the conversation that
 //! compacted.
 //!
+//! A reset can also keep the `sessionId`: OpenClaw's `sessions.reset` (what `/new` and `/reset`
+//! do in 2026.9.6) resets in place and changes only the session's `lifecycleRevision`, which is
+//! absent before the first reset. `bootstrap` carries it as `sessionTarget.expectedLifecycleRevision`
+//! (its other calls may leave it out), so a `bootstrap` whose revision differs from the one the
+//! conversation's last `bootstrap` carried starts a new, empty conversation under the same id,
+//! and every later call naming the id belongs to it. The first revision a conversation's
+//! bootstraps show is taken as its own (sessions created with one from the start), so a reset
+//! before the conversation's first `bootstrap` (a one-turn conversation) is not told apart.
+//!
 //! What is known is kept under the state directory, so the next client process (every
 //! `openclaw agent --local` run is one) finds the same conversations:
 //!
 //! ```text
-//! <state dir>/names/key-<sha256 of the key>   the conversation last seen under the key
-//! <state dir>/names/id-<sha256 of the id>     the conversation a successor id continues
+//! <state dir>/names/key-<sha256 of the key>    the conversation last seen under the key
+//! <state dir>/names/id-<sha256 of the id>      the conversation a successor id continues
+//! <state dir>/names/life-<sha256 of the id>    the revision the id's last bootstrap carried,
+//!                                              and the conversation it names
 //! ```
 
 use crate::store::jsonl::digest;
@@ -63,7 +74,9 @@ impl Names {
         let key = non_empty(key.as_ref()).or(non_empty(parent_key));
         match (id, key) {
             (Some(id), key) => {
-                let conversation = self.successor_of(id).unwrap_or_else(|| id.to_owned());
+                let conversation = self
+                    .successor_of(id)
+                    .unwrap_or_else(|| self.lifecycle_of(id, call));
                 if let Some(key) = key {
                     self.remember(&self.key_file(key), &conversation);
                 }
@@ -89,12 +102,55 @@ impl Names {
         self.read(&self.id_file(id))
     }
 
+    /// The conversation of the id's current lifecycle, noting a `bootstrap`'s revision: a
+    /// revision other than the one the last `bootstrap` carried is a reset in place, and starts
+    /// the conversation `<id>#<revision>`.
+    fn lifecycle_of(&self, id: &str, call: &ClientCall) -> Conversation {
+        let file = self.life_file(id);
+        let recorded = self.read(&file);
+        let recorded = recorded.as_deref().and_then(|r| r.split_once('\n'));
+        let ClientCall::Bootstrap(p) = call else {
+            return recorded.map_or_else(|| id.to_owned(), |(_, c)| c.to_owned());
+        };
+        let revision = p
+            .session_target
+            .as_ref()
+            .and_then(|t| t.get("expectedLifecycleRevision"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let revision = revision.replace(['\n', '\r'], " ");
+        match recorded {
+            None => {
+                self.remember(&file, &format!("{revision}\n{id}"));
+                id.to_owned()
+            }
+            // The same lifecycle, or a bootstrap that leaves the revision out after one was seen.
+            Some((r, conversation)) if r == revision || revision.is_empty() => {
+                conversation.to_owned()
+            }
+            Some((_, _)) => {
+                let conversation = format!("{id}#{revision}");
+                tracing::info!(
+                    session = id,
+                    revision,
+                    "the client reset the session in place (a new lifecycle revision): a new, empty conversation"
+                );
+                self.remember(&file, &format!("{revision}\n{conversation}"));
+                conversation
+            }
+        }
+    }
+
     fn key_file(&self, key: &str) -> PathBuf {
         self.dir.join(format!("key-{}", digest(key)))
     }
 
     fn id_file(&self, id: &str) -> PathBuf {
         self.dir.join(format!("id-{}", digest(id)))
+    }
+
+    fn life_file(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("life-{}", digest(id)))
     }
 
     fn read(&self, file: &Path) -> Option<String> {

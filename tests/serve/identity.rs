@@ -117,6 +117,104 @@ async fn a_new_session_id_under_a_known_key_starts_empty(lang: Lang) {
 
 both_languages!(async: a_new_session_id_under_a_known_key_starts_empty);
 
+/// OpenClaw's `bootstrap` for `id`, with the session's lifecycle revision when it has one.
+fn bootstrap(id: &str, revision: Option<&str>) -> Value {
+    let mut target = json!({"agentId": "main", "sessionId": id, "sessionKey": KEY});
+    if let Some(r) = revision {
+        target["expectedLifecycleRevision"] = json!(r);
+    }
+    json!({"sessionId": id, "sessionKey": KEY, "sessionFile": KEY, "sessionTarget": target})
+}
+
+async fn a_reset_in_place_starts_an_empty_conversation_under_the_same_id(lang: Lang) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(format!("recent_turns.{}", lang.ext()));
+    let secret = user("the launch code is 4417");
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("bootstrap", bootstrap("sid-R", None)).await;
+    c.ok("ingest", ingest("sid-R", secret.clone())).await;
+    let r = c
+        .ok("assemble", view("sid-R", std::slice::from_ref(&secret)))
+        .await;
+    assert_eq!(texts(&r), ["the launch code is 4417"]);
+    c.close().await;
+    let before = tree(&state.join("sessions"));
+
+    // OpenClaw 2026.9.6's `sessions.reset` (`/new`): the same id and key, a new lifecycle
+    // revision on the next bootstrap, an empty transcript. A new client process.
+    let hello = user("hello after the reset");
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("bootstrap", bootstrap("sid-R", Some("rev-1"))).await;
+    let r = c
+        .ok("assemble", view("sid-R", std::slice::from_ref(&hello)))
+        .await;
+    assert_eq!(
+        texts(&r),
+        ["hello after the reset"],
+        "the reset conversation starts empty"
+    );
+    // Calls that leave the revision out (a post-turn maintain, an assemble) stay in it.
+    c.ok("bootstrap", bootstrap("sid-R", None)).await;
+    let r = c
+        .ok("assemble", view("sid-R", &[hello.clone(), assistant("hi")]))
+        .await;
+    assert_eq!(texts(&r), ["hello after the reset", "hi"]);
+    c.close().await;
+
+    // The next process still knows which lifecycle is current.
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("bootstrap", bootstrap("sid-R", Some("rev-1"))).await;
+    let r = c
+        .ok("assemble", view("sid-R", &[hello.clone(), assistant("hi")]))
+        .await;
+    assert_eq!(texts(&r), ["hello after the reset", "hi"]);
+    c.close().await;
+
+    let after = tree(&state.join("sessions"));
+    for (path, bytes) in &before {
+        assert_eq!(
+            after.get(path),
+            Some(bytes),
+            "the old conversation's {path:?} is untouched"
+        );
+    }
+    assert_eq!(
+        sessions(&state).len(),
+        2,
+        "the old conversation is kept beside the new one"
+    );
+}
+
+both_languages!(async: a_reset_in_place_starts_an_empty_conversation_under_the_same_id);
+
+/// A session created with a lifecycle revision (OpenClaw's Control UI threads) keeps its
+/// history when its first bootstrap shows that revision: only a change is a reset.
+#[tokio::test]
+async fn a_first_lifecycle_revision_is_the_conversations_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/recent_turns.lua");
+    let first = user("first turn");
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("ingest", ingest("sid-C", first.clone())).await;
+    c.ok("assemble", view("sid-C", std::slice::from_ref(&first)))
+        .await;
+    c.ok("bootstrap", bootstrap("sid-C", Some("rev-0"))).await;
+    let r = c
+        .ok("assemble", view("sid-C", &[first.clone(), assistant("ok")]))
+        .await;
+    assert_eq!(texts(&r), ["first turn", "ok"]);
+    c.close().await;
+    assert_eq!(sessions(&state).len(), 1);
+}
+
 #[tokio::test]
 async fn a_successor_a_compaction_reports_continues_the_conversation() {
     let dir = tempfile::tempdir().unwrap();
