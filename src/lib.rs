@@ -9,6 +9,10 @@
 //! validation ([`contract`]) and [`services::pairing`] repair → the context the model sees.
 //!
 #![doc = include_str!("../docs/embedding.md")]
+// Internals are `pub(crate)` unless the public surface reaches them; the library logs through
+// `tracing` and never prints (the CLI does; unit tests may print what they measured).
+#![warn(unreachable_pub)]
+#![cfg_attr(not(test), warn(clippy::print_stdout))]
 
 // The layers, bottom to top: `contract` (plain data and its checks), `sandbox` (the limits any
 // call runs under: deadline, memory, the per-core gate), `services` (what the host

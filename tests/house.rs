@@ -325,3 +325,64 @@ fn check_refuses_an_engine_that_calls_itself_legacy() {
         "{failed:?}"
     );
 }
+
+/// Every `.rs` file under `rel` (a file or a folder of the library's source), with its `//`
+/// comments removed, so only code paths count.
+fn code_of(rel: &str) -> Vec<(PathBuf, String)> {
+    fn walk(p: &Path, out: &mut Vec<(PathBuf, String)>) {
+        if p.is_dir() {
+            for e in std::fs::read_dir(p).unwrap() {
+                walk(&e.unwrap().path(), out);
+            }
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(p).unwrap();
+            let code: Vec<&str> = text
+                .lines()
+                .map(|l| l.split("//").next().unwrap())
+                .collect();
+            out.push((p.to_path_buf(), code.join("\n")));
+        }
+    }
+    let mut out = Vec::new();
+    let path = repo_file(rel);
+    if path.exists() {
+        walk(&path, &mut out);
+    }
+    out
+}
+
+/// The files under `rels` that name any of `modules` by a `crate::` path.
+fn importers(rels: &[&str], modules: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for rel in rels {
+        for (file, code) in code_of(rel) {
+            for m in modules {
+                let path = format!("crate::{m}");
+                let hit = code.match_indices(&path).any(|(i, _)| {
+                    let next = code[i + path.len()..].chars().next();
+                    !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                });
+                if hit {
+                    found.push(format!("{} imports crate::{m}", file.display()));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_engine_layer_imports_no_config_session_or_store() {
+    let rels = ["src/engine", "src/sandbox.rs", "src/sandbox"];
+    assert!(code_of("src/engine").len() > 10, "src/engine not found");
+    let found = importers(&rels, &["config", "session", "store"]);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn the_config_imports_no_engine_sandbox_session_or_store() {
+    let rels = ["src/config.rs", "src/config"];
+    assert!(!code_of("src/config.rs").is_empty() || !code_of("src/config").is_empty());
+    let found = importers(&rels, &["engine", "sandbox", "session", "store"]);
+    assert!(found.is_empty(), "{found:#?}");
+}

@@ -61,8 +61,11 @@ pub fn config(root: &Path, lang: &str, all: bool) -> Config {
 
 /// Loads the pipeline of [`config`] and makes one instance.
 pub fn pipeline(root: &Path, lang: &str, all: bool) -> (Arc<PipelineFactory>, Box<dyn Engine>) {
-    let factory = ctxhost::engine::pipeline::load_with(&config(root, lang, all), None)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let factory = ctxhost::engine::pipeline::load_with(
+        &ctxhost::runtime::pipeline_spec(&config(root, lang, all)),
+        None,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let engine = factory
         .instantiate(&InstanceContext::default())
         .unwrap_or_else(|e| panic!("{e}"));

@@ -12,6 +12,10 @@ use crate::contract::message::Extra;
 /// configured entry or engine file may take it.
 pub const LEGACY_ID: &str = "legacy";
 
+/// The slot id that selects the `pipeline` engine of hook scripts (which needs no entry of its
+/// own): reserved like [`LEGACY_ID`], and named by both the config and the engine layer.
+pub const PIPELINE_ID: &str = "pipeline";
+
 /// An operation that `hostRequirements` can gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Operation {

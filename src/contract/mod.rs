@@ -21,6 +21,7 @@ mod method;
 mod params;
 mod results;
 mod settings;
+mod storage;
 
 pub use checks::{
     LoadFinding, ResultLimits, Severity, check_assemble, check_compact, check_engine_shape,
@@ -28,7 +29,7 @@ pub use checks::{
 };
 pub use info::{
     EngineInfo, HOST_CAPABILITIES, HostParam, HostRequirement, INFO_FIELDS, LEGACY_ID, Operation,
-    TurnMaintenanceMode,
+    PIPELINE_ID, TurnMaintenanceMode,
 };
 pub use method::{KNOWN_MEMBERS, Method};
 pub use params::{
@@ -44,3 +45,4 @@ pub use results::{
 pub use settings::{
     EngineSelection, ModelInfo, RuntimeDiagnostics, RuntimeInfo, RuntimeLimits, RuntimeSettings,
 };
+pub use storage::{SessionMeta, StorageCursor};

@@ -67,7 +67,7 @@ pub trait Connect: Send + Sync + std::fmt::Debug + 'static {
 
 /// A fresh instance as a [`Connect`] started it: its `info`, the methods it defines and the
 /// transport to it.
-pub type Connected<T> = (EngineInfo, Vec<Method>, T);
+pub(crate) type Connected<T> = (EngineInfo, Vec<Method>, T);
 
 /// One script engine instance serving one session, over transport `T`.
 #[derive(Debug)]
@@ -441,7 +441,7 @@ impl<C: Connect> EngineFactory for Factory<C> {
 
 /// A loaded file that hands out its instances' transports boxed, so that what serves them (an
 /// isolation child) need not know the language.
-pub trait ConnectAny: EngineFactory {
+pub(crate) trait ConnectAny: EngineFactory {
     /// [`Connect::connect`], boxed.
     fn connect_any(
         &self,

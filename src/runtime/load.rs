@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::config::{Config, Entry, FailurePolicy};
 use crate::contract::limits::Isolation;
 use crate::engine::isolation::{ChildCommand, ProcessOptions};
+use crate::engine::pipeline::{HookEntry, HookSpec, PipelineSpec};
 use crate::engine::{EngineFactory, LoadOptions};
 use crate::error::{EngineError, EngineErrorKind, Op};
 
@@ -21,7 +22,10 @@ pub(super) fn load_entry(
     entry: &Entry,
 ) -> std::result::Result<Arc<dyn EngineFactory>, EngineError> {
     if id == crate::config::PIPELINE_ID && entry.path.is_none() {
-        return Ok(crate::engine::pipeline::load_with(config, child_command)?);
+        return Ok(crate::engine::pipeline::load_with(
+            &pipeline_spec(config),
+            child_command,
+        )?);
     }
     let Some(path) = &entry.path else {
         return Err(EngineError::new(
@@ -54,5 +58,38 @@ pub(super) fn load_entry(
             };
             crate::engine::isolation::load(&path, &opts, &process)
         }
+    }
+}
+
+/// The pipeline's hooks as `host.pipeline` names them, each with its entry (its path resolved
+/// against the config file's directory) and its time limit, and the host settings they load
+/// under: what [`crate::engine::pipeline::load`] takes.
+pub fn pipeline_spec(config: &Config) -> PipelineSpec {
+    let settings = &config.host.pipeline;
+    let hooks = settings
+        .hooks
+        .iter()
+        .map(|id| HookSpec {
+            id: id.clone(),
+            entry: config.plugins.entries.get(id).map(|e| HookEntry {
+                enabled: e.enabled,
+                file: e.path.as_deref().map(|p| config.resolve(p)),
+                config: e.config.clone(),
+            }),
+            timeout_ms: settings
+                .timeouts
+                .get(id)
+                .copied()
+                .unwrap_or(settings.timeout_ms),
+        })
+        .collect();
+    PipelineSpec {
+        hooks,
+        contribution_share: settings.contribution_share,
+        limits: config.host.limits.clone(),
+        isolation: config.host.isolation,
+        tokenizer: config.host.tokenizer,
+        strict: config.host.failure_policy == FailurePolicy::Strict,
+        base_dir: config.base_dir.clone(),
     }
 }

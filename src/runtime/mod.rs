@@ -37,6 +37,7 @@ use crate::services::summarize::Summarizer;
 use crate::services::tokens::{self, TokenCounter};
 use crate::session::{Assembly, Session, SessionSetup, TurnInput, TurnStats};
 use load::load_entry;
+pub use load::pipeline_spec;
 
 /// Serves sessions with one configured engine.
 #[derive(Debug)]

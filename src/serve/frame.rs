@@ -16,10 +16,10 @@ use super::protocol::{Id, RpcError, code};
 /// The deepest level of a frame kept when the frame is nested past the parser's limit: a tool
 /// result's `details` then keep about 90 levels of their own, far above what a real tool
 /// writes (and within the 128 levels an engine's values may nest).
-pub const CUT_DEPTH: usize = 100;
+pub(super) const CUT_DEPTH: usize = 100;
 
 /// What stands in for a value cut at [`CUT_DEPTH`].
-pub const CUT_NOTE: &str = "[cut by ctxhost: nested deeper than 100 levels]";
+pub(super) const CUT_NOTE: &str = "[cut by ctxhost: nested deeper than 100 levels]";
 
 /// What a frame was told to be.
 #[derive(Debug)]

@@ -15,7 +15,7 @@ use crate::services::tokens::TokenCache;
 
 /// What fitting did, for diagnostics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FitReport {
+pub(crate) struct FitReport {
     /// Tool results whose text was trimmed (head and tail kept) or replaced by a one-line stub.
     pub trimmed_results: usize,
     /// Tool results of the newest turn replaced by a one-line stub, oldest first.
@@ -41,7 +41,7 @@ pub struct FitReport {
 /// the summary or the request is, but never to nothing: without a summary, the newest earlier
 /// group (cut to an eighth of the budget if it must be) is set aside before the turn is fitted. Only kept groups are trimmed, so the cost follows what is
 /// kept, not the length of the session.
-pub fn fit_to_budget(
+pub(crate) fn fit_to_budget(
     messages: &[Arc<Message>],
     budget: u64,
     tokens: &TokenCache,
@@ -287,7 +287,7 @@ fn is_stub(m: &Message) -> bool {
 
 /// A tool result replaced by one line that says what it was: its size and its most telling
 /// line (the error line of a failure, else its first line).
-pub fn stub_result(m: &Message) -> Message {
+pub(crate) fn stub_result(m: &Message) -> Message {
     let mut copy = m.clone();
     if let MessageBody::ToolResult(r) = &mut copy.body {
         let text = r.content.joined_text();
@@ -314,7 +314,7 @@ fn count_trimmed(out: &[Arc<Message>], original: &[Arc<Message>]) -> usize {
 
 /// Index ranges of atomic groups: an assistant message with the results that follow it, or a
 /// single message.
-pub fn groups(messages: &[Arc<Message>]) -> Vec<std::ops::Range<usize>> {
+pub(crate) fn groups(messages: &[Arc<Message>]) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < messages.len() {
@@ -331,7 +331,7 @@ pub fn groups(messages: &[Arc<Message>]) -> Vec<std::ops::Range<usize>> {
 }
 
 /// A copy of a message with its text cut to about `max_tokens`, keeping head and tail.
-pub fn trim_message(m: &Message, max_tokens: u64, tokens: &TokenCache) -> Message {
+pub(crate) fn trim_message(m: &Message, max_tokens: u64, tokens: &TokenCache) -> Message {
     let mut copy = m.clone();
     let counter = tokens.counter();
     let trim = |s: &str, max: u64| trim_text(s, max, |t| counter.count_text(t));
@@ -371,7 +371,7 @@ fn trim_blocks(blocks: &mut [ContentBlock], max: u64, trim: &impl Fn(&str, u64) 
 
 /// Cuts `text` to at most `max_tokens` (by `count`), keeping about two thirds from the head and
 /// one third from the tail with a marker saying how much was left out.
-pub fn trim_text(text: &str, max_tokens: u64, count: impl Fn(&str) -> u64) -> String {
+pub(crate) fn trim_text(text: &str, max_tokens: u64, count: impl Fn(&str) -> u64) -> String {
     let total = count(text);
     if total <= max_tokens {
         return text.to_owned();

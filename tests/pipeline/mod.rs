@@ -213,7 +213,8 @@ fn contributions_over_their_share_drop_the_lowest_priority_block_first() {
 #[test]
 fn a_misspelt_hook_is_a_warning_naming_the_hook_it_resembles() {
     let config = pipeline(8_000, &[("typo", fixture("typo.lua"), json!({}))]);
-    let factory = ctxhost::engine::pipeline::load(&config).expect("loads: `project` is a hook");
+    let factory = ctxhost::engine::pipeline::load(&ctxhost::runtime::pipeline_spec(&config))
+        .expect("loads: `project` is a hook");
     let warnings = factory.warnings().join("\n");
     assert!(
         warnings.contains("`colect`") && warnings.contains("did you mean `collect`?"),
@@ -230,7 +231,8 @@ fn two_hooks_owning_compaction_is_a_config_error_naming_both() {
             ("owner-b", fixture("owner_b.rhai"), json!({})),
         ],
     );
-    let err = ctxhost::engine::pipeline::load(&config).expect_err("two owners");
+    let err = ctxhost::engine::pipeline::load(&ctxhost::runtime::pipeline_spec(&config))
+        .expect_err("two owners");
     let m = err.to_string();
     assert!(m.contains("owner-a") && m.contains("owner-b"), "{m}");
 }
@@ -239,7 +241,8 @@ fn two_hooks_owning_compaction_is_a_config_error_naming_both() {
 fn a_hook_list_naming_a_missing_entry_fails_the_load_by_name() {
     let mut config = pipeline(8_000, &composed("lua"));
     config.host.pipeline.hooks.push("nope".into());
-    let err = ctxhost::engine::pipeline::load(&config).expect_err("missing entry");
+    let err = ctxhost::engine::pipeline::load(&ctxhost::runtime::pipeline_spec(&config))
+        .expect_err("missing entry");
     assert!(err.to_string().contains("\"nope\""), "{err}");
 }
 

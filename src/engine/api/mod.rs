@@ -97,9 +97,9 @@ pub struct HostCall {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CallStorage {
     /// The store's cursor after what the session holds now.
-    pub cursor: crate::store::StorageCursor,
+    pub cursor: crate::contract::StorageCursor,
     /// When the session was created and how many turns it committed, where the store knows.
-    pub meta: crate::store::SessionMeta,
+    pub meta: crate::contract::SessionMeta,
 }
 
 /// The host params a client (`ctxhost serve`) passed with the lifecycle call it is being

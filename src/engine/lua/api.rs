@@ -17,7 +17,7 @@ use crate::engine::script::Budget;
 const MODULE_CACHE: &str = "ctxhost.stdlib.modules";
 
 /// Registry key of the frozen entry config (`host.config`, the factory's `ctx.config`).
-pub const CONFIG_KEY: &str = "ctxhost.config";
+pub(crate) const CONFIG_KEY: &str = "ctxhost.config";
 
 fn rt(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::runtime(msg.into())
@@ -25,7 +25,7 @@ fn rt(msg: impl Into<String>) -> mlua::Error {
 
 /// Installs `host`, `require` and `print`; removes what reaches outside the sandbox. The VM's
 /// app data must hold its [`HostScope`] and [`Resident`].
-pub fn install(lua: &Lua, config: &Json) -> mlua::Result<()> {
+pub(crate) fn install(lua: &Lua, config: &Json) -> mlua::Result<()> {
     let globals = lua.globals();
     for name in [
         "loadstring",

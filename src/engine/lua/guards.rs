@@ -14,16 +14,16 @@
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
 /// The naive-search work (#haystack · #needle) past which a plain `string.find` runs in Rust.
-pub const PLAIN_FIND_WORK: usize = 1 << 22;
+pub(super) const PLAIN_FIND_WORK: usize = 1 << 22;
 
 /// Table sizes past which `table.sort` without a comparator gets an interruptible one.
-pub const NATIVE_SORT_ITEMS: usize = 1 << 16;
+pub(super) const NATIVE_SORT_ITEMS: usize = 1 << 16;
 
 /// Luau's pattern specials: a pattern without them is searched as plain text.
 const SPECIALS: &[u8] = b"^$*+?.([%-";
 
 /// Installs the guards on `lua`'s `string` and `table` (before `sandbox(true)` freezes them).
-pub fn install(lua: &Lua) -> mlua::Result<()> {
+pub(super) fn install(lua: &Lua) -> mlua::Result<()> {
     let globals = lua.globals();
     let string: Table = globals.raw_get("string")?;
     let find: Function = string.raw_get("find")?;

@@ -63,13 +63,13 @@ unsafe extern "C-unwind" fn fast_interrupt(state: *mut ffi::lua_State, gc: c_int
 
 /// This VM's entry for the fast path, made by [`speed_up`].
 #[derive(Debug, Clone)]
-pub struct Fast {
+pub(super) struct Fast {
     callbacks: usize,
     signals: Arc<StopSignals>,
 }
 
 /// Removes this thread's entry when the call ends.
-pub struct Entered(());
+pub(super) struct Entered(());
 
 impl Drop for Entered {
     fn drop(&mut self) {
@@ -79,7 +79,7 @@ impl Drop for Entered {
 
 impl Fast {
     /// Makes the fast path serve this VM on the current thread until the guard is dropped.
-    pub fn enter(&self) -> Entered {
+    pub(super) fn enter(&self) -> Entered {
         INSTALLED.with(|cell| {
             *cell.borrow_mut() = Some(Installed {
                 callbacks: self.callbacks,
@@ -93,7 +93,7 @@ impl Fast {
 /// Puts the fast path in front of the interrupt mlua installed on `lua` (call right after
 /// `Lua::set_interrupt`); [`Fast::enter`] then turns it on for a call. Without an mlua
 /// interrupt (or one it does not know) it does nothing and gives `None`.
-pub fn speed_up(lua: &Lua, signals: Arc<StopSignals>) -> mlua::Result<Option<Fast>> {
+pub(super) fn speed_up(lua: &Lua, signals: Arc<StopSignals>) -> mlua::Result<Option<Fast>> {
     // SAFETY: `exec_raw` holds the VM lock and gives a valid state; we only read and replace
     // the interrupt pointer of its global callbacks, as `Lua::set_interrupt` itself does.
     let mut callbacks = 0usize;

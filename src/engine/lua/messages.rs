@@ -18,7 +18,7 @@ use crate::engine::script;
 
 /// Hashes pointers (already well spread) with one multiply.
 #[derive(Default)]
-pub struct PtrHasher(u64);
+pub(super) struct PtrHasher(u64);
 
 impl Hasher for PtrHasher {
     fn finish(&self) -> u64 {
@@ -37,7 +37,7 @@ impl Hasher for PtrHasher {
 }
 
 /// A map keyed by pointers.
-pub type PtrMap<V> = HashMap<usize, V, BuildHasherDefault<PtrHasher>>;
+pub(super) type PtrMap<V> = HashMap<usize, V, BuildHasherDefault<PtrHasher>>;
 
 fn msg_key(m: &Arc<Message>) -> usize {
     Arc::as_ptr(m) as usize
@@ -83,7 +83,7 @@ return memoize, map
 
 /// The messages resident in one VM (kept in the VM's app data so `host.*` can see them).
 #[derive(Debug)]
-pub struct Resident {
+pub(crate) struct Resident {
     /// Lua table: resident message table → slab id.
     ids: Table,
     /// The `map` helper.
@@ -110,7 +110,7 @@ pub struct Resident {
 
 impl Resident {
     /// An empty set of resident messages for `lua`, with its helpers compiled.
-    pub fn new(lua: &Lua) -> mlua::Result<Self> {
+    pub(crate) fn new(lua: &Lua) -> mlua::Result<Self> {
         let ids = lua.create_table()?;
         let (memoize_fn, map_fn): (Function, Function) = lua
             .load(HELPERS)
@@ -134,7 +134,7 @@ impl Resident {
 
     /// `f` with its result kept per resident message table passed as the first argument (for
     /// [`HostFn::per_message`](crate::engine::api::HostFn::per_message) functions).
-    pub fn memoized(&self, f: Function) -> mlua::Result<Function> {
+    pub(crate) fn memoized(&self, f: Function) -> mlua::Result<Function> {
         self.memoize_fn.call(f)
     }
 
@@ -171,7 +171,7 @@ impl Resident {
     }
 
     /// The host message behind a resident table, if it is one.
-    pub fn lookup(&self, t: &Table) -> Option<&Arc<HeldMessage>> {
+    pub(crate) fn lookup(&self, t: &Table) -> Option<&Arc<HeldMessage>> {
         let id = self.ids.raw_get::<Option<u32>>(t).ok()??;
         self.known_id(id)
     }
@@ -195,7 +195,7 @@ impl Resident {
     }
 
     /// The resident table of a host message, marshalling (and keeping) it when new.
-    pub fn table_for(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
+    pub(crate) fn table_for(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
         if let Some(&i) = self.by_msg.get(&msg_key(m))
             && let Some(t) = self.entries.get(i)
         {
@@ -210,7 +210,7 @@ impl Resident {
     }
 
     /// A call-scoped table for a message that is not resident (dropped at [`Resident::end_call`]).
-    pub fn temp_for(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
+    pub(crate) fn temp_for(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
         if let Some(&i) = self.by_msg.get(&msg_key(m))
             && let Some(t) = self.entries.get(i)
         {
@@ -222,7 +222,7 @@ impl Resident {
     }
 
     /// Forgets the call's temporaries (their identity mapping ends with the call).
-    pub fn end_call(&mut self) {
+    pub(crate) fn end_call(&mut self) {
         for t in std::mem::take(&mut self.temps) {
             self.unregister(&t);
         }
@@ -243,7 +243,7 @@ impl Resident {
     /// Unchanged context: nothing. Appended messages: only they are marshalled. Anything else
     /// (a compaction gives `[summary, kept…]`): the array is rebuilt, reusing every table whose
     /// message is still there, so only the new summary is marshalled.
-    pub fn sync(&mut self, lua: &Lua, ctx: &Arc<Vec<Arc<Message>>>) -> mlua::Result<Table> {
+    pub(crate) fn sync(&mut self, lua: &Lua, ctx: &Arc<Vec<Arc<Message>>>) -> mlua::Result<Table> {
         let change = match &self.array {
             Some(_) => script::context_change(self.ctx.as_ref(), ctx),
             None => script::ContextChange::Rebuilt,

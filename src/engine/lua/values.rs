@@ -15,7 +15,7 @@ use mlua::{Lua, LuaSerdeExt, Table, Value};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
-pub use super::messages::Resident;
+pub(crate) use super::messages::Resident;
 use super::messages::table_key;
 use crate::contract::message::Message;
 use crate::engine::api::HostValue;
@@ -23,7 +23,7 @@ use crate::engine::script::{self, Budget, ConvError, Nesting};
 
 /// How host values become Lua values: `None` and `()` become `nil`, arrays keep the array
 /// metatable so `{}` round-trips as an array.
-pub fn ser_opts() -> SerializeOptions {
+pub(crate) fn ser_opts() -> SerializeOptions {
     SerializeOptions::new()
         .serialize_none_to_null(false)
         .serialize_unit_to_null(false)
@@ -31,12 +31,12 @@ pub fn ser_opts() -> SerializeOptions {
 }
 
 /// A host value as a Lua value.
-pub fn to_lua<T: Serialize + ?Sized>(lua: &Lua, value: &T) -> mlua::Result<Value> {
+pub(crate) fn to_lua<T: Serialize + ?Sized>(lua: &Lua, value: &T) -> mlua::Result<Value> {
     lua.to_value_with(value, ser_opts())
 }
 
 /// Makes a table and every table inside it read-only (metatables are left alone).
-pub fn deep_freeze(t: &Table) -> mlua::Result<()> {
+pub(crate) fn deep_freeze(t: &Table) -> mlua::Result<()> {
     if t.is_readonly() {
         return Ok(());
     }
@@ -51,7 +51,7 @@ pub fn deep_freeze(t: &Table) -> mlua::Result<()> {
 }
 
 /// A message as a frozen Lua table.
-pub fn message_table(lua: &Lua, m: &Message) -> mlua::Result<Table> {
+pub(crate) fn message_table(lua: &Lua, m: &Message) -> mlua::Result<Table> {
     match to_lua(lua, m)? {
         Value::Table(t) => {
             deep_freeze(&t)?;
@@ -73,7 +73,7 @@ fn is_array_mt(t: &Table, array_mt: usize) -> bool {
 }
 
 /// Converts a script value to JSON, strictly (see the module docs).
-pub fn to_json(lua: &Lua, v: &Value, budget: &mut Budget) -> Result<Json, ConvError> {
+pub(crate) fn to_json(lua: &Lua, v: &Value, budget: &mut Budget) -> Result<Json, ConvError> {
     let array_mt = lua.array_metatable().to_pointer() as usize;
     let mut stack = Nesting::default();
     conv(v, budget, &mut stack, array_mt)
@@ -211,7 +211,7 @@ fn key_text(k: &Value) -> String {
 
 /// A script value that should be a message: the resident `Arc` for a resident table, else a
 /// converted (validated) new message.
-pub fn message_from(
+pub(crate) fn message_from(
     lua: &Lua,
     resident: &Resident,
     v: &Value,
@@ -230,7 +230,7 @@ pub fn message_from(
 }
 
 /// A script list of messages (a Lua array) as host messages.
-pub fn messages_from(
+pub(crate) fn messages_from(
     lua: &Lua,
     resident: &Resident,
     v: &Value,
@@ -271,7 +271,7 @@ pub fn messages_from(
 
 /// A script value passed to a `host` function: a resident table as its message, a list as a
 /// list (resident items by identity), named fields as JSON, a string as text.
-pub fn host_value(
+pub(crate) fn host_value(
     lua: &Lua,
     resident: &Resident,
     v: &Value,
@@ -355,7 +355,7 @@ fn list_items(
 
 /// Only `fields` of a table passed to a `host` function, as a [`HostValue::Map`] (the rest of
 /// the table is never read); anything but a table as [`host_value`] has it.
-pub fn host_fields(
+pub(crate) fn host_fields(
     lua: &Lua,
     resident: &Resident,
     v: &Value,

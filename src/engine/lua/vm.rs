@@ -101,7 +101,7 @@ fn texts(err: &mlua::Error) -> (String, String) {
 }
 
 /// The first `file:LINE` in `text`.
-pub fn find_line(file: &str, text: &str) -> Option<u32> {
+pub(crate) fn find_line(file: &str, text: &str) -> Option<u32> {
     let mut rest = text;
     while let Some(i) = rest.find(file) {
         let after = &rest[i + file.len()..];

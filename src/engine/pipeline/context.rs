@@ -6,9 +6,8 @@
 use serde_json::{Map, Value as Json, json};
 
 use crate::contract::message::{Message, MessageBody};
-use crate::contract::{Method, RuntimeSettings};
+use crate::contract::{Method, RuntimeSettings, SessionMeta, StorageCursor};
 use crate::engine::api::HostCall;
-use crate::store::{SessionMeta, StorageCursor};
 
 /// What one lifecycle call knows beyond the [`HostCall`].
 #[derive(Clone, Copy, Debug)]

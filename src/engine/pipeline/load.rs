@@ -5,9 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::Map;
+use serde_json::{Map, Value};
 
-use crate::config::{Config, Entry, FailurePolicy};
 use crate::contract::EngineInfo;
 use crate::contract::limits::Isolation;
 use crate::engine::isolation::{ChildCommand, ProcessFactory, ProcessOptions};
@@ -23,40 +22,39 @@ use super::builtin;
 use super::cell::{HookCell, HookStatus, HookVersion};
 use super::hook::HookSource;
 use super::instance::{Pipeline, Slot, order};
+use super::spec::{HookEntry, HookSpec, PipelineSpec};
 
-/// Loads the hooks `host.pipeline.hooks` names, with engine children (under process
-/// isolation) run as this program (see [`load_with`]).
-pub fn load(config: &Config) -> Result<Arc<dyn EngineFactory>, EngineError> {
-    Ok(load_with(config, None)?)
+/// Loads the hooks `spec` names, with engine children (under process isolation) run as this
+/// program (see [`load_with`]).
+pub fn load(spec: &PipelineSpec) -> Result<Arc<dyn EngineFactory>, EngineError> {
+    Ok(load_with(spec, None)?)
 }
 
-/// Loads the hooks `host.pipeline.hooks` names. A hook that does not load is a load error of
+/// Loads the hooks `spec` names (`host.pipeline.hooks`). A hook that does not load is a load error of
 /// the whole pipeline naming it (the host then answers from `legacy`), so a typo in the config
 /// is never silently a smaller pipeline. Under `host.isolation: "process"` each script hook's
 /// instances run in children started as `child` (by default this program).
 pub fn load_with(
-    config: &Config,
+    spec: &PipelineSpec,
     child: Option<&ChildCommand>,
 ) -> Result<Arc<PipelineFactory>, EngineError> {
-    let settings = &config.host.pipeline;
     let fail = |m: String| EngineError::new(Op::Load, PIPELINE_ID, EngineErrorKind::Contract, m);
-    if settings.hooks.is_empty() {
+    if spec.hooks.is_empty() {
         return Err(fail("host.pipeline.hooks names no hooks".into()));
     }
-    if !(settings.contribution_share.is_finite()
-        && (0.0..=1.0).contains(&settings.contribution_share))
-    {
+    if !(spec.contribution_share.is_finite() && (0.0..=1.0).contains(&spec.contribution_share)) {
         return Err(fail(
             "host.pipeline.contributionShare must be between 0 and 1".into(),
         ));
     }
     let mut cells: Vec<Arc<HookCell>> = Vec::new();
     let mut warnings = Vec::new();
-    for id in &settings.hooks {
+    for hook in &spec.hooks {
+        let id = &hook.id;
         if cells.iter().any(|c| &c.id == id) {
             return Err(fail(format!("host.pipeline.hooks names \"{id}\" twice")));
         }
-        let entry = config.plugins.entries.get(id);
+        let entry = hook.entry.as_ref();
         if entry.is_none() && !builtin::is_builtin(id) {
             return Err(fail(format!(
                 "host.pipeline.hooks names \"{id}\", which is not an entry under plugins.entries{}",
@@ -67,7 +65,7 @@ pub fn load_with(
             tracing::warn!(hook = id, "pipeline: the hook's entry is disabled; skipped");
             continue;
         }
-        let version = load_hook(config, child, id)?;
+        let version = load_hook(spec, child, hook)?;
         warnings.extend(version.source.warnings().iter().cloned());
         cells.push(Arc::new(HookCell::new(id, cells.len(), version)));
     }
@@ -89,9 +87,9 @@ pub fn load_with(
     Ok(Arc::new(PipelineFactory {
         info,
         cells,
-        share: settings.contribution_share,
+        share: spec.contribution_share,
         warnings,
-        config: config.clone(),
+        spec: spec.clone(),
         child: child.cloned(),
     }))
 }
@@ -111,22 +109,27 @@ fn two_owners(owners: &[String]) -> String {
     )
 }
 
-/// Loads hook `id`: a built-in hook, or the file its entry names (by its extension, in this
+/// Loads `hook`: a built-in hook, or the file its entry names (by its extension, in this
 /// process or in children as `host.isolation` says), as generation 0.
 fn load_hook(
-    config: &Config,
+    spec: &PipelineSpec,
     child: Option<&ChildCommand>,
-    id: &str,
+    hook: &HookSpec,
 ) -> Result<HookVersion, EngineError> {
-    let entry = config.plugins.entries.get(id).cloned().unwrap_or_default();
+    let id = hook.id.as_str();
+    let entry = hook.entry.clone().unwrap_or_else(|| HookEntry {
+        enabled: true,
+        file: None,
+        config: Value::Object(Map::new()),
+    });
     let (source, runs_in) = if builtin::is_builtin(id) {
-        (builtin::load(config, id, &entry.config)?, "builtin")
+        (builtin::load(spec, id, &entry.config)?, "builtin")
     } else {
-        let runs_in = match config.host.isolation {
+        let runs_in = match spec.isolation {
             Isolation::Thread => "thread",
             Isolation::Process => "process",
         };
-        (load_script(config, child, id, &entry)?, runs_in)
+        (load_script(spec, child, hook, &entry)?, runs_in)
     };
     Ok(HookVersion {
         source,
@@ -137,12 +140,13 @@ fn load_hook(
 }
 
 fn load_script(
-    config: &Config,
+    spec: &PipelineSpec,
     child: Option<&ChildCommand>,
-    id: &str,
-    entry: &Entry,
+    hook: &HookSpec,
+    entry: &HookEntry,
 ) -> Result<Arc<dyn HookSource>, EngineError> {
-    let Some(path) = &entry.path else {
+    let id = hook.id.as_str();
+    let Some(path) = &entry.file else {
         return Err(EngineError::new(
             Op::Load,
             id,
@@ -150,18 +154,11 @@ fn load_script(
             "the hook's entry has no `path`",
         ));
     };
-    let path = config.resolve(path);
-    let settings = &config.host.pipeline;
-    let mut limits = config.host.limits.script.clone();
-    let timeout = settings
-        .timeouts
-        .get(id)
-        .copied()
-        .unwrap_or(settings.timeout_ms);
-    limits.deadline_ms = limits.deadline_ms.min(timeout.max(1));
+    let mut limits = spec.limits.script.clone();
+    limits.deadline_ms = limits.deadline_ms.min(hook.timeout_ms.max(1));
     let opts = LoadOptions {
         configured_id: Some(id.to_owned()),
-        strict: config.host.failure_policy == FailurePolicy::Strict,
+        strict: spec.strict,
         config: Arc::new(entry.config.clone()),
         limits,
         hook: true,
@@ -177,7 +174,7 @@ fn load_script(
             "a hook file needs a .lua, .luau or .rhai extension",
         ));
     }
-    if config.host.isolation == Isolation::Process {
+    if spec.isolation == Isolation::Process {
         let command = match child {
             Some(c) => c.clone(),
             None => ChildCommand::current_exe()
@@ -185,15 +182,15 @@ fn load_script(
         };
         let process = ProcessOptions {
             command,
-            tokenizer: config.host.tokenizer,
-            rhai: config.host.limits.rhai.clone(),
+            tokenizer: spec.tokenizer,
+            rhai: spec.limits.rhai.clone(),
         };
-        return Ok(Arc::new(ProcessFactory::load(&path, &opts, &process)?));
+        return Ok(Arc::new(ProcessFactory::load(path, &opts, &process)?));
     }
     let source: Arc<dyn HookSource> = if ext == Some("rhai") {
-        ScriptFactory::<Rhai>::load(&path, &opts, config.host.limits.rhai.clone())?
+        ScriptFactory::<Rhai>::load(path, &opts, spec.limits.rhai.clone())?
     } else {
-        ScriptFactory::<Lua>::load(&path, &opts, ())?
+        ScriptFactory::<Lua>::load(path, &opts, ())?
     };
     Ok(source)
 }
@@ -205,8 +202,8 @@ pub struct PipelineFactory {
     cells: Vec<Arc<HookCell>>,
     share: f64,
     warnings: Vec<String>,
-    /// The configuration the hooks were loaded from (a reload of one hook reads its entry).
-    config: Config,
+    /// What the hooks were loaded from (a reload of one hook reads its entry).
+    spec: PipelineSpec,
     child: Option<ChildCommand>,
 }
 
@@ -284,7 +281,9 @@ impl PipelineFactory {
     /// while the other hooks keep their instances and state. Returns the hook's new generation;
     /// on failure the running version stays.
     pub fn reload_hook(&self, id: &str) -> Result<u64, EngineError> {
-        let Some(cell) = self.cells.iter().find(|c| c.id == id) else {
+        let cell = self.cells.iter().find(|c| c.id == id);
+        let hook = self.spec.hooks.iter().find(|h| h.id == id);
+        let (Some(cell), Some(hook)) = (cell, hook) else {
             return Err(EngineError::new(
                 Op::Load,
                 PIPELINE_ID,
@@ -292,7 +291,7 @@ impl PipelineFactory {
                 format!("the pipeline has no hook \"{id}\""),
             ));
         };
-        let version = load_hook(&self.config, self.child.as_ref(), id)?;
+        let version = load_hook(&self.spec, self.child.as_ref(), hook)?;
         if version.source.info().owns_compaction() != cell.current().source.info().owns_compaction()
         {
             return Err(EngineError::new(

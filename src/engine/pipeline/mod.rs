@@ -13,13 +13,15 @@
 //!   in a child under `host.isolation: "process"`, or a [`builtin`] hook);
 //! - [`cell`]: one configured hook, reloaded alone, and its record;
 //! - [`contribution`]: the blocks hooks contribute, fitted and placed;
-//! - [`shape`]: whether a file is a hook file (for `check`).
+//! - [`shape`]: whether a file is a hook file (for `check`);
+//! - [`spec`]: what the pipeline loads from, resolved from the config by its caller.
 
 pub mod builtin;
 pub mod cell;
 pub mod contribution;
 pub mod hook;
 pub mod shape;
+pub mod spec;
 
 mod assemble;
 mod context;
@@ -31,5 +33,6 @@ pub use cell::HookStatus;
 pub use instance::Pipeline;
 pub use load::{HookReport, PipelineFactory, load, load_with};
 pub use shape::is_hook_file;
+pub use spec::{HookEntry, HookSpec, PipelineSpec};
 
-pub use crate::config::{PIPELINE_ID, PipelineSettings};
+pub use crate::contract::PIPELINE_ID;

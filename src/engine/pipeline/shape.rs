@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::config::Config;
+use crate::contract::limits::HostLimits;
 use crate::contract::{Method, closest};
 use crate::engine::lua::Lua;
 use crate::engine::rhai::Rhai;
@@ -13,14 +13,14 @@ use crate::engine::script::{LoadOptions, load::members};
 /// (`ingest`, `assemble`, `compact`) and defines a hook function, or a member misspelt from
 /// one (`colect`). A file that does not boot is not judged a hook file (checking it as an
 /// engine reports why it does not load).
-pub fn is_hook_file(path: &Path, config: &Config) -> bool {
+pub fn is_hook_file(path: &Path, limits: &HostLimits) -> bool {
     let opts = LoadOptions {
-        limits: config.host.limits.script.clone(),
+        limits: limits.script.clone(),
         ..Default::default()
     };
     let found = match path.extension().and_then(|e| e.to_str()) {
         Some("lua" | "luau") => members::<Lua>(path, &opts, ()),
-        Some("rhai") => members::<Rhai>(path, &opts, config.host.limits.rhai.clone()),
+        Some("rhai") => members::<Rhai>(path, &opts, limits.rhai.clone()),
         _ => return false,
     };
     let Ok(found) = found else { return false };

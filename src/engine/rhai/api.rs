@@ -25,7 +25,7 @@ use crate::sandbox::StopSignals;
 
 /// What the `host` functions share with their VM.
 #[derive(Debug)]
-pub struct Bridge {
+pub(crate) struct Bridge {
     /// The engine, the caps on arguments and the running lifecycle call.
     pub scope: Mutex<HostScope>,
     /// The VM's resident messages.
@@ -36,7 +36,7 @@ pub struct Bridge {
 /// [`HostError::host`]), thrown as this type so that scripts cannot forge one: the VM
 /// classifies it as `Host`. A script that catches it sees its message via `to_string`.
 #[derive(Clone, Debug)]
-pub struct HostFault(pub String);
+pub(crate) struct HostFault(pub String);
 
 type Out<T> = Result<T, Box<EvalAltResult>>;
 
@@ -55,7 +55,7 @@ fn rhai_error(e: HostError) -> Box<EvalAltResult> {
 
 impl Bridge {
     /// A bridge for the engine labelled `engine`, with no call running and no resident messages.
-    pub fn new(engine: &str, limits: ResultLimits, signals: Arc<StopSignals>) -> Self {
+    pub(crate) fn new(engine: &str, limits: ResultLimits, signals: Arc<StopSignals>) -> Self {
         Bridge {
             scope: Mutex::new(HostScope::new(engine, limits, signals)),
             resident: Mutex::new(Resident::default()),
@@ -63,7 +63,7 @@ impl Bridge {
     }
 
     /// Logs script text (`print`, `debug`) like `host::log::*`.
-    pub fn log(&self, level: LogLevel, text: String) {
+    pub(crate) fn log(&self, level: LogLevel, text: String) {
         self.scope.lock().log(level, text);
     }
 
@@ -138,7 +138,7 @@ fn register(module: &mut Module, f: &'static HostFn, bridge: &Arc<Bridge>) -> Re
 }
 
 /// The `host` module of one instance, with `host::config` set to `config` (`#{}` when none).
-pub fn host_module(bridge: &Arc<Bridge>, config: &Json) -> Result<Shared<Module>, String> {
+pub(crate) fn host_module(bridge: &Arc<Bridge>, config: &Json) -> Result<Shared<Module>, String> {
     let mut host = Module::new();
     let mut subs: BTreeMap<&str, Module> = BTreeMap::new();
     for f in &API {

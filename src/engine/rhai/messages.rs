@@ -26,11 +26,11 @@ use crate::engine::api::HeldMessage;
 
 /// One host message as a script sees it.
 #[derive(Clone)]
-pub struct ScriptMessage(Arc<HostMessage>);
+pub(crate) struct ScriptMessage(Arc<HostMessage>);
 
 /// What a [`ScriptMessage`] points at: the host's message (with its token count once counted)
 /// and its map view, built once.
-pub struct HostMessage {
+pub(crate) struct HostMessage {
     held: Arc<HeldMessage>,
     map: Map,
 }
@@ -43,7 +43,7 @@ impl std::fmt::Debug for ScriptMessage {
 
 impl ScriptMessage {
     /// A handle on `m` (its map view built now).
-    pub fn new(m: &Arc<Message>) -> Result<Self, String> {
+    pub(crate) fn new(m: &Arc<Message>) -> Result<Self, String> {
         let map = rhai::serde::to_dynamic(&**m)
             .map_err(|e| e.to_string())?
             .try_cast::<Map>()
@@ -55,12 +55,12 @@ impl ScriptMessage {
     }
 
     /// The host's message behind the handle.
-    pub fn message(&self) -> &Arc<Message> {
+    pub(crate) fn message(&self) -> &Arc<Message> {
         self.0.held.message()
     }
 
     /// The message as the host API holds it (identity and token count).
-    pub fn held(&self) -> &Arc<HeldMessage> {
+    pub(crate) fn held(&self) -> &Arc<HeldMessage> {
         &self.0.held
     }
 
@@ -71,7 +71,7 @@ impl ScriptMessage {
 
 /// A list of host messages as a script sees it (`p.messages`).
 #[derive(Clone, Debug)]
-pub struct MessageList(pub Arc<Vec<Dynamic>>);
+pub(crate) struct MessageList(pub Arc<Vec<Dynamic>>);
 
 impl MessageList {
     fn at(&self, i: INT) -> Result<Dynamic, Box<EvalAltResult>> {
@@ -97,7 +97,7 @@ fn index(n: usize, i: INT) -> Option<usize> {
 }
 
 /// Iterates a [`MessageList`] (`for m in p.messages`).
-pub struct ListIter {
+pub(crate) struct ListIter {
     list: Arc<Vec<Dynamic>>,
     next: usize,
 }
@@ -173,7 +173,7 @@ const WRITING: [&str; 17] = [
 ];
 
 /// Registers both types and their functions; every engine gets it (the stdlib runs on them).
-pub fn module() -> Shared<Module> {
+pub(crate) fn module() -> Shared<Module> {
     let mut m = Module::new();
     m.set_custom_type::<ScriptMessage>("message");
     m.set_custom_type::<MessageList>("messages");

@@ -38,7 +38,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// The longest a TCP connect may take (a shutdown cannot interrupt one in progress).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How often a backoff wait looks whether its call was abandoned.
 const ABORT_POLL: Duration = Duration::from_millis(20);

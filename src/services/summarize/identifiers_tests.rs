@@ -109,7 +109,7 @@ mod oracle {
         accept_identifier(text, super::super::FOUND[i], m.start(), m.end())
     }
 
-    pub fn find(text: &str) -> Vec<(IdKind, &str)> {
+    pub(crate) fn find(text: &str) -> Vec<(IdKind, &str)> {
         ALTERNATION
             .captures_iter(text)
             .filter_map(|c| accept(text, &c))

@@ -96,7 +96,7 @@ pub fn check_engine_with(path: &Path, base: &Config, transcript: Option<&Path>) 
             ),
         );
     }
-    if crate::engine::pipeline::is_hook_file(path, base) {
+    if crate::engine::pipeline::is_hook_file(path, &base.host.limits) {
         return hook::check(path, base, transcript, report);
     }
     // The engine loads under the user's policy (an info.id that differs from the file name is

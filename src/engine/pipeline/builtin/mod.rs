@@ -21,13 +21,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value as Json};
 
-use crate::config::Config;
 use crate::contract::{EngineInfo, Method};
 use crate::engine::InstanceContext;
 use crate::engine::api::HostCall;
 use crate::error::{EngineError, EngineErrorKind, Op};
 
 use super::hook::{Hook, HookSource};
+use super::spec::PipelineSpec;
 
 /// Old tool results pruned in memory under pressure.
 pub const TOOL_PRUNING: &str = "builtin:tool-pruning";
@@ -138,7 +138,7 @@ impl<B: Builtin> Hook for Running<B> {
 /// Loads built-in hook `id` with its entry config (an error names a bad setting or the hooks
 /// that exist).
 pub fn load(
-    config: &Config,
+    spec: &PipelineSpec,
     id: &str,
     settings: &Json,
 ) -> Result<Arc<dyn HookSource>, EngineError> {
@@ -166,7 +166,7 @@ pub fn load(
         }),
         AGENTS_REANCHOR => Arc::new(Loaded {
             info: info("AGENTS.md re-anchor after compaction"),
-            hook: reanchor::Reanchor::from_config(config, settings)
+            hook: reanchor::Reanchor::from_config(spec, settings)
                 .map_err(|(f, m)| fail(format!("{}: {m}", at(f))))?,
         }),
         COMPACTION => Arc::new(Loaded {

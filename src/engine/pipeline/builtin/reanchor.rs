@@ -13,13 +13,13 @@ use std::path::PathBuf;
 
 use serde_json::{Map, Value as Json, json};
 
-use crate::config::Config;
 use crate::contract::Method;
 use crate::contract::message::Role;
 use crate::engine::InstanceContext;
 use crate::engine::api::HostCall;
 
 use super::{Builtin, known, number, string};
+use crate::engine::pipeline::spec::PipelineSpec;
 
 /// The headings re-anchored by default.
 pub const HEADINGS: [&str; 2] = ["## Session Startup", "## Red Lines"];
@@ -42,7 +42,7 @@ pub struct Reanchor {
 impl Reanchor {
     /// Reads the settings; an error names the setting.
     pub(super) fn from_config(
-        config: &Config,
+        spec: &PipelineSpec,
         settings: &Json,
     ) -> Result<Self, (&'static str, String)> {
         known(settings, &["file", "headings", "priority"])?;
@@ -67,7 +67,7 @@ impl Reanchor {
             }
         };
         Ok(Reanchor {
-            file: config.resolve(&file),
+            file: spec.resolve(&file),
             configured: file,
             headings,
             priority: number(settings, "priority")?.unwrap_or(100.0),
