@@ -210,6 +210,14 @@ impl Config {
                 message: e.message,
             });
         }
+        if let StoreSettings::Postgres(pg) = &self.host.store
+            && let Err((key, message)) = pg.check()
+        {
+            return Err(Error::Config {
+                place: format!("{place}: host.store.{key}"),
+                message,
+            });
+        }
         if self.host.window < MIN_WINDOW {
             return Err(Error::Config {
                 place: format!("{place}: host.window"),

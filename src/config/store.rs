@@ -39,4 +39,50 @@ pub struct PostgresSettings {
     /// The Postgres schema holding ctxhost's tables (created when missing). Default `public`.
     #[serde(default)]
     pub schema: Option<String>,
+    /// How long a session's lease lasts unless renewed (renewed every third of it): how long
+    /// a dead process's sessions wait before another takes them over. Default 10,000.
+    #[serde(default)]
+    pub lease_ms: Option<u64>,
+    /// How long opening a session waits for another process's lease to expire. Default the
+    /// lease plus 2,000 (12,000 with the default lease).
+    #[serde(default)]
+    pub lease_wait_ms: Option<u64>,
+}
+
+impl PostgresSettings {
+    /// The shortest lease: renewal every third of it must fit a busy database's round trips.
+    pub const MIN_LEASE_MS: u64 = 1_000;
+    /// The longest lease: a dead process's sessions must not wait longer than this.
+    pub const MAX_LEASE_MS: u64 = 3_600_000;
+
+    /// The lease and the wait for one, as configured or by default (milliseconds).
+    pub fn lease_and_wait_ms(&self) -> (u64, u64) {
+        let lease = self.lease_ms.unwrap_or(10_000);
+        (lease, self.lease_wait_ms.unwrap_or(lease + 2_000))
+    }
+
+    /// Refuses a lease outside its bounds, or a wait shorter than the lease (opening a session
+    /// a dead process held would then always fail), naming the key.
+    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
+        let (lease, wait) = self.lease_and_wait_ms();
+        if !(Self::MIN_LEASE_MS..=Self::MAX_LEASE_MS).contains(&lease) {
+            return Err((
+                "leaseMs",
+                format!(
+                    "a lease of {lease} ms is outside {}..={} ms",
+                    Self::MIN_LEASE_MS,
+                    Self::MAX_LEASE_MS
+                ),
+            ));
+        }
+        if wait < lease {
+            return Err((
+                "leaseWaitMs",
+                format!(
+                    "a wait of {wait} ms is shorter than the lease of {lease} ms: a session a dead process held could never be opened"
+                ),
+            ));
+        }
+        Ok(())
+    }
 }

@@ -144,3 +144,29 @@ fn host_limits_keys_map_to_the_shared_and_the_rhai_limits() {
         "{e}"
     );
 }
+
+#[test]
+fn postgres_lease_settings_parse_default_and_are_bounded() {
+    let pg = |text: &str| match Config::parse(text, "cfg.json5").unwrap().host.store {
+        StoreSettings::Postgres(p) => p,
+        other => panic!("{other:?}"),
+    };
+    let p = pg("{ host: { store: { kind: \"postgres\", url: \"host=/tmp\" } } }");
+    assert_eq!(p.lease_and_wait_ms(), (10_000, 12_000));
+    let p = pg("{ host: { store: { kind: \"postgres\", url: \"host=/tmp\", leaseMs: 3000 } } }");
+    assert_eq!(p.lease_and_wait_ms(), (3_000, 5_000));
+    let p = pg(
+        "{ host: { store: { kind: \"postgres\", url: \"host=/tmp\", leaseMs: 3000, leaseWaitMs: 9000 } } }",
+    );
+    assert_eq!(p.lease_and_wait_ms(), (3_000, 9_000));
+
+    let e = err("{ host: { store: { kind: \"postgres\", url: \"host=/tmp\", leaseMs: 10 } } }");
+    assert!(e.contains("host.store.leaseMs"), "{e}");
+    assert!(e.contains("outside 1000..=3600000"), "{e}");
+    let e = err(
+        "{ host: { store: { kind: \"postgres\", url: \"host=/tmp\", leaseMs: 5000, leaseWaitMs: 1000 } } }",
+    );
+    assert!(e.contains("host.store.leaseWaitMs"), "{e}");
+    let e = err("{ host: { store: { kind: \"postgres\", url: \"host=/tmp\", lease: 5000 } } }");
+    assert!(e.contains("did you mean `leaseMs`"), "{e}");
+}

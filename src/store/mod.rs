@@ -174,6 +174,9 @@ pub fn open_backend(config: &crate::config::Config, state_dir: &Path) -> Result<
             if let Some(schema) = &p.schema {
                 options.schema = schema.clone();
             }
+            let (lease, wait) = p.lease_and_wait_ms();
+            options.lease = std::time::Duration::from_millis(lease);
+            options.lease_wait = std::time::Duration::from_millis(wait);
             Ok(Arc::new(postgres::PgBackend::connect(options)?))
         }
     }

@@ -150,6 +150,7 @@ impl Place {
                     url: s.url.clone(),
                     password_env: None,
                     schema: Some(s.schema.clone()),
+                    ..PostgresSettings::default()
                 })
             }),
         }

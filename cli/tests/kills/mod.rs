@@ -9,7 +9,8 @@
 //! (`each_backend!`): JSONL files, one SQLite database (`host.store: {kind: "sqlite"}`), and a
 //! Postgres schema of the test's own (`host.store: {kind: "postgres", url, schema}`). On
 //! Postgres a killed child keeps its sessions' leases until they expire (10 s, the store's
-//! default; `host.store` has no lease setting): when the bridge starts the next child, every
+//! default; `host.store.leaseMs` can shorten it to 1 s, which would still add 100 s): when the
+//! bridge starts the next child, every
 //! lease then held is a killed child's (it runs one child at a time, and waits for each it
 //! kills), and the test expires them at once, as 10 s would. Waiting out the lease is the
 //! 4-process test's part (`pg_serve`); here it would only make 100 kills take 17 minutes.
