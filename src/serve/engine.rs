@@ -198,12 +198,19 @@ pub(super) fn watch(
                 }
                 Ok(g) => {
                     last.insert(hook.clone(), *g);
-                    tracing::info!(
-                        file,
-                        hook = hook.as_deref().unwrap_or_default(),
-                        generation = g,
-                        "file changed; reloaded by the watcher"
-                    )
+                    match hook.as_deref() {
+                        Some(hook) => tracing::info!(
+                            file,
+                            hook,
+                            generation = g,
+                            "hook file changed; reloaded by the watcher"
+                        ),
+                        None => tracing::info!(
+                            file,
+                            generation = g,
+                            "engine file changed; reloaded by the watcher"
+                        ),
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(
