@@ -5,6 +5,11 @@
 //!   one transaction that checks and renews the lease.
 //! - `pg/cold_open_10k`: open a session of 10,000 messages another process left (take its
 //!   lease, read the session row and every entry), and close it (release the lease).
+//! - `pg/open_cold_session_10k`: the same through a `Session` (context derived, recall
+//!   indexed, engine state restored), as `store/open_cold_10k/{jsonl,sqlite}` measure it.
+//! - `pg/turn_with_10k_history`: a driven turn (`assemble` of all 10,000 messages included,
+//!   the turn's messages and state committed under the lease), as
+//!   `store/turn_with_10k_history/{jsonl,sqlite}` measure it.
 //! - `pg/four_processes_200_sessions`: 4 worker processes (this program re-run, see
 //!   `tests/pg_fleet.rs`) serve 200 sessions; one iteration is one turn of every session, so
 //!   the throughput criterion prints is turns per second over the 4 processes.
@@ -19,8 +24,11 @@ mod pg_fleet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, Throughput};
+use criterion::{BatchSize, Criterion, Throughput};
 use ctxhost::Message;
+use ctxhost::config::Config;
+use ctxhost::runtime::{Host, SessionSpec};
+use ctxhost::session::{Session, TurnInput};
 use ctxhost::store::postgres::{PgBackend, PgOptions};
 use ctxhost::store::{Backend, Commit};
 use serde_json::json;
@@ -61,9 +69,9 @@ fn commit_one_turn(c: &mut Criterion, url: &str, schema: &str) {
     });
 }
 
-fn cold_open_10k(c: &mut Criterion, url: &str, schema: &str) {
-    let backend = PgBackend::connect(options(url, schema)).unwrap();
-    let messages: Vec<Arc<Message>> = (0..10_000u64)
+/// 10,000 messages alternating user and assistant, ids as a store gives.
+fn history_10k() -> Vec<Arc<Message>> {
+    (0..10_000u64)
         .map(|i| {
             let body = if i % 2 == 0 {
                 Message::user(format!("message {i}: {}", "words of a question ".repeat(8)))
@@ -75,12 +83,23 @@ fn cold_open_10k(c: &mut Criterion, url: &str, schema: &str) {
                 ..body
             })
         })
-        .collect();
+        .collect()
+}
+
+/// A host whose window holds the whole history: `assemble` gets all 10,000 messages.
+fn host() -> Host {
+    let mut config = Config::default();
+    config.host.window = 8_000_000;
+    Host::new(config).unwrap()
+}
+
+fn cold_open_10k(c: &mut Criterion, url: &str, schema: &str) {
+    let backend = PgBackend::connect(options(url, schema)).unwrap();
     backend
         .import(
             "bench-10k",
-            &messages,
-            Some(&json!({"turn": 5000})),
+            &history_10k(),
+            Some(&json!({"engine": "legacy", "state": null})),
             &Default::default(),
         )
         .unwrap();
@@ -88,6 +107,54 @@ fn cold_open_10k(c: &mut Criterion, url: &str, schema: &str) {
         b.iter(|| {
             let opened = backend.open("bench-10k", "").unwrap();
             assert_eq!(opened.messages.len(), 10_000);
+        })
+    });
+}
+
+fn open_cold_session_10k(c: &mut Criterion, url: &str, schema: &str) {
+    let host = host();
+    let backend = PgBackend::connect(options(url, schema)).unwrap();
+    c.bench_function("pg/open_cold_session_10k", |b| {
+        b.iter_batched(
+            || host.session_setup(&SessionSpec::new("bench-10k", "")),
+            |setup| {
+                let s = Session::in_backend(setup, &backend, "").unwrap();
+                assert_eq!(s.transcript_len(), 10_000);
+                // Dropped here, inside the timing: the lease is released as a closing
+                // process would.
+            },
+            BatchSize::PerIteration,
+        )
+    });
+}
+
+fn turn_at_10k(c: &mut Criterion, url: &str, schema: &str) {
+    let host = host();
+    let backend = PgBackend::connect(options(url, schema)).unwrap();
+    backend
+        .import(
+            "bench-turns",
+            &history_10k(),
+            Some(&json!({"engine": "legacy", "state": null})),
+            &Default::default(),
+        )
+        .unwrap();
+    let setup = host.session_setup(&SessionSpec::new("bench-turns", ""));
+    let mut session = Session::in_backend(setup, &backend, "").unwrap();
+    let mut n = 0u64;
+    c.bench_function("pg/turn_with_10k_history", |b| {
+        b.iter(|| {
+            n += 1;
+            let a = session
+                .begin_turn(TurnInput {
+                    user: Message::user(format!("question {n}")),
+                    is_heartbeat: false,
+                })
+                .unwrap();
+            assert!(a.messages.len() > 10_000);
+            session
+                .end_turn(vec![Message::assistant(format!("answer {n}"))])
+                .unwrap();
         })
     });
 }
@@ -138,6 +205,8 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     commit_one_turn(&mut c, &url, &schema);
     cold_open_10k(&mut c, &url, &schema);
+    open_cold_session_10k(&mut c, &url, &schema);
+    turn_at_10k(&mut c, &url, &schema);
     four_processes(&mut c, &url, &schema);
     c.final_summary();
     let backend = PgBackend::connect(options(&url, &schema)).unwrap();
