@@ -172,6 +172,7 @@ pub(super) fn watch(
             reload: reload_it,
         });
     }
+    let kinds: Vec<Option<String>> = targets.iter().map(|t| t.hook.clone()).collect();
     let mut watcher = EngineWatcher::watching(targets, debounce)?;
     let host = Arc::clone(host);
     Ok(tokio::spawn(async move {
@@ -184,14 +185,16 @@ pub(super) fn watch(
                 tracing::warn!("kept the running version; the new version failed: {e}");
             }
         }
-        let mut last: std::collections::HashMap<Option<String>, u64> = Default::default();
+        // The generation each file serves before any save: a reload's outcome is compared
+        // with it (read after the reload, it would already be the new one).
+        let mut last: std::collections::HashMap<Option<String>, u64> = kinds
+            .into_iter()
+            .filter_map(|hook| serving(&host, hook.as_deref()).ok().map(|g| (hook, g)))
+            .collect();
         while let Some(outcome) = watcher.next_outcome().await {
             let file = outcome.path.display().to_string();
             let hook = outcome.hook.clone();
-            let before = match last.get(&hook) {
-                Some(g) => Some(*g),
-                None => serving(&host, hook.as_deref()).ok(),
-            };
+            let before = last.get(&hook).copied();
             match &outcome.result {
                 Ok(g) if Some(*g) == before => {
                     tracing::debug!(file, "the file was saved unchanged")
