@@ -43,12 +43,14 @@ use serde_json::{Value, json};
 
 pub(crate) mod child;
 pub(crate) mod disk;
+mod tally;
 mod views;
 
 use crate::rng::{Rng, env_u64};
 use child::{Outcome, Serve};
 use disk::{is_summary, key_of, left_behind, stored, transcript_of};
-use views::{Carried, Known, rebuilt};
+use tally::{Conversation, Tally};
+use views::{Carried, rebuilt};
 
 /// Keeps everything; a forced `compact` writes a summary and keeps every message after it, so
 /// kills land behind summaries while every client message stays in the window.
@@ -242,78 +244,6 @@ enum Attempt {
     Died,
     /// Given up, as the bridge gives up after its one retry.
     GivenUp,
-}
-
-/// What the client knows of one conversation.
-struct Conversation {
-    id: String,
-    view: Vec<Value>,
-    /// What the bridge believes ctxhost holds of it (delta views).
-    known: Option<Known>,
-    /// Messages a call carrying them was answered for.
-    acknowledged: BTreeSet<String>,
-}
-
-impl Conversation {
-    /// The messages `range` of the view were carried by a call that was answered.
-    fn acknowledge(&mut self, range: std::ops::Range<usize>) {
-        for m in &self.view[range] {
-            self.acknowledged.insert(key_of(m));
-        }
-    }
-}
-
-/// Counts of what went wrong, over every conversation.
-#[derive(Default)]
-struct Tally {
-    acknowledged: usize,
-    /// Messages (conversation: message) a transcript or a window held more than once, with
-    /// the most copies seen.
-    twice: BTreeMap<String, usize>,
-    /// Acknowledged messages missing from the transcript or from a later window.
-    lost: BTreeSet<String>,
-    out_of_order: Vec<String>,
-}
-
-impl Tally {
-    /// An assemble window (the engine keeps everything): every acknowledged message of the
-    /// conversation is in it once, in the client's order, and nothing else but summaries.
-    fn window(&mut self, c: &Conversation, result: &Value, log: &[String]) {
-        let got: Vec<String> = result["messages"]
-            .as_array()
-            .expect("assemble messages")
-            .iter()
-            .filter(|m| !is_summary(m))
-            .map(key_of)
-            .collect();
-        let want: Vec<String> = c.view.iter().map(key_of).collect();
-        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-        for k in &got {
-            assert!(
-                want.contains(k),
-                "{}: a window holds a message the client never sent: {k}",
-                c.id
-            );
-            *seen.entry(k.clone()).or_default() += 1;
-        }
-        if got != want && got.len() == want.len() && seen.values().all(|&n| n == 1) {
-            self.out_of_order.push(format!("{} (window)", c.id));
-        }
-        for k in &c.acknowledged {
-            let n = seen.get(k).copied().unwrap_or(0);
-            if n == 0 && self.lost.insert(format!("{}: {k}", c.id)) {
-                eprintln!(
-                    "kills: {}: {k:?} missing from a window after\n  {}",
-                    c.id,
-                    log[log.len().saturating_sub(16)..].join("\n  ")
-                );
-            }
-            if n > 1 {
-                let e = self.twice.entry(format!("{}: {k}", c.id)).or_default();
-                *e = (*e).max(n);
-            }
-        }
-    }
 }
 
 fn user(text: String) -> Value {
@@ -590,35 +520,7 @@ fn kills_on(place: &crate::common::backends::Place) {
     b.serve.take().unwrap().close();
     let database = (kind != Kind::Jsonl).then(|| place.open());
     for c in &conversations {
-        tally.acknowledged += c.acknowledged.len();
-        let got = stored_in(&b, database.as_deref(), &c.id);
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for k in &got {
-            *counts.entry(k.as_str()).or_default() += 1;
-        }
-        let sent: Vec<String> = c.view.iter().map(key_of).collect();
-        for k in &sent {
-            match counts.get(k.as_str()) {
-                None => {
-                    tally.lost.insert(format!("{}: {k}", c.id));
-                }
-                Some(&n) if n > 1 => {
-                    let e = tally.twice.entry(format!("{}: {k}", c.id)).or_default();
-                    *e = (*e).max(n);
-                }
-                _ => {}
-            }
-        }
-        if got != sent && counts.values().all(|&n| n == 1) && got.len() == sent.len() {
-            tally.out_of_order.push(c.id.clone());
-        }
-        for k in counts.keys() {
-            assert!(
-                sent.iter().any(|s| s == k),
-                "{}: a message no client sent: {k}",
-                c.id
-            );
-        }
+        tally.stored(c, &stored_in(&b, database.as_deref(), &c.id));
     }
     eprintln!(
         "kills ({kind:?}): {} views: {} kills ({} calls sent again, {} given up), {} conversations, {} compactions, {} messages \
