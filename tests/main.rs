@@ -24,6 +24,7 @@ mod complete;
 mod concurrency;
 mod conformance;
 mod engines;
+mod footprint;
 mod guarantees;
 mod guide;
 mod hostile;

@@ -163,3 +163,64 @@ fn terms_are_what_they_were_on_every_shared_transcript() {
     let odd = "İstanbul #12 ÉTÉ_x Straße ß#a A/B/c.rs a a a";
     assert_eq!(terms(odd), terms_oracle(odd));
 }
+
+#[test]
+fn postings_hold_far_documents_and_many_occurrences_exactly() {
+    // Gaps between documents of 1, 200 (two bytes) and 20,000 (three), and a term said 300
+    // times in one message: each must come back as it went in.
+    let index = RecallIndex::default();
+    let mut batch = Vec::new();
+    for i in 0..20_402u32 {
+        let text = match i {
+            0 | 1 | 201 => "zebra crossing".to_owned(),
+            20_201 => "zebra ".repeat(300),
+            _ => format!("filler {i}"),
+        };
+        batch.push(stored(&i.to_string(), Message::user(text)));
+    }
+    index.add(&batch);
+    let hits = index.search("zebra", &SearchFilter::default(), 10);
+    let mut positions: Vec<usize> = hits.iter().map(|h| h.position).collect();
+    positions.sort_unstable();
+    assert_eq!(positions, [1, 2, 202, 20_202]);
+    // The 300-times message ranks first; the three others tie and come newest first.
+    assert_eq!(hits[0].position, 20_202);
+    assert_eq!(hits[1].position, 202);
+    // `before` still cuts the list where it should.
+    let filter = SearchFilter {
+        before: Some("201".into()),
+        ..SearchFilter::default()
+    };
+    let early: Vec<usize> = index
+        .search("zebra", &filter, 10)
+        .iter()
+        .map(|h| h.position)
+        .collect();
+    assert_eq!(early, [2, 1]);
+}
+
+#[test]
+fn varints_round_trip_at_their_byte_boundaries() {
+    let mut p = Postings::default();
+    let docs = [
+        0u32,
+        127,
+        128,
+        16_383,
+        16_384,
+        2_097_151,
+        2_097_152,
+        u32::MAX,
+    ];
+    for (k, &d) in docs.iter().enumerate() {
+        p.push(d, (k as u32) << 7 | 1);
+    }
+    let back: Vec<(u32, u32)> = p.iter().collect();
+    let want: Vec<(u32, u32)> = docs
+        .iter()
+        .enumerate()
+        .map(|(k, &d)| (d, (k as u32) << 7 | 1))
+        .collect();
+    assert_eq!(back, want);
+    assert_eq!(p.len as usize, docs.len());
+}
