@@ -24,7 +24,6 @@ mod complete;
 mod concurrency;
 mod conformance;
 mod engines;
-mod footprint;
 mod guarantees;
 mod guide;
 mod hostile;

@@ -201,26 +201,20 @@ fn postings_hold_far_documents_and_many_occurrences_exactly() {
 
 #[test]
 fn varints_round_trip_at_their_byte_boundaries() {
-    let mut p = Postings::default();
-    let docs = [
-        0u32,
-        127,
-        128,
-        16_383,
-        16_384,
-        2_097_151,
-        2_097_152,
-        u32::MAX,
-    ];
-    for (k, &d) in docs.iter().enumerate() {
-        p.push(d, (k as u32) << 7 | 1);
+    // Distances between documents and occurrence counts at each LEB128 length's edges (1, 2,
+    // 3 and 5 bytes).
+    let edges = [0u32, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152];
+    let mut want = Vec::new();
+    let mut doc = 0u32;
+    for (k, &gap) in edges.iter().enumerate() {
+        doc += gap;
+        want.push((doc, edges[edges.len() - 1 - k].max(1)));
     }
-    let back: Vec<(u32, u32)> = p.iter().collect();
-    let want: Vec<(u32, u32)> = docs
-        .iter()
-        .enumerate()
-        .map(|(k, &d)| (d, (k as u32) << 7 | 1))
-        .collect();
-    assert_eq!(back, want);
-    assert_eq!(p.len as usize, docs.len());
+    want.push((u32::MAX, u32::MAX));
+    let mut p = Postings::default();
+    for &(d, n) in &want {
+        p.push(d, n);
+    }
+    assert_eq!(p.iter().collect::<Vec<_>>(), want);
+    assert_eq!(p.len as usize, want.len());
 }
