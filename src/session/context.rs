@@ -33,3 +33,10 @@ pub fn derive_context(entries: &[Arc<Message>]) -> Vec<Arc<Message>> {
     out.extend(entries[last + 1..].iter().cloned());
     out
 }
+
+/// Where the newest compaction summary of `context` is, if it holds one.
+pub(crate) fn newest_summary_at(context: &[Arc<Message>]) -> Option<usize> {
+    context
+        .iter()
+        .rposition(|m| m.role() == Role::CompactionSummary)
+}

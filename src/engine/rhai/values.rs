@@ -121,7 +121,7 @@ impl Resident {
             };
             items.push(v);
         }
-        self.ctx = Some(script::ContextSeen::of(ctx));
+        script::ContextSeen::update(&mut self.ctx, ctx, change);
         let out = list_value(&list);
         self.list = Some(list);
         Ok(out)

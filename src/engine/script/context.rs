@@ -36,6 +36,24 @@ impl ContextSeen {
         }
     }
 
+    /// Brings what was seen up to `ctx`, which `change` says how it differs from it: an append
+    /// adds only the new messages' addresses (a long session's context is not walked again).
+    pub fn update(
+        seen: &mut Option<ContextSeen>,
+        ctx: &Arc<Vec<Arc<Message>>>,
+        change: ContextChange,
+    ) {
+        match (seen.as_mut(), change) {
+            (Some(s), ContextChange::Same) => s.handle = Arc::downgrade(ctx),
+            (Some(s), ContextChange::Appended(n)) if n == s.order.len() => {
+                s.handle = Arc::downgrade(ctx);
+                s.order
+                    .extend(ctx[n..].iter().map(|m| Arc::as_ptr(m) as usize));
+            }
+            _ => *seen = Some(ContextSeen::of(ctx)),
+        }
+    }
+
     /// The messages' addresses, in order.
     pub fn keys(&self) -> &[usize] {
         &self.order
