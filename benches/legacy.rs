@@ -11,8 +11,9 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleParams, CompactParams, CompactionTarget, ResultLimits};
 use ctxhost::engine::Engine;
-use ctxhost::engine::api::{HostCall, SessionServices};
-use ctxhost::engine::legacy::Legacy;
+use ctxhost::HostCall;
+use ctxhost::testing::SessionServices;
+use ctxhost::testing::Legacy;
 use ctxhost::services::compaction::{self, CompactionSettings};
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache};
@@ -103,7 +104,7 @@ fn bench(c: &mut Criterion) {
         group.bench_function(format!("assemble [legacy, {}k msgs]", n / 1000), |b| {
             b.iter(|| {
                 let r = legacy.assemble(&call, &params).expect("assemble");
-                let repaired = ctxhost::services::pairing::repair(r.messages);
+                let repaired = ctxhost::testing::pairing::repair(r.messages);
                 services.tokens.messages(&repaired.messages)
             })
         });

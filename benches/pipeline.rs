@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use ctxhost::contract::{AssembleParams, AssembleResult, ResultLimits, check_assemble};
 use ctxhost::engine::Engine;
-use ctxhost::engine::api::HostCall;
+use ctxhost::HostCall;
 use ctxhost::engine::pipeline::PipelineFactory;
 
 mod common;

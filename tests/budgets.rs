@@ -9,7 +9,7 @@ use std::path::Path;
 use ctxhost::config::{Config, Entry, SlowEnginePolicy};
 use ctxhost::contract::limits::Isolation;
 use ctxhost::contract::message::Message;
-use ctxhost::error::EngineErrorKind;
+use ctxhost::EngineErrorKind;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::{Session, TurnInput};
 

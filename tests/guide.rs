@@ -21,10 +21,12 @@ use ctxhost::contract::{
     ResultLimits,
 };
 use ctxhost::engine::InstanceContext;
-use ctxhost::engine::api::{HostCall, SessionServices};
-use ctxhost::engine::lua::{self, LoadOptions};
+use ctxhost::HostCall;
+use ctxhost::testing::SessionServices;
+use ctxhost::engine::LoadOptions;
+use ctxhost::testing::lua;
 use ctxhost::services::compaction::CompactionSettings;
-use ctxhost::services::pairing;
+use ctxhost::testing::pairing;
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache, TokenCounter};
 
@@ -191,7 +193,7 @@ fn run_example(path: &Path) {
         ..LoadOptions::default()
     };
     let factory = if path.extension().is_some_and(|x| x == "rhai") {
-        ctxhost::engine::rhai::load(path, &opts, &Default::default())
+        ctxhost::testing::rhai::load(path, &opts, &Default::default())
     } else {
         lua::load(path, &opts)
     }

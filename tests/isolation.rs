@@ -25,14 +25,15 @@ use ctxhost::contract::{
     AfterTurnParams, CommitTurnParams, ContextMode, IngestBatchParams, MaintainParams,
     MaintainReason, ResultLimits, SubagentEndReason, SubagentEndedParams, SubagentSpawnParams,
 };
-use ctxhost::engine::api::{Completions, HostCall, SessionModel, SessionServices};
+use ctxhost::HostCall;
+use ctxhost::testing::{Completions, SessionModel, SessionServices};
 use ctxhost::engine::isolation::{ChildCommand, ProcessFactory, ProcessOptions};
 use ctxhost::engine::{Engine, LoadOptions};
-use ctxhost::error::EngineErrorKind;
+use ctxhost::EngineErrorKind;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::llm::{ModelClient, ModelLimits, OpenAiClient};
-use ctxhost::services::recall::RecallIndex;
+use ctxhost::testing::RecallIndex;
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache, Tokenizer};
 use ctxhost::session::{Session, TurnInput};

@@ -13,7 +13,7 @@ use common::engine::{
 };
 use ctxhost::contract::Method;
 use ctxhost::contract::limits::Limits;
-use ctxhost::error::EngineErrorKind;
+use ctxhost::EngineErrorKind;
 use serde_json::json;
 
 const LANG: Lang = Lang::Lua;

@@ -5,7 +5,7 @@
 
 use ctxhost::config::{Config, Entry};
 use ctxhost::contract::message::Message;
-use ctxhost::error::EngineErrorKind;
+use ctxhost::EngineErrorKind;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::{Session, TurnInput};
 

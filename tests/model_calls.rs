@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ctxhost::contract::ResultLimits;
-use ctxhost::engine::api::{HostCall, SessionServices, SummarizeOptions};
+use ctxhost::HostCall;
+use ctxhost::testing::{SessionServices, SummarizeOptions};
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::llm::ChatMessage;
 use ctxhost::services::llm::{
@@ -195,7 +196,7 @@ fn a_scripts_host_summarize_waiting_on_an_async_summarizer_is_cancelled_with_its
         canceller.join().unwrap();
         assert_eq!(
             e.kind,
-            ctxhost::error::EngineErrorKind::Cancelled,
+            ctxhost::EngineErrorKind::Cancelled,
             "{lang:?}: {e}"
         );
         assert_eq!(waiting.dropped.load(Ordering::SeqCst), 1, "{lang:?}");

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::engine::{assemble_params, host_call, instance_of, session};
 use ctxhost::contract::message::Message;
 use ctxhost::runtime::SessionSpec;
-use ctxhost::services::recall::RecallIndex;
+use ctxhost::testing::RecallIndex;
 use ctxhost::session::{Assembly, TurnInput};
 use serde_json::{Value, json};
 

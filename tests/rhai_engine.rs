@@ -17,7 +17,7 @@ use common::engine::{
     session, test_limits,
 };
 use ctxhost::contract::limits::{Limits, RhaiLimits};
-use ctxhost::error::EngineErrorKind;
+use ctxhost::EngineErrorKind;
 use serde_json::json;
 
 const LANG: Lang = Lang::Rhai;

@@ -21,8 +21,8 @@ use serde_json::{Value as Json, json};
 use common::engine::{Lang, instance_of, services};
 use ctxhost::contract::AssembleParams;
 use ctxhost::contract::message::Message;
-use ctxhost::engine::api::HostCall;
-use ctxhost::services::pairing;
+use ctxhost::HostCall;
+use ctxhost::testing::pairing;
 use ctxhost::services::tokens::{Estimate, TokenCounter};
 
 mod dag;

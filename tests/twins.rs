@@ -17,8 +17,8 @@ use serde_json::{Value as Json, json};
 use common::engine::{instance_of, services};
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleParams, CompactParams, CompactionTarget, IngestParams};
-use ctxhost::engine::api::HostCall;
-use ctxhost::services::recall::RecallIndex;
+use ctxhost::HostCall;
+use ctxhost::testing::RecallIndex;
 
 fn script(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -24,8 +24,8 @@ use ctxhost::contract::{
     IngestResult, Method,
 };
 use ctxhost::engine::Engine;
-use ctxhost::engine::api::HostCall;
-use ctxhost::error::EngineError;
+use ctxhost::HostCall;
+use ctxhost::EngineError;
 
 use super::flat::Flat;
 

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use ctxhost::config::{Config, ConfigSource};
 use ctxhost::contract::LEGACY_ID;
-use ctxhost::error::{Error, Result};
+use ctxhost::{Error, Result};
 use ctxhost::tools::check::{CheckReport, check_engine};
 
 /// An editable config file: a concrete syntax tree of the user's JSON5, so an edit changes

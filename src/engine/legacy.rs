@@ -119,8 +119,3 @@ impl Engine for Legacy {
         Ok(call.delegate_compaction(params))
     }
 }
-
-/// A shared factory for the fallback path.
-pub fn factory() -> Arc<dyn EngineFactory> {
-    Arc::new(LegacyFactory::default())
-}

@@ -13,7 +13,7 @@
 //!
 //! ```
 //! #[global_allocator]
-//! static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
+//! static ALLOC: ctxhost::MeteredAlloc = ctxhost::MeteredAlloc;
 //! # fn main() {}
 //! ```
 //!

@@ -68,7 +68,8 @@ impl Gate {
         out
     }
 
-    /// Places free now (for tests and diagnostics).
+    /// Places free now (for the unit tests).
+    #[cfg(test)]
     pub fn free(&self) -> usize {
         *self.free.lock()
     }

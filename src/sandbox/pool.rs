@@ -90,7 +90,8 @@ impl Pool {
         )
     }
 
-    /// Threads alive in this pool now (for tests and diagnostics).
+    /// Threads alive in this pool now (for the unit tests).
+    #[cfg(test)]
     pub fn threads(&self) -> usize {
         self.state.lock().threads
     }

@@ -54,9 +54,6 @@ impl Language for Lua {
 /// A validated Lua engine file.
 pub type LuaFactory = ScriptFactory<Lua>;
 
-/// One Lua engine instance: a VM on its own worker thread, serving one session.
-pub type LuaEngine = ScriptInstance<vm::Vm>;
-
 /// Loads and validates a Lua engine file (contract §2, §3, §6) (typed: [`LuaFactory::load`]).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Arc<dyn EngineFactory>, EngineError> {
     script::load::<Lua>(path, opts, ())

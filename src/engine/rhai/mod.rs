@@ -106,9 +106,6 @@ impl Language for Rhai {
 /// A validated Rhai engine file.
 pub type RhaiFactory = ScriptFactory<Rhai>;
 
-/// One Rhai engine instance: an engine on its own worker thread, serving one session.
-pub type RhaiInstance = ScriptInstance<Vm>;
-
 /// Loads and validates a Rhai engine file (contract §2, §3, §6) with Rhai's own `limits`
 /// (typed: [`RhaiFactory::load`]).
 pub fn load(

@@ -8,7 +8,7 @@
 //! validate, fail and report identically:
 //!
 //! - [`load`](mod@load): reading, compiling and validating a file into a [`ScriptFactory`];
-//! - [`instance`]: [`WorkerVm`], the transport the shared [`Instance`](crate::engine::Instance)
+//! - [`instance`]: [`WorkerVm`](instance::WorkerVm), the transport the shared [`Instance`](crate::engine::instance::Instance)
 //!   runs over ([`ScriptInstance`]);
 //! - [`site`]: [`Site`], where failures are classified and located;
 //! - [`convert`]: [`Budget`] / [`ConvError`], the size and shape checks of script values;
@@ -25,11 +25,11 @@ pub mod rollbacks;
 pub mod site;
 
 pub use context::{ContextChange, ContextSeen, context_change};
-pub use convert::{Budget, ConvError, MAX_DEPTH, Nesting, number, written_len};
-pub use instance::{ScriptInstance, WorkerVm, params_object};
+pub use convert::{Budget, ConvError, Nesting, number, written_len};
+pub use instance::ScriptInstance;
 pub use language::{Boot, Expect, Feed, Language, Loaded, Reply, Returned, ScriptVm};
-pub use load::{Compiled, LoadOptions, ScriptFactory, load};
-pub use result::{at_index, check_count, info_from_json, json_reply, messages_error, typed};
+pub use load::{LoadOptions, ScriptFactory, load};
+pub use result::{at_index, check_count, info_from_json, json_reply, messages_error};
 pub use rollbacks::Rollbacks;
 pub use site::{Fault, Site};
 

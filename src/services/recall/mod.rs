@@ -8,20 +8,7 @@
 //! `rs`), so asking for the whole identifier finds it exactly and asking for a part still
 //! matches.
 //!
-//! ```
-//! use std::sync::Arc;
-//! use ctxhost::contract::message::Message;
-//! use ctxhost::services::recall::{RecallIndex, SearchFilter};
-//! let index = RecallIndex::default();
-//! let mut a = Message::user("the crash is in src/session/turn.rs, see #123");
-//! a.id = "00000001".into();
-//! let mut b = Message::user("lunch at noon?");
-//! b.id = "00000002".into();
-//! index.add(&[Arc::new(a), Arc::new(b)]);
-//! let hits = index.search("what did turn.rs do", &SearchFilter::default(), 5);
-//! assert_eq!(hits[0].id, "00000001");
-//! assert!(index.search("#123", &SearchFilter::default(), 5).len() == 1);
-//! ```
+//! (The example of this paragraph is the unit test `the_module_example_finds_a_file_name`.)
 
 mod terms;
 
