@@ -8,15 +8,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use ctxhost::HostCall;
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleParams, CompactParams, CompactionTarget, ResultLimits};
 use ctxhost::engine::Engine;
-use ctxhost::HostCall;
-use ctxhost::testing::SessionServices;
-use ctxhost::testing::Legacy;
 use ctxhost::services::compaction::{self, CompactionSettings};
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache};
+use ctxhost::testing::Legacy;
+use ctxhost::testing::SessionServices;
 
 fn shared() -> PathBuf {
     std::env::var_os("CTXHOST_SHARED")

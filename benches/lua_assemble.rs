@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
-use ctxhost::contract::message::Message;
 use ctxhost::HostCall;
+use ctxhost::contract::message::Message;
 use ctxhost::engine::{EngineFactory, InstanceContext};
 use ctxhost::testing::LegacyFactory;
 use mlua::LuaSerdeExt;

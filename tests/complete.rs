@@ -14,19 +14,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use ctxhost::HostCall;
 use ctxhost::config::{Config, Entry};
 use ctxhost::contract::limits::Limits;
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleResult, ResultLimits};
-use ctxhost::HostCall;
-use ctxhost::testing::{
-    Completions, HostScope, HostValue, SessionModel, SessionServices,
-};
 use ctxhost::engine::LoadOptions;
 use ctxhost::engine::{Engine, InstanceContext};
-use ctxhost::{EngineError, EngineErrorKind};
 use ctxhost::runtime::{Host, SessionSpec};
-use ctxhost::testing::StopSignals;
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::llm::{
     ApiKey, LlmSettings, LlmSummarizer, ModelClient, ModelLimits, OpenAiClient, SummarizerSettings,
@@ -34,6 +29,9 @@ use ctxhost::services::llm::{
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache};
 use ctxhost::session::{Session, TurnInput};
+use ctxhost::testing::StopSignals;
+use ctxhost::testing::{Completions, HostScope, HostValue, SessionModel, SessionServices};
+use ctxhost::{EngineError, EngineErrorKind};
 
 use crate::common::engine::{Lang, assemble_params, session};
 use crate::common::fake_model::{FakeModel, Reply, capture};

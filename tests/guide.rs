@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use ctxhost::HostCall;
 use ctxhost::contract::Method;
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{
@@ -21,14 +22,13 @@ use ctxhost::contract::{
     ResultLimits,
 };
 use ctxhost::engine::InstanceContext;
-use ctxhost::HostCall;
-use ctxhost::testing::SessionServices;
 use ctxhost::engine::LoadOptions;
-use ctxhost::testing::lua;
 use ctxhost::services::compaction::CompactionSettings;
-use ctxhost::testing::pairing;
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache, TokenCounter};
+use ctxhost::testing::SessionServices;
+use ctxhost::testing::lua;
+use ctxhost::testing::pairing;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 
 use common::engine::{instance_of, services};
+use ctxhost::HostCall;
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleParams, CompactParams, CompactionTarget, IngestParams};
-use ctxhost::HostCall;
 use ctxhost::testing::RecallIndex;
 
 fn script(file: &str) -> PathBuf {

@@ -13,14 +13,14 @@ pub mod workloads;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ctxhost::HostCall;
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleParams, ResultLimits};
-use ctxhost::HostCall;
-use ctxhost::testing::SessionServices;
 use ctxhost::engine::{Engine, InstanceContext};
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache};
+use ctxhost::testing::SessionServices;
 use serde_json::json;
 
 /// `../shared` beside the checkout, or `$CTXHOST_SHARED`.

@@ -13,7 +13,7 @@
 //! (Both languages list the same modules: the unit test `both_languages_have_the_same_modules`.)
 
 /// Every Lua stdlib module: its `require` name and source.
-pub const LUA_MODULES: [(&str, &str); 7] = [
+pub(crate) const LUA_MODULES: [(&str, &str); 7] = [
     ("msg", include_str!("../../stdlib/msg.lua")),
     ("groups", include_str!("../../stdlib/groups.lua")),
     ("tail", include_str!("../../stdlib/tail.lua")),
@@ -24,7 +24,7 @@ pub const LUA_MODULES: [(&str, &str); 7] = [
 ];
 
 /// The source of a Lua stdlib module by its `require` name.
-pub fn lua_module(name: &str) -> Option<&'static str> {
+pub(crate) fn lua_module(name: &str) -> Option<&'static str> {
     LUA_MODULES
         .iter()
         .find(|(n, _)| *n == name)
@@ -32,7 +32,7 @@ pub fn lua_module(name: &str) -> Option<&'static str> {
 }
 
 /// Every Rhai stdlib module: its `import` name and source, in the order of [`LUA_MODULES`].
-pub const RHAI_MODULES: [(&str, &str); 7] = [
+pub(crate) const RHAI_MODULES: [(&str, &str); 7] = [
     ("msg", include_str!("../../stdlib/msg.rhai")),
     ("groups", include_str!("../../stdlib/groups.rhai")),
     ("tail", include_str!("../../stdlib/tail.rhai")),
@@ -43,7 +43,7 @@ pub const RHAI_MODULES: [(&str, &str); 7] = [
 ];
 
 /// The source of a Rhai stdlib module by its `import` name.
-pub fn rhai_module(name: &str) -> Option<&'static str> {
+pub(crate) fn rhai_module(name: &str) -> Option<&'static str> {
     RHAI_MODULES
         .iter()
         .find(|(n, _)| *n == name)

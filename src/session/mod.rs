@@ -40,8 +40,8 @@ pub(crate) mod state;
 pub(crate) mod timed_summarizer;
 mod turn;
 
-pub use crate::engine::api::MethodTimes;
 pub(crate) use crate::engine::api::CallTimes;
+pub use crate::engine::api::MethodTimes;
 pub(crate) use checks::{check_assemble, check_compact};
 pub(crate) use client::{CallExtras, ClientAssemble, SavedRecord};
 pub(crate) use context::derive_context;

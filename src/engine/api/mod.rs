@@ -14,18 +14,18 @@
 //!
 //! (The table's names are checked by the unit test `the_table_names_each_function`.)
 
-pub mod clock;
-pub mod compaction;
-pub mod complete;
-pub mod forward;
-pub mod log;
-pub mod pairing;
-pub mod recall;
-pub mod summarize;
-pub mod table;
-pub mod timing;
-pub mod tokens;
-pub mod value;
+pub(crate) mod clock;
+pub(crate) mod compaction;
+pub(crate) mod complete;
+pub(crate) mod forward;
+pub(crate) mod log;
+pub(crate) mod pairing;
+pub(crate) mod recall;
+pub(crate) mod summarize;
+pub(crate) mod table;
+pub(crate) mod timing;
+pub(crate) mod tokens;
+pub(crate) mod value;
 
 use std::sync::Arc;
 
@@ -38,17 +38,18 @@ use crate::services::recall::RecallIndex;
 use crate::services::summarize::Summarizer;
 use crate::services::tokens::TokenCache;
 
-pub use compaction::{ClientCompaction, ClientCompactor};
+pub(crate) use compaction::{ClientCompaction, ClientCompactor};
 pub use complete::{Completions, SessionModel};
-pub use forward::HostForward;
-pub use log::{
-    LOG_CAP, LOG_NOTE_ROOM, LogLevel, cut_log_line, cut_log_text_beyond, log,
-};
+pub(crate) use forward::HostForward;
+pub(crate) use log::{LOG_CAP, LOG_NOTE_ROOM, LogLevel, cut_log_line, cut_log_text_beyond, log};
 pub use summarize::SummarizeOptions;
-pub use table::{API, Args, HostFn, HostScope, MAX_PARAMS, Param};
-pub use timing::{CallTimes, MethodTimes};
-pub use tokens::HeldMessage;
-pub use value::{HostError, HostOut, HostValue, Kept, message_from_json};
+pub use table::HostScope;
+pub(crate) use table::{API, Args, HostFn, MAX_PARAMS, Param};
+pub(crate) use timing::CallTimes;
+pub use timing::MethodTimes;
+pub(crate) use tokens::HeldMessage;
+pub use value::{HostError, HostOut, HostValue};
+pub(crate) use value::{Kept, message_from_json};
 
 /// What a session shares with every call into its engine.
 #[derive(Debug)]

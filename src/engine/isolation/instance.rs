@@ -22,7 +22,7 @@ use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::sandbox::{Limits, StopSignals};
 
 /// One engine instance running in its own child process.
-pub type ProcessEngine = Instance<InChild>;
+pub(super) type ProcessEngine = Instance<InChild>;
 
 /// The transport to an engine instance in its own child process.
 #[derive(Debug)]

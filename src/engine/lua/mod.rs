@@ -21,10 +21,10 @@ use std::sync::Arc;
 
 use crate::contract::limits::Limits;
 use crate::engine::EngineFactory;
-use crate::engine::script::{self, Boot, Language, Loaded, ScriptFactory, ScriptInstance};
+use crate::engine::script::{self, Boot, Language, Loaded, ScriptFactory};
 use crate::error::EngineError;
 
-pub use crate::engine::script::LoadOptions;
+pub(crate) use crate::engine::script::LoadOptions;
 
 /// The Lua language for [`script`]: the program is the source text (each VM loads it).
 #[derive(Debug)]

@@ -20,8 +20,8 @@ mod guards;
 mod memory;
 pub(crate) mod messages;
 mod stdlib;
-pub mod values;
-pub mod vm;
+pub(crate) mod values;
+pub(crate) mod vm;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -30,15 +30,15 @@ use std::sync::Arc;
 use rhai::AST;
 
 use crate::contract::limits::Limits;
-pub use crate::contract::limits::RhaiLimits;
+pub(crate) use crate::contract::limits::RhaiLimits;
 use crate::engine::EngineFactory;
-use crate::engine::script::{self, Boot, Fault, Language, Loaded, ScriptFactory, ScriptInstance};
+use crate::engine::script::{self, Boot, Fault, Language, Loaded, ScriptFactory};
 use crate::error::{EngineError, EngineErrorKind, Op};
 use engine::configured;
 use fault::{pos_col, pos_line, site_for};
-pub use vm::Vm;
+pub(crate) use vm::Vm;
 
-pub use crate::engine::script::LoadOptions;
+pub(crate) use crate::engine::script::LoadOptions;
 
 /// The Rhai language for [`script`].
 #[derive(Debug)]

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
 use super::language::{Expect, Feed, Reply, ScriptVm};

@@ -12,7 +12,7 @@
 
 mod terms;
 
-pub use terms::terms;
+pub(crate) use terms::terms;
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -256,7 +256,7 @@ fn role_allowed(roles: &[Role], role: Role) -> bool {
 
 /// What a search reads of a message: its text, plus the names and arguments of the tools an
 /// assistant called (a path is often only there).
-pub fn searchable_text(m: &Message) -> String {
+pub(crate) fn searchable_text(m: &Message) -> String {
     let mut text = m.text();
     if let MessageBody::Assistant(a) = &m.body {
         for block in &a.content {

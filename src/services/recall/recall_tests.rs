@@ -181,7 +181,13 @@ fn the_module_example_finds_a_file_name() {
 // The doc example of `terms`, moved here when the module became crate-private.
 #[test]
 fn terms_cut_identifiers_into_their_parts() {
-    assert_eq!(terms("See src/foo.rs"), ["see", "src/foo.rs", "src", "foo", "rs"]);
-    assert_eq!(terms("mia_li_3668 and #123!"), ["mia_li_3668", "mia", "li", "3668", "#123", "123"]);
+    assert_eq!(
+        terms("See src/foo.rs"),
+        ["see", "src/foo.rs", "src", "foo", "rs"]
+    );
+    assert_eq!(
+        terms("mia_li_3668 and #123!"),
+        ["mia_li_3668", "mia", "li", "3668", "#123", "123"]
+    );
     assert_eq!(terms("ERR_X."), ["err_x", "err"]);
 }

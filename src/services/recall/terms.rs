@@ -21,7 +21,7 @@ const STOPWORDS: &[&str] = &[
 /// it has more than one part, the whole run too, without leading and trailing punctuation (a
 /// leading `#` stays: `#123`). Common English words and one-letter parts are left out.
 /// (Examples: the unit test `terms_cut_identifiers_into_their_parts`.)
-pub fn terms(text: &str) -> Vec<String> {
+pub(crate) fn terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     each_term(text, |t| out.push(t.to_owned()));
     out

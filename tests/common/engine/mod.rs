@@ -9,6 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use ctxhost::HostCall;
+use ctxhost::contract::limits::Limits;
+use ctxhost::contract::limits::RhaiLimits;
 use ctxhost::contract::message::{Message, MessageBody};
 use ctxhost::contract::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, CommitStatus,
@@ -16,19 +19,16 @@ use ctxhost::contract::{
     IngestParams, MaintainParams, MaintainReason, Method, ResultLimits, SubagentEndReason,
     SubagentEndedParams, SubagentSpawnParams,
 };
-use ctxhost::HostCall;
-use ctxhost::testing::SessionServices;
 use ctxhost::engine::LoadOptions;
-use ctxhost::testing::lua::LuaFactory;
-use ctxhost::contract::limits::RhaiLimits;
-use ctxhost::testing::rhai::RhaiFactory;
-use ctxhost::testing::{ScriptInstance, ScriptVm};
 use ctxhost::engine::{Engine, EngineFactory, InstanceContext};
-use ctxhost::{Disposition, EngineError, EngineErrorKind};
-use ctxhost::contract::limits::Limits;
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache};
+use ctxhost::testing::SessionServices;
+use ctxhost::testing::lua::LuaFactory;
+use ctxhost::testing::rhai::RhaiFactory;
+use ctxhost::testing::{ScriptInstance, ScriptVm};
+use ctxhost::{Disposition, EngineError, EngineErrorKind};
 use serde_json::{Value, json};
 
 mod calls;
