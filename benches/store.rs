@@ -11,15 +11,17 @@ use std::path::Path;
 use std::sync::Arc;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use ctxhost::Message;
-use ctxhost::config::Config;
-use ctxhost::runtime::{Host, SessionSpec};
-use ctxhost::session::{Session, TurnInput};
+use ctxhost::runtime::SessionSpec;
+use ctxhost::session::Session;
 use ctxhost::store::jsonl::JsonlBackend;
 use ctxhost::store::sqlite::SqliteBackend;
-use ctxhost::store::{Backend, Commit, SessionMeta};
+use ctxhost::store::{Backend, SessionMeta};
 use ctxhost::transcript::Durability;
 use serde_json::json;
+
+mod common;
+
+use common::store_cases::{commit_one_turn, drive_one_turn, history, roomy_host};
 
 type Open = fn(&Path) -> Arc<dyn Backend>;
 
@@ -32,32 +34,6 @@ const BACKENDS: &[(&str, Open)] = &[
         Arc::new(SqliteBackend::open(&dir.join("ctxhost.db"), Durability::Entry).unwrap())
     }),
 ];
-
-/// `n` messages alternating user and assistant, about 300 bytes each, ids as a store gives.
-fn history(n: usize) -> Vec<Arc<Message>> {
-    (0..n)
-        .map(|i| {
-            let text = format!(
-                "message {i}: {}",
-                "the quick brown fox jumps over ".repeat(9)
-            );
-            let mut m = if i % 2 == 0 {
-                Message::user(text)
-            } else {
-                Message::assistant(text)
-            };
-            m.id = format!("{:08x}", i + 1);
-            Arc::new(m)
-        })
-        .collect()
-}
-
-fn host() -> Host {
-    let mut config = Config::default();
-    // Room for the whole history: `assemble` gets all 10,000 messages every turn.
-    config.host.window = 8_000_000;
-    Host::new(config).unwrap()
-}
 
 fn filled(open: Open, dir: &Path, n: usize) -> Arc<dyn Backend> {
     let backend = open(dir);
@@ -73,60 +49,27 @@ fn append_one_turn(c: &mut Criterion) {
         let dir = tempfile::tempdir().unwrap();
         let backend = filled(*open, dir.path(), 100);
         let mut opened = backend.open("s", "").unwrap();
-        let mut n = 0u64;
         c.bench_function(&format!("store/append_one_turn/{name}"), |b| {
-            b.iter(|| {
-                n += 1;
-                opened
-                    .store
-                    .append(vec![
-                        Message::user(format!("question {n}: what next?")),
-                        Message::assistant(format!("answer {n}: {}", "done. ".repeat(40))),
-                    ])
-                    .unwrap();
-                let state = Arc::new(
-                    json!({"engine": "e", "state": {"turn": n, "notes": "x".repeat(2000)}}),
-                );
-                opened
-                    .store
-                    .commit(Commit {
-                        state: Some(&state),
-                        turn_ended: true,
-                    })
-                    .unwrap();
-            })
+            commit_one_turn(b, &mut opened)
         });
     }
 }
 
 fn turn_at_10k(c: &mut Criterion) {
-    let host = host();
+    let host = roomy_host();
     for (name, open) in BACKENDS {
         let dir = tempfile::tempdir().unwrap();
         let backend = filled(*open, dir.path(), 10_000);
         let setup = host.session_setup(&SessionSpec::new("s", ""));
         let mut session = Session::in_backend(setup, backend.as_ref(), "").unwrap();
-        let mut n = 0u64;
         c.bench_function(&format!("store/turn_with_10k_history/{name}"), |b| {
-            b.iter(|| {
-                n += 1;
-                let a = session
-                    .begin_turn(TurnInput {
-                        user: Message::user(format!("question {n}")),
-                        is_heartbeat: false,
-                    })
-                    .unwrap();
-                assert!(a.messages.len() > 10_000);
-                session
-                    .end_turn(vec![Message::assistant(format!("answer {n}"))])
-                    .unwrap();
-            })
+            drive_one_turn(b, &mut session)
         });
     }
 }
 
 fn open_cold_10k(c: &mut Criterion) {
-    let host = host();
+    let host = roomy_host();
     for (name, open) in BACKENDS {
         let dir = tempfile::tempdir().unwrap();
         drop(filled(*open, dir.path(), 10_000));

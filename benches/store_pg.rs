@@ -1,7 +1,7 @@
 //! The Postgres store (`CTXHOST_TEST_PG` names the server; without it the bench says so and
 //! measures nothing):
 //!
-//! - `pg/commit_one_turn`: append a turn's two messages and commit them with the state, in
+//! - `pg/commit_one_turn`: append a turn's two messages and commit them with a 2 KB state, in
 //!   one transaction that checks and renews the lease.
 //! - `pg/cold_open_10k`: open a session of 10,000 messages another process left (take its
 //!   lease, read the session row and every entry), and close it (release the lease).
@@ -21,17 +21,18 @@
 #[path = "../tests/pg_fleet.rs"]
 mod pg_fleet;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput};
-use ctxhost::Message;
-use ctxhost::config::Config;
-use ctxhost::runtime::{Host, SessionSpec};
-use ctxhost::session::{Session, TurnInput};
+use ctxhost::runtime::SessionSpec;
+use ctxhost::session::Session;
+use ctxhost::store::Backend;
 use ctxhost::store::postgres::{PgBackend, PgOptions};
-use ctxhost::store::{Backend, Commit};
 use serde_json::json;
+
+mod common;
+
+use common::store_cases::{self, drive_one_turn, history, roomy_host};
 
 fn options(url: &str, schema: &str) -> PgOptions {
     PgOptions {
@@ -42,55 +43,19 @@ fn options(url: &str, schema: &str) -> PgOptions {
 
 fn commit_one_turn(c: &mut Criterion, url: &str, schema: &str) {
     let backend = PgBackend::connect(options(url, schema)).unwrap();
+    let state = json!({"engine": "legacy", "state": null});
+    backend
+        .import(
+            "bench-append",
+            &history(100),
+            Some(&state),
+            &Default::default(),
+        )
+        .unwrap();
     let mut opened = backend.open("bench-append", "").unwrap();
-    let state = Arc::new(
-        json!({"engine": "bench", "state": {"facts": ["a", "b", "c"], "turn": 0},
-                       "client": {"mirror": {"count": 12}}}),
-    );
-    let mut n = 0u64;
     c.bench_function("pg/commit_one_turn", |b| {
-        b.iter(|| {
-            n += 1;
-            opened
-                .store
-                .append(vec![
-                    Message::user(format!("question {n}: what did we decide about the cache?")),
-                    Message::assistant(format!("answer {n}: keep it, with a 300 s TTL.")),
-                ])
-                .unwrap();
-            opened
-                .store
-                .commit(Commit {
-                    state: Some(&state),
-                    turn_ended: true,
-                })
-                .unwrap();
-        })
+        store_cases::commit_one_turn(b, &mut opened)
     });
-}
-
-/// 10,000 messages alternating user and assistant, ids as a store gives.
-fn history_10k() -> Vec<Arc<Message>> {
-    (0..10_000u64)
-        .map(|i| {
-            let body = if i % 2 == 0 {
-                Message::user(format!("message {i}: {}", "words of a question ".repeat(8)))
-            } else {
-                Message::assistant(format!("message {i}: {}", "words of an answer ".repeat(12)))
-            };
-            Arc::new(Message {
-                id: format!("{:08x}", i + 1),
-                ..body
-            })
-        })
-        .collect()
-}
-
-/// A host whose window holds the whole history: `assemble` gets all 10,000 messages.
-fn host() -> Host {
-    let mut config = Config::default();
-    config.host.window = 8_000_000;
-    Host::new(config).unwrap()
 }
 
 fn cold_open_10k(c: &mut Criterion, url: &str, schema: &str) {
@@ -98,7 +63,7 @@ fn cold_open_10k(c: &mut Criterion, url: &str, schema: &str) {
     backend
         .import(
             "bench-10k",
-            &history_10k(),
+            &history(10_000),
             Some(&json!({"engine": "legacy", "state": null})),
             &Default::default(),
         )
@@ -112,7 +77,7 @@ fn cold_open_10k(c: &mut Criterion, url: &str, schema: &str) {
 }
 
 fn open_cold_session_10k(c: &mut Criterion, url: &str, schema: &str) {
-    let host = host();
+    let host = roomy_host();
     let backend = PgBackend::connect(options(url, schema)).unwrap();
     c.bench_function("pg/open_cold_session_10k", |b| {
         b.iter_batched(
@@ -129,33 +94,20 @@ fn open_cold_session_10k(c: &mut Criterion, url: &str, schema: &str) {
 }
 
 fn turn_at_10k(c: &mut Criterion, url: &str, schema: &str) {
-    let host = host();
+    let host = roomy_host();
     let backend = PgBackend::connect(options(url, schema)).unwrap();
     backend
         .import(
             "bench-turns",
-            &history_10k(),
+            &history(10_000),
             Some(&json!({"engine": "legacy", "state": null})),
             &Default::default(),
         )
         .unwrap();
     let setup = host.session_setup(&SessionSpec::new("bench-turns", ""));
     let mut session = Session::in_backend(setup, &backend, "").unwrap();
-    let mut n = 0u64;
     c.bench_function("pg/turn_with_10k_history", |b| {
-        b.iter(|| {
-            n += 1;
-            let a = session
-                .begin_turn(TurnInput {
-                    user: Message::user(format!("question {n}")),
-                    is_heartbeat: false,
-                })
-                .unwrap();
-            assert!(a.messages.len() > 10_000);
-            session
-                .end_turn(vec![Message::assistant(format!("answer {n}"))])
-                .unwrap();
-        })
+        drive_one_turn(b, &mut session)
     });
 }
 

@@ -7,6 +7,7 @@
 
 pub mod flat;
 pub mod pipeline;
+pub mod store_cases;
 pub mod timing;
 pub mod workloads;
 

@@ -423,16 +423,12 @@ fn watch_replays_again_after_a_save_and_prints_what_changed() {
     );
 }
 
-/// A pipeline hook that contributes its version to every call.
+/// `tests/fixtures/hooks/versioned.lua` at `version`: a hook naming its version in every call.
 fn versioned_hook(version: &str) -> String {
-    format!(
-        r#"local M = {{ info = {{ id = "other", name = "Other" }} }}
-function M.collect(p)
-  return {{ appendSystemPrompt = {{ {{ text = "other {version}" }} }} }}
-end
-return M
-"#
-    )
+    let fixture = common::repo_root().join("tests/fixtures/hooks/versioned.lua");
+    std::fs::read_to_string(fixture)
+        .unwrap()
+        .replace("@version@", version)
 }
 
 /// A config with the pipeline in the slot and two hooks from `dir`: `counter` (counts its calls
