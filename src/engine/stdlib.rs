@@ -53,7 +53,7 @@ pub(crate) fn rhai_module(name: &str) -> Option<&'static str> {
 // The module docs' example, moved here when the module became crate-private.
 #[cfg(test)]
 mod example {
-    use super::*;
+    use crate::engine::stdlib::{LUA_MODULES, RHAI_MODULES, lua_module, rhai_module};
 
     #[test]
     fn both_languages_have_the_same_modules() {

@@ -245,7 +245,7 @@ impl HostCall {
 // The module docs' example, moved here when the module became crate-private.
 #[cfg(test)]
 mod table_example {
-    use super::API;
+    use crate::engine::api::API;
 
     #[test]
     fn the_table_names_each_function() {
