@@ -31,21 +31,21 @@ use crate::store::jsonl::JsonlStore;
 use crate::store::{Backend, Opened, SessionStore};
 use crate::transcript::Durability;
 
-mod checks;
+pub(crate) mod checks;
 mod client;
 mod compact;
 mod context;
 mod dispatch;
-mod state;
-mod timed_summarizer;
+pub(crate) mod state;
+pub(crate) mod timed_summarizer;
 mod turn;
 
-pub use crate::engine::api::{CallTimes, MethodTimes};
-pub use checks::{check_assemble, check_compact};
-pub use client::{CallExtras, ClientAssemble, SavedRecord};
-pub use context::derive_context;
-pub use state::state_path;
-pub use timed_summarizer::{BUILTIN_ROW, LLM_ROW};
+pub(crate) use crate::engine::api::CallTimes;
+pub use crate::engine::api::MethodTimes;
+pub(crate) use checks::{check_assemble, check_compact};
+pub(crate) use client::{CallExtras, ClientAssemble, SavedRecord};
+pub(crate) use context::derive_context;
+pub(crate) use state::state_path;
 
 /// Everything a session needs that the host shares across sessions.
 #[derive(Clone, Debug)]

@@ -7,7 +7,7 @@ use crate::contract::message::Message;
 
 /// How the session context changed since the resident copy was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ContextChange {
+pub(crate) enum ContextChange {
     /// The very same context: nothing to do.
     Same,
     /// Messages appended from this index on: marshal only them.
@@ -22,14 +22,14 @@ pub enum ContextChange {
 /// messages' addresses, in order, tell an append. The addresses stay the messages' own while
 /// the VM's resident copy holds those messages, which it does until its next sync.
 #[derive(Debug)]
-pub struct ContextSeen {
+pub(crate) struct ContextSeen {
     handle: Weak<Vec<Arc<Message>>>,
     order: Vec<usize>,
 }
 
 impl ContextSeen {
     /// The context `ctx` as mirrored now.
-    pub fn of(ctx: &Arc<Vec<Arc<Message>>>) -> ContextSeen {
+    pub(crate) fn of(ctx: &Arc<Vec<Arc<Message>>>) -> ContextSeen {
         ContextSeen {
             handle: Arc::downgrade(ctx),
             order: ctx.iter().map(|m| Arc::as_ptr(m) as usize).collect(),
@@ -55,13 +55,16 @@ impl ContextSeen {
     }
 
     /// The messages' addresses, in order.
-    pub fn keys(&self) -> &[usize] {
+    pub(crate) fn keys(&self) -> &[usize] {
         &self.order
     }
 }
 
 /// Compares the resident context (`old`, if any) with the call's.
-pub fn context_change(old: Option<&ContextSeen>, new: &Arc<Vec<Arc<Message>>>) -> ContextChange {
+pub(crate) fn context_change(
+    old: Option<&ContextSeen>,
+    new: &Arc<Vec<Arc<Message>>>,
+) -> ContextChange {
     match old {
         // The weak handle keeps the old allocation: a context changed since (always moved to a
         // new one while the handle exists) cannot have its address.

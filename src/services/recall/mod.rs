@@ -8,24 +8,11 @@
 //! `rs`), so asking for the whole identifier finds it exactly and asking for a part still
 //! matches.
 //!
-//! ```
-//! use std::sync::Arc;
-//! use ctxhost::contract::message::Message;
-//! use ctxhost::services::recall::{RecallIndex, SearchFilter};
-//! let index = RecallIndex::default();
-//! let mut a = Message::user("the crash is in src/session/turn.rs, see #123");
-//! a.id = "00000001".into();
-//! let mut b = Message::user("lunch at noon?");
-//! b.id = "00000002".into();
-//! index.add(&[Arc::new(a), Arc::new(b)]);
-//! let hits = index.search("what did turn.rs do", &SearchFilter::default(), 5);
-//! assert_eq!(hits[0].id, "00000001");
-//! assert!(index.search("#123", &SearchFilter::default(), 5).len() == 1);
-//! ```
+//! (The example of this paragraph is the unit test `the_module_example_finds_a_file_name`.)
 
 mod terms;
 
-pub use terms::terms;
+pub(crate) use terms::terms;
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -329,7 +316,7 @@ fn role_allowed(roles: &[Role], role: Role) -> bool {
 
 /// What a search reads of a message: its text, plus the names and arguments of the tools an
 /// assistant called (a path is often only there).
-pub fn searchable_text(m: &Message) -> String {
+pub(crate) fn searchable_text(m: &Message) -> String {
     let mut text = m.text();
     if let MessageBody::Assistant(a) = &m.body {
         for block in &a.content {

@@ -164,6 +164,34 @@ fn terms_are_what_they_were_on_every_shared_transcript() {
     assert_eq!(terms(odd), terms_oracle(odd));
 }
 
+// The module docs' example, moved here when the module became crate-private.
+#[test]
+fn the_module_example_finds_a_file_name() {
+    let index = RecallIndex::default();
+    let mut a = Message::user("the crash is in src/session/turn.rs, see #123");
+    a.id = "00000001".into();
+    let mut b = Message::user("lunch at noon?");
+    b.id = "00000002".into();
+    index.add(&[Arc::new(a), Arc::new(b)]);
+    let hits = index.search("what did turn.rs do", &SearchFilter::default(), 5);
+    assert_eq!(hits[0].id, "00000001");
+    assert!(index.search("#123", &SearchFilter::default(), 5).len() == 1);
+}
+
+// The doc example of `terms`, moved here when the module became crate-private.
+#[test]
+fn terms_cut_identifiers_into_their_parts() {
+    assert_eq!(
+        terms("See src/foo.rs"),
+        ["see", "src/foo.rs", "src", "foo", "rs"]
+    );
+    assert_eq!(
+        terms("mia_li_3668 and #123!"),
+        ["mia_li_3668", "mia", "li", "3668", "#123", "123"]
+    );
+    assert_eq!(terms("ERR_X."), ["err_x", "err"]);
+}
+
 #[test]
 fn postings_hold_far_documents_and_many_occurrences_exactly() {
     // Gaps between documents of 1, 200 (two bytes) and 20,000 (three), and a term said 300
