@@ -8,14 +8,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use ctxhost::HostCall;
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleParams, CompactParams, CompactionTarget, ResultLimits};
 use ctxhost::engine::Engine;
-use ctxhost::engine::api::{HostCall, SessionServices};
-use ctxhost::engine::legacy::Legacy;
 use ctxhost::services::compaction::{self, CompactionSettings};
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache};
+use ctxhost::testing::Legacy;
+use ctxhost::testing::SessionServices;
 
 fn shared() -> PathBuf {
     std::env::var_os("CTXHOST_SHARED")
@@ -103,7 +104,7 @@ fn bench(c: &mut Criterion) {
         group.bench_function(format!("assemble [legacy, {}k msgs]", n / 1000), |b| {
             b.iter(|| {
                 let r = legacy.assemble(&call, &params).expect("assemble");
-                let repaired = ctxhost::services::pairing::repair(r.messages);
+                let repaired = ctxhost::testing::pairing::repair(r.messages);
                 services.tokens.messages(&repaired.messages)
             })
         });

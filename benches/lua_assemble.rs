@@ -36,9 +36,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
+use ctxhost::HostCall;
 use ctxhost::contract::message::Message;
-use ctxhost::engine::api::HostCall;
-use ctxhost::engine::{EngineFactory, InstanceContext, legacy::LegacyFactory};
+use ctxhost::engine::{EngineFactory, InstanceContext};
+use ctxhost::testing::LegacyFactory;
 use mlua::LuaSerdeExt;
 use serde_json::json;
 
@@ -98,7 +99,7 @@ fn message(i: usize) -> Message {
 
 fn call(
     ctx: Arc<Vec<Arc<Message>>>,
-    services: &Arc<ctxhost::engine::api::SessionServices>,
+    services: &Arc<ctxhost::testing::SessionServices>,
 ) -> HostCall {
     common::call(ctx, services, BUDGET)
 }
@@ -198,7 +199,7 @@ fn bench_assemble(c: &mut Criterion) {
 
     // The bare cost of a call to the worker thread and back.
     {
-        let w = ctxhost::sandbox::Worker::spawn("bench", 1 << 20, 0u64)
+        let w = ctxhost::testing::Worker::spawn("bench", 1 << 20, 0u64)
             .unwrap_or_else(|e| panic!("{e}"));
         g.bench_function("worker_roundtrip", |b| {
             b.iter(|| {

@@ -21,9 +21,9 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use ctxhost::HostCall;
 use ctxhost::contract::{AssembleParams, AssembleResult, ResultLimits, check_assemble};
 use ctxhost::engine::Engine;
-use ctxhost::engine::api::HostCall;
 use ctxhost::engine::pipeline::PipelineFactory;
 
 mod common;

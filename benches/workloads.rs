@@ -32,9 +32,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use ctxhost::HostCall;
 use ctxhost::contract::{AssembleParams, AssembleResult, ResultLimits, check_assemble};
 use ctxhost::engine::Engine;
-use ctxhost::engine::api::HostCall;
 
 mod common;
 

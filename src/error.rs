@@ -167,13 +167,13 @@ fn capped(message: String) -> String {
 /// `text` cut to `cap` bytes on a character boundary, ending with how many bytes were cut: the
 /// one cut for every text a script controls (error messages, log lines), so none can flood a
 /// log or a report, nor panic the host by cutting inside a character.
-pub fn cut_text(text: String, cap: usize) -> String {
+pub(crate) fn cut_text(text: String, cap: usize) -> String {
     cut_text_beyond(text, cap, 0)
 }
 
 /// [`cut_text`] for a text whose last `beyond` bytes were never gathered (a join that stopped at
 /// the cap rather than build a huge string only to cut it): the note counts them too.
-pub fn cut_text_beyond(mut text: String, cap: usize, beyond: usize) -> String {
+pub(crate) fn cut_text_beyond(mut text: String, cap: usize, beyond: usize) -> String {
     if text.len() <= cap && beyond == 0 {
         return text;
     }

@@ -6,7 +6,7 @@
 //! engine when a script fails, so the agent never goes silent and no message is lost.
 //!
 //! Data flows one way: [`transcript`] store → [`session`] → turn driver → [`engine`] → result
-//! validation ([`contract`]) and [`services::pairing`] repair → the context the model sees.
+//! validation ([`contract`]) and tool-call pairing repair → the context the model sees.
 //!
 #![doc = include_str!("../docs/embedding.md")]
 // Internals are `pub(crate)` unless the public surface reaches them; the library logs through
@@ -14,22 +14,26 @@
 #![warn(unreachable_pub)]
 #![cfg_attr(not(test), warn(clippy::print_stdout))]
 
-// The layers, bottom to top: `contract` (plain data and its checks), `sandbox` (the limits any
-// call runs under: deadline, memory, the per-core gate), `services` (what the host
+// The layers, bottom to top: `contract` (plain data and its checks), `sandbox` (private: the
+// limits any call runs under: deadline, memory, the per-core gate), `services` (what the host
 // computes: tokens, summaries, compaction, fitting, pairing), `engine` (the seam, the adapters,
 // the script API), `transcript` and `store` (what a session keeps), `session`
 // (one conversation and its turn driver), and the front doors: `runtime` (the `Host` an
-// embedder builds), `serve` (the wire) and `tools` (replay, check, compare).
+// embedder builds), `serve` (the wire) and `tools` (replay, check, compare). `error` is private:
+// its types are at the root. `testing` is the one door the crate's own tests and benches use
+// into internals (hidden from the docs, no API promise).
 pub mod config;
 pub mod contract;
 pub mod engine;
-pub mod error;
+mod error;
 pub mod runtime;
-pub mod sandbox;
+mod sandbox;
 pub mod serve;
 pub mod services;
 pub mod session;
 pub mod store;
+#[doc(hidden)]
+pub mod testing;
 pub mod tools;
 pub mod transcript;
 
@@ -41,8 +45,15 @@ pub use contract::message::Message;
 pub use engine::Quarantine;
 pub use engine::api::HostCall;
 pub use engine::{Engine, EngineFactory, InstanceContext, SpawnRollback};
-pub use error::{EngineError, EngineErrorKind, Error, Op, Result, ScriptLocation};
+pub use error::{
+    Disposition, EngineError, EngineErrorKind, Error, MAX_ERROR_MESSAGE_BYTES, Op, Result,
+    ScriptLocation,
+};
 pub use runtime::{Host, HostBuilder, SessionHandle, SessionSpec};
+// The program-wide pieces of the sandbox: the allocator a program installs so Rhai's memory cap
+// counts what a worker thread allocates, and the count of VMs abandoned past deadline + grace.
+pub use sandbox::abandoned_workers;
+pub use sandbox::alloc::MeteredAlloc;
 pub use services::summarize::Summarizer;
 pub use services::tokens::TokenCounter;
 pub use session::{Assembly, Session, TurnInput, TurnStats};

@@ -15,16 +15,17 @@
 //! Host waits on something outside the process (a model call, the client's compaction) move a
 //! call's deadline by their time ([`outside_deadline`], in `sandbox/outside.rs`).
 
-pub mod alloc;
-pub mod gate;
+pub(crate) mod alloc;
+pub(crate) mod gate;
 mod outside;
-pub mod pool;
+pub(crate) mod pool;
 mod worker;
 
 pub(crate) use outside::{crediting, outside_deadline_crediting};
-pub use outside::{outside_deadline, within_deadline};
+pub(crate) use outside::{outside_deadline, within_deadline};
+pub(crate) use worker::WorkerError;
 use worker::{HostWaits, SERVING};
-pub use worker::{Worker, WorkerError, abandoned_workers, admit_worker};
+pub use worker::{Worker, abandoned_workers, admit_worker};
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -33,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-pub use crate::contract::limits::Limits;
+pub(crate) use crate::contract::limits::Limits;
 
 /// Why an interrupt stopped a script.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,7 +111,7 @@ impl StopSignals {
 
 /// The process-wide deadline timer: one thread, many armed deadlines.
 #[derive(Debug)]
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     shared: Arc<WatchShared>,
 }
 
@@ -159,7 +160,7 @@ impl Drop for WatchGuard {
 }
 
 /// The process-wide watchdog, started on first use.
-pub fn watchdog() -> &'static Watchdog {
+pub(crate) fn watchdog() -> &'static Watchdog {
     static WATCHDOG: OnceLock<Watchdog> = OnceLock::new();
     WATCHDOG.get_or_init(|| {
         let shared = Arc::new(WatchShared::default());
@@ -197,7 +198,7 @@ fn watch_loop(shared: &WatchShared) {
 
 impl Watchdog {
     /// Sets `flag` at `at` unless the returned guard is dropped first.
-    pub fn arm(&self, at: Instant, flag: Arc<AtomicBool>) -> WatchGuard {
+    pub(crate) fn arm(&self, at: Instant, flag: Arc<AtomicBool>) -> WatchGuard {
         let key = self.insert(at, Arc::clone(&flag));
         WatchGuard {
             armed: Arc::new(Mutex::new(Armed { key, flag })),

@@ -6,10 +6,10 @@
 
 use std::path::Path;
 
+use ctxhost::EngineErrorKind;
 use ctxhost::config::{Config, Entry, SlowEnginePolicy};
 use ctxhost::contract::limits::Isolation;
 use ctxhost::contract::message::Message;
-use ctxhost::error::EngineErrorKind;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::{Session, TurnInput};
 

@@ -14,18 +14,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use ctxhost::HostCall;
 use ctxhost::config::{Config, Entry};
 use ctxhost::contract::limits::Limits;
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleResult, ResultLimits};
-use ctxhost::engine::api::{
-    Completions, HostCall, HostScope, HostValue, SessionModel, SessionServices,
-};
-use ctxhost::engine::lua::LoadOptions;
+use ctxhost::engine::LoadOptions;
 use ctxhost::engine::{Engine, InstanceContext};
-use ctxhost::error::{EngineError, EngineErrorKind};
 use ctxhost::runtime::{Host, SessionSpec};
-use ctxhost::sandbox::StopSignals;
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::llm::{
     ApiKey, LlmSettings, LlmSummarizer, ModelClient, ModelLimits, OpenAiClient, SummarizerSettings,
@@ -33,6 +29,9 @@ use ctxhost::services::llm::{
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache};
 use ctxhost::session::{Session, TurnInput};
+use ctxhost::testing::StopSignals;
+use ctxhost::testing::{Completions, HostScope, HostValue, SessionModel, SessionServices};
+use ctxhost::{EngineError, EngineErrorKind};
 
 use crate::common::engine::{Lang, assemble_params, session};
 use crate::common::fake_model::{FakeModel, Reply, capture};
@@ -374,8 +373,8 @@ fn complete_bad_requests_are_script_errors() {
 fn run_complete(
     services: &Arc<SessionServices>,
     request: Value,
-) -> Result<Value, ctxhost::engine::api::HostError> {
-    let f = ctxhost::engine::api::table::find(&["complete"]).unwrap();
+) -> Result<Value, ctxhost::testing::HostError> {
+    let f = ctxhost::testing::table::find(&["complete"]).unwrap();
     let mut scope = HostScope::new(
         "asker",
         ResultLimits::default(),
@@ -384,7 +383,7 @@ fn run_complete(
     scope.set_call(Some(call(services, &json!({}))));
     let arg = HostValue::Data(Box::new(request));
     match scope.run(f, "host.complete", [arg, HostValue::Nil])? {
-        ctxhost::engine::api::HostOut::Data(v) => Ok(v),
+        ctxhost::testing::HostOut::Data(v) => Ok(v),
         other => panic!("{other:?}"),
     }
 }

@@ -44,7 +44,7 @@ async fn restart_changes_nothing(name: &str, transcript: &str, at: usize) {
     for (i, (x, y)) in straight.calls.iter().zip(&restarted.calls).enumerate() {
         assert_eq!(x, y, "{name}: model call {i} differs after a restart");
     }
-    let state = ctxhost::session::state_path(&restarted.files[0]);
+    let state = ctxhost::testing::state_path(&restarted.files[0]);
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&state).expect("state file")).expect("json");
     assert_eq!(
@@ -171,7 +171,7 @@ async fn hierarchical_builds_more_than_one_level() {
     assert!(addition.starts_with("Condensed history: "), "{addition}");
     let deeper = (1..10).any(|d| addition.contains(&format!("depth=\"{d}\"")));
     assert!(deeper, "{addition}");
-    let state = ctxhost::session::state_path(&dir.path().join("t.jsonl"));
+    let state = ctxhost::testing::state_path(&dir.path().join("t.jsonl"));
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(state).expect("state")).expect("json");
     let levels = saved["state"]["levels"].as_array().map_or(0, Vec::len);

@@ -14,8 +14,8 @@ use ctxhost::config::Config;
 use ctxhost::contract::message::Role;
 use ctxhost::runtime::SessionSpec;
 use ctxhost::services::guarantee::{Violation, violations};
-use ctxhost::services::pairing::is_well_paired;
 use ctxhost::session::Session;
+use ctxhost::testing::pairing::is_well_paired;
 use ctxhost::tools::check::check_engine;
 use ctxhost::tools::replay::drive;
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use ctxhost::HostCall;
 use ctxhost::contract::Method;
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{
@@ -21,12 +22,13 @@ use ctxhost::contract::{
     ResultLimits,
 };
 use ctxhost::engine::InstanceContext;
-use ctxhost::engine::api::{HostCall, SessionServices};
-use ctxhost::engine::lua::{self, LoadOptions};
+use ctxhost::engine::LoadOptions;
 use ctxhost::services::compaction::CompactionSettings;
-use ctxhost::services::pairing;
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache, TokenCounter};
+use ctxhost::testing::SessionServices;
+use ctxhost::testing::lua;
+use ctxhost::testing::pairing;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -191,7 +193,7 @@ fn run_example(path: &Path) {
         ..LoadOptions::default()
     };
     let factory = if path.extension().is_some_and(|x| x == "rhai") {
-        ctxhost::engine::rhai::load(path, &opts, &Default::default())
+        ctxhost::testing::rhai::load(path, &opts, &Default::default())
     } else {
         lua::load(path, &opts)
     }

@@ -386,3 +386,33 @@ fn the_config_imports_no_engine_sandbox_session_or_store() {
     let found = importers(&rels, &["engine", "sandbox", "session", "store"]);
     assert!(found.is_empty(), "{found:#?}");
 }
+
+/// The root's public modules (issue 19 item 4): at most ten an embedder uses, plus the one
+/// doc-hidden `testing` door; `error` and `sandbox` are private (their types are at the root).
+#[test]
+fn the_root_exposes_at_most_ten_modules() {
+    let lib = std::fs::read_to_string(repo_file("src/lib.rs")).unwrap();
+    let lines: Vec<&str> = lib.lines().map(str::trim).collect();
+    let mut public = Vec::new();
+    let mut hidden = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(name) = line.strip_prefix("pub mod ") {
+            let name = name.trim_end_matches(';').to_string();
+            if i > 0 && lines[i - 1] == "#[doc(hidden)]" {
+                hidden.push(name);
+            } else {
+                public.push(name);
+            }
+        }
+    }
+    assert!(
+        public.len() <= 10,
+        "{} public modules: {public:?}",
+        public.len()
+    );
+    assert!(
+        !public.iter().any(|m| m == "error" || m == "sandbox"),
+        "{public:?}"
+    );
+    assert_eq!(hidden, ["testing"]);
+}

@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use ctxhost::EngineErrorKind;
+use ctxhost::HostCall;
 use ctxhost::config::{Config, Entry};
 use ctxhost::contract::limits::{HostLimits, Isolation, Limits};
 use ctxhost::contract::message::Message;
@@ -25,17 +27,16 @@ use ctxhost::contract::{
     AfterTurnParams, CommitTurnParams, ContextMode, IngestBatchParams, MaintainParams,
     MaintainReason, ResultLimits, SubagentEndReason, SubagentEndedParams, SubagentSpawnParams,
 };
-use ctxhost::engine::api::{Completions, HostCall, SessionModel, SessionServices};
 use ctxhost::engine::isolation::{ChildCommand, ProcessFactory, ProcessOptions};
 use ctxhost::engine::{Engine, LoadOptions};
-use ctxhost::error::EngineErrorKind;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::llm::{ModelClient, ModelLimits, OpenAiClient};
-use ctxhost::services::recall::RecallIndex;
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache, Tokenizer};
 use ctxhost::session::{Session, TurnInput};
+use ctxhost::testing::RecallIndex;
+use ctxhost::testing::{Completions, SessionModel, SessionServices};
 use ctxhost::tools::replay::{ReplayOptions, ReplaySummary, TurnReport, replay};
 use ctxhost::transcript::import;
 

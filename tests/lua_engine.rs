@@ -11,9 +11,9 @@ use common::engine::{
     self, Lang, assemble_params, assert_kind, attack, attack_with, host_call, line, session,
     test_limits,
 };
+use ctxhost::EngineErrorKind;
 use ctxhost::contract::Method;
 use ctxhost::contract::limits::Limits;
-use ctxhost::error::EngineErrorKind;
 use serde_json::json;
 
 const LANG: Lang = Lang::Lua;

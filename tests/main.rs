@@ -3,9 +3,9 @@
 //! and real files; the shared helpers are in `common` and `sessions`.
 
 /// Counts what each engine thread allocates, so a Rhai engine's memory cap sees copies no
-/// guarded builtin does (`ctxhost::sandbox::alloc`).
+/// guarded builtin does (`ctxhost::MeteredAlloc`).
 #[global_allocator]
-static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
+static ALLOC: ctxhost::MeteredAlloc = ctxhost::MeteredAlloc;
 
 #[macro_use]
 mod common;

@@ -3,9 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
 
+use ctxhost::EngineErrorKind;
 use ctxhost::config::{Config, Entry};
 use ctxhost::contract::message::Message;
-use ctxhost::error::EngineErrorKind;
 use ctxhost::runtime::{Host, SessionSpec};
 use ctxhost::session::{Session, TurnInput};
 

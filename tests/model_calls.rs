@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use ctxhost::HostCall;
 use ctxhost::contract::ResultLimits;
-use ctxhost::engine::api::{HostCall, SessionServices, SummarizeOptions};
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::llm::ChatMessage;
 use ctxhost::services::llm::{
@@ -20,6 +20,7 @@ use ctxhost::services::llm::{
 };
 use ctxhost::services::summarize::{Summarizer, Summary, SummaryFuture, SummaryRequest};
 use ctxhost::services::tokens::{Estimate, TokenCache, TokenCounter};
+use ctxhost::testing::{SessionServices, SummarizeOptions};
 
 use crate::common::block_on;
 use crate::common::engine::{Lang, compact_params, cx, opts, session};
@@ -193,11 +194,7 @@ fn a_scripts_host_summarize_waiting_on_an_async_summarizer_is_cancelled_with_its
             .compact(&call, &compact_params())
             .expect_err("a cancelled summary gives no result");
         canceller.join().unwrap();
-        assert_eq!(
-            e.kind,
-            ctxhost::error::EngineErrorKind::Cancelled,
-            "{lang:?}: {e}"
-        );
+        assert_eq!(e.kind, ctxhost::EngineErrorKind::Cancelled, "{lang:?}: {e}");
         assert_eq!(waiting.dropped.load(Ordering::SeqCst), 1, "{lang:?}");
     }
 }

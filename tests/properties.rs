@@ -23,8 +23,8 @@ use ctxhost::contract::message::Message;
 use ctxhost::contract::{
     AssembleResult, CompactResult, ResultLimits, check_assemble, check_compact,
 };
-use ctxhost::engine::script::info_from_json;
-use ctxhost::services::pairing;
+use ctxhost::testing::info_from_json;
+use ctxhost::testing::pairing;
 use ctxhost::transcript::import::{Format, import_bytes};
 
 /// The fuzz corpus kept in the repository: small inputs at the edges of each format (a lone

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use common::engine::{assemble_params, host_call, instance_of, session};
 use ctxhost::contract::message::Message;
 use ctxhost::runtime::SessionSpec;
-use ctxhost::services::recall::RecallIndex;
 use ctxhost::session::{Assembly, TurnInput};
+use ctxhost::testing::RecallIndex;
 use serde_json::{Value, json};
 
 fn script(name: &str) -> PathBuf {

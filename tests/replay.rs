@@ -119,7 +119,7 @@ async fn replay_times_compaction_and_the_summarizer_whoever_compacts() {
             "{engine:?}: {compact:?} for {} compactions",
             summary.compactions
         );
-        let summarizer = row(ctxhost::session::BUILTIN_ROW)
+        let summarizer = row(ctxhost::testing::BUILTIN_ROW)
             .unwrap_or_else(|| panic!("{engine:?}: no summarizer row: {:?}", summary.engine_times));
         assert!(
             summarizer.calls >= summary.compactions,

@@ -16,8 +16,8 @@ use common::engine::{
     self, Lang, assemble_params, assert_kind, attack_under, column, cx, host_call, line, opts,
     session, test_limits,
 };
+use ctxhost::EngineErrorKind;
 use ctxhost::contract::limits::{Limits, RhaiLimits};
-use ctxhost::error::EngineErrorKind;
 use serde_json::json;
 
 const LANG: Lang = Lang::Rhai;

@@ -19,11 +19,11 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 
 use common::engine::{Lang, instance_of, services};
+use ctxhost::HostCall;
 use ctxhost::contract::AssembleParams;
 use ctxhost::contract::message::Message;
-use ctxhost::engine::api::HostCall;
-use ctxhost::services::pairing;
 use ctxhost::services::tokens::{Estimate, TokenCounter};
+use ctxhost::testing::pairing;
 
 mod dag;
 

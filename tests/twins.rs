@@ -15,10 +15,10 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 
 use common::engine::{instance_of, services};
+use ctxhost::HostCall;
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleParams, CompactParams, CompactionTarget, IngestParams};
-use ctxhost::engine::api::HostCall;
-use ctxhost::services::recall::RecallIndex;
+use ctxhost::testing::RecallIndex;
 
 fn script(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

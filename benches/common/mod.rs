@@ -14,13 +14,14 @@ pub mod workloads;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ctxhost::HostCall;
 use ctxhost::contract::message::Message;
 use ctxhost::contract::{AssembleParams, ResultLimits};
-use ctxhost::engine::api::{HostCall, SessionServices};
 use ctxhost::engine::{Engine, InstanceContext};
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache};
+use ctxhost::testing::SessionServices;
 use serde_json::json;
 
 /// `../shared` beside the checkout, or `$CTXHOST_SHARED`.
@@ -71,22 +72,22 @@ pub fn params(budget: u64) -> AssembleParams {
 
 /// Loads a Lua engine file and makes one instance.
 pub fn lua_engine(path: &Path) -> Box<dyn Engine> {
-    let opts = ctxhost::engine::lua::LoadOptions {
+    let opts = ctxhost::engine::LoadOptions {
         config: Arc::new(json!({})),
         ..Default::default()
     };
-    let f = ctxhost::engine::lua::load(path, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let f = ctxhost::testing::lua::load(path, &opts).unwrap_or_else(|e| panic!("{e}"));
     f.instantiate(&InstanceContext::default())
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Loads a Rhai engine file and makes one instance.
 pub fn rhai_engine(path: &Path) -> Box<dyn Engine> {
-    let opts = ctxhost::engine::rhai::LoadOptions {
+    let opts = ctxhost::engine::LoadOptions {
         config: Arc::new(json!({})),
         ..Default::default()
     };
-    let f = ctxhost::engine::rhai::load(path, &opts, &Default::default())
+    let f = ctxhost::testing::rhai::load(path, &opts, &Default::default())
         .unwrap_or_else(|e| panic!("{e}"));
     f.instantiate(&InstanceContext::default())
         .unwrap_or_else(|e| panic!("{e}"))

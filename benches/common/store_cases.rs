@@ -2,6 +2,8 @@
 //! once so the three backends are measured on the same messages, the same engine state and the
 //! same turn.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is the failure report
+
 use std::sync::Arc;
 
 use criterion::Bencher;

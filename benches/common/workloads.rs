@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ctxhost::EngineError;
+use ctxhost::HostCall;
 use ctxhost::contract::message::{
     AssistantMessage, Content, ContentBlock, Extra, Message, MessageBody, ToolCallBlock,
     ToolResultMessage, UserMessage,
@@ -24,8 +26,6 @@ use ctxhost::contract::{
     IngestResult, Method,
 };
 use ctxhost::engine::Engine;
-use ctxhost::engine::api::HostCall;
-use ctxhost::error::EngineError;
 
 use super::flat::Flat;
 

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use ctxhost::config::{Config, ConfigSource};
 use ctxhost::contract::LEGACY_ID;
-use ctxhost::error::{Error, Result};
 use ctxhost::tools::check::{CheckReport, check_engine};
+use ctxhost::{Error, Result};
 
 /// An editable config file: a concrete syntax tree of the user's JSON5, so an edit changes
 /// only the keys it touches and every comment, blank line and key order stays as written.

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// Counts what each engine thread allocates, so a Rhai engine's memory cap sees copies no
-/// guarded builtin does (`ctxhost::sandbox::alloc`).
+/// guarded builtin does (`ctxhost::MeteredAlloc`).
 #[global_allocator]
-static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
+static ALLOC: ctxhost::MeteredAlloc = ctxhost::MeteredAlloc;
 
 mod cli;
 mod inert;

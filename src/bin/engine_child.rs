@@ -7,7 +7,7 @@
 /// script makes by plain assignment (`a = [a, a]`) and stops it at its next operation, as in
 /// the `ctxhost` program's own children; without it such an engine ran on to deadline + grace.
 #[global_allocator]
-static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
+static ALLOC: ctxhost::MeteredAlloc = ctxhost::MeteredAlloc;
 
 fn main() {
     std::process::exit(ctxhost::engine::isolation::child_main());

@@ -10,7 +10,7 @@ use crate::engine::EngineFactory;
 use crate::error::EngineError;
 
 /// What a host currently serves: `None` is `legacy`; `Err` an engine that failed to load.
-pub type LoadedEngine = Option<Result<Arc<dyn EngineFactory>, EngineError>>;
+pub(crate) type LoadedEngine = Option<Result<Arc<dyn EngineFactory>, EngineError>>;
 
 /// One generation of the configured engine.
 #[derive(Clone, Debug)]

@@ -4,7 +4,6 @@
 //! failure falls back to.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use crate::contract::{
     AssembleParams, AssembleResult, CompactParams, CompactResult, EngineInfo, IngestParams,
@@ -15,10 +14,10 @@ use crate::engine::{Engine, EngineFactory, InstanceContext};
 use crate::error::EngineError;
 use crate::services::fit::fit_to_budget;
 
-pub use crate::contract::LEGACY_ID;
+pub(crate) use crate::contract::LEGACY_ID;
 
 /// `legacy`'s `info`, as OpenClaw declares it.
-pub fn legacy_info() -> EngineInfo {
+pub(crate) fn legacy_info() -> EngineInfo {
     EngineInfo {
         id: LEGACY_ID.into(),
         name: "Legacy Context Engine".into(),
@@ -118,9 +117,4 @@ impl Engine for Legacy {
     ) -> Result<CompactResult, EngineError> {
         Ok(call.delegate_compaction(params))
     }
-}
-
-/// A shared factory for the fallback path.
-pub fn factory() -> Arc<dyn EngineFactory> {
-    Arc::new(LegacyFactory::default())
 }

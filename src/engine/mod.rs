@@ -28,25 +28,24 @@ use crate::contract::{
 use crate::engine::api::HostCall;
 use crate::error::{EngineError, ScriptLocation};
 
-pub use cell::{EngineCell, Generation, LoadedEngine};
-pub use instance::{Factory, Instance};
+pub(crate) use cell::{EngineCell, LoadedEngine};
 pub use load::load;
 pub(crate) use load::load_any;
 pub use quarantine::Quarantine;
 pub use script::LoadOptions;
 
-pub mod api;
+pub(crate) mod api;
 mod cell;
 pub(crate) mod instance;
 pub mod isolation;
-pub mod legacy;
+pub(crate) mod legacy;
 mod load;
-pub mod lua;
+pub(crate) mod lua;
 pub mod pipeline;
 mod quarantine;
-pub mod rhai;
-pub mod script;
-pub mod stdlib;
+pub(crate) mod rhai;
+pub(crate) mod script;
+pub(crate) mod stdlib;
 
 /// What a new engine instance is told about where it runs (the factory's `ctx`).
 #[derive(Clone, Debug, Default)]

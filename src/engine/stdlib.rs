@@ -10,15 +10,10 @@
 //! two values the Rhai one returns a map naming them (`fit::newest_first` gives
 //! `#{kept, tokens}` for Lua's `kept, tokens`).
 //!
-//! ```
-//! assert!(ctxhost::engine::stdlib::lua_module("fit").is_some());
-//! assert!(ctxhost::engine::stdlib::lua_module("io").is_none());
-//! assert!(ctxhost::engine::stdlib::rhai_module("fit").is_some());
-//! assert_eq!(ctxhost::engine::stdlib::LUA_MODULES.len(), ctxhost::engine::stdlib::RHAI_MODULES.len());
-//! ```
+//! (Both languages list the same modules: the unit test `both_languages_have_the_same_modules`.)
 
 /// Every Lua stdlib module: its `require` name and source.
-pub const LUA_MODULES: [(&str, &str); 7] = [
+pub(crate) const LUA_MODULES: [(&str, &str); 7] = [
     ("msg", include_str!("../../stdlib/msg.lua")),
     ("groups", include_str!("../../stdlib/groups.lua")),
     ("tail", include_str!("../../stdlib/tail.lua")),
@@ -29,7 +24,7 @@ pub const LUA_MODULES: [(&str, &str); 7] = [
 ];
 
 /// The source of a Lua stdlib module by its `require` name.
-pub fn lua_module(name: &str) -> Option<&'static str> {
+pub(crate) fn lua_module(name: &str) -> Option<&'static str> {
     LUA_MODULES
         .iter()
         .find(|(n, _)| *n == name)
@@ -37,7 +32,7 @@ pub fn lua_module(name: &str) -> Option<&'static str> {
 }
 
 /// Every Rhai stdlib module: its `import` name and source, in the order of [`LUA_MODULES`].
-pub const RHAI_MODULES: [(&str, &str); 7] = [
+pub(crate) const RHAI_MODULES: [(&str, &str); 7] = [
     ("msg", include_str!("../../stdlib/msg.rhai")),
     ("groups", include_str!("../../stdlib/groups.rhai")),
     ("tail", include_str!("../../stdlib/tail.rhai")),
@@ -48,9 +43,23 @@ pub const RHAI_MODULES: [(&str, &str); 7] = [
 ];
 
 /// The source of a Rhai stdlib module by its `import` name.
-pub fn rhai_module(name: &str) -> Option<&'static str> {
+pub(crate) fn rhai_module(name: &str) -> Option<&'static str> {
     RHAI_MODULES
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, src)| *src)
+}
+
+// The module docs' example, moved here when the module became crate-private.
+#[cfg(test)]
+mod example {
+    use crate::engine::stdlib::{LUA_MODULES, RHAI_MODULES, lua_module, rhai_module};
+
+    #[test]
+    fn both_languages_have_the_same_modules() {
+        assert!(lua_module("fit").is_some());
+        assert!(lua_module("io").is_none());
+        assert!(rhai_module("fit").is_some());
+        assert_eq!(LUA_MODULES.len(), RHAI_MODULES.len());
+    }
 }

@@ -13,7 +13,7 @@
 //!
 //! ```
 //! #[global_allocator]
-//! static ALLOC: ctxhost::sandbox::alloc::MeteredAlloc = ctxhost::sandbox::alloc::MeteredAlloc;
+//! static ALLOC: ctxhost::MeteredAlloc = ctxhost::MeteredAlloc;
 //! # fn main() {}
 //! ```
 //!
@@ -84,13 +84,13 @@ unsafe impl GlobalAlloc for MeteredAlloc {
 }
 
 /// Whether [`MeteredAlloc`] is the program's allocator (it has served an allocation).
-pub fn installed() -> bool {
+pub(crate) fn installed() -> bool {
     INSTALLED.load(Ordering::Relaxed)
 }
 
 /// Bytes this thread has allocated minus the bytes it freed, since it started (0 when
 /// [`MeteredAlloc`] is not installed). Memory freed by another thread than the one that
 /// allocated it shifts both threads' figures; compare two readings on one thread.
-pub fn thread_net_bytes() -> isize {
+pub(crate) fn thread_net_bytes() -> isize {
     NET.try_with(Cell::get).unwrap_or(0)
 }

@@ -17,20 +17,20 @@ use parking_lot::{Condvar, Mutex};
 
 /// A counting gate: `enter` waits for a free place.
 #[derive(Debug)]
-pub struct Gate {
+pub(crate) struct Gate {
     free: Mutex<usize>,
     freed: Condvar,
 }
 
 /// A place in the gate, given back when dropped.
 #[derive(Debug)]
-pub struct Place<'a> {
+pub(crate) struct Place<'a> {
     gate: &'a Gate,
 }
 
 impl Gate {
     /// A gate with `places` places (at least one).
-    pub fn new(places: usize) -> Self {
+    pub(crate) fn new(places: usize) -> Self {
         Gate {
             free: Mutex::new(places.max(1)),
             freed: Condvar::new(),
@@ -38,7 +38,7 @@ impl Gate {
     }
 
     /// Waits for a free place and takes it.
-    pub fn enter(&self) -> Place<'_> {
+    pub(crate) fn enter(&self) -> Place<'_> {
         let mut free = self.free.lock();
         while *free == 0 {
             self.freed.wait(&mut free);
@@ -51,7 +51,7 @@ impl Gate {
     /// host function that waits on something outside the host (a model, the client's
     /// compaction) uses no core while it waits, so other scripts may run. On a thread that is
     /// not running an admitted call, it just runs `f`.
-    pub fn outside<R>(&self, f: impl FnOnce() -> R) -> R {
+    pub(crate) fn outside<R>(&self, f: impl FnOnce() -> R) -> R {
         if !ADMITTED.get() {
             return f();
         }
@@ -68,8 +68,9 @@ impl Gate {
         out
     }
 
-    /// Places free now (for tests and diagnostics).
-    pub fn free(&self) -> usize {
+    /// Places free now (for the unit tests).
+    #[cfg(test)]
+    pub(crate) fn free(&self) -> usize {
         *self.free.lock()
     }
 }
@@ -88,7 +89,7 @@ thread_local! {
 
 /// Runs `f` (a job admitted through the gate, on the thread that runs it) marked as admitted,
 /// so a host function inside it can step [`outside`](Gate::outside).
-pub fn admitted<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn admitted<R>(f: impl FnOnce() -> R) -> R {
     let before = ADMITTED.replace(true);
     let out = f();
     ADMITTED.set(before);
@@ -96,7 +97,7 @@ pub fn admitted<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// The process-wide gate every script call passes: one place per core the process may use.
-pub fn cores() -> &'static Gate {
+pub(crate) fn cores() -> &'static Gate {
     static GATE: OnceLock<Gate> = OnceLock::new();
     GATE.get_or_init(|| {
         Gate::new(std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get))

@@ -19,7 +19,7 @@ use super::{Armed, HostWaits, RUNNING, SERVING, Watchdog, gate, watchdog};
 /// function), so nothing it does escapes the deadline. A deadline that had already passed stays
 /// passed. The call gives its place in the [`gate`] back while it waits. Outside a script call
 /// (or off a worker thread) this is just `f()`, its time noted for [`crediting`].
-pub fn outside_deadline<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn outside_deadline<R>(f: impl FnOnce() -> R) -> R {
     outside_deadline_by(|| (f(), None))
 }
 
@@ -112,7 +112,7 @@ thread_local! {
 /// the caller abandons the worker at deadline + grace as for any native step. The deadline
 /// keeps the credit of the wait before `f`. Anywhere else this is just `f()` (its time taken
 /// back from a [`crediting`] wait around it).
-pub fn within_deadline<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn within_deadline<R>(f: impl FnOnce() -> R) -> R {
     let running = RUNNING.with(|r| r.borrow().clone());
     let waits = SERVING.with(|w| w.borrow().clone());
     let Some(running) = running else {

@@ -40,7 +40,7 @@ const POLL: Duration = Duration::from_micros(100);
 pub(super) const SPINS: u32 = 64;
 
 /// How long a thread sleeps without a task before it ends.
-pub const IDLE_EXIT: Duration = Duration::from_secs(5);
+pub(crate) const IDLE_EXIT: Duration = Duration::from_secs(5);
 
 /// [`Direct`] states: the thread runs a task, sleeps or has ended (a caller must queue).
 const BUSY: u8 = 0;
@@ -129,7 +129,7 @@ type Pools = HashMap<(String, usize), Arc<Pool>>;
 
 /// The threads of one pool (one per thread name and stack size), started on demand.
 #[derive(Debug)]
-pub struct Pool {
+pub(crate) struct Pool {
     name: String,
     stack: usize,
     state: Mutex<PoolState>,
@@ -166,7 +166,7 @@ impl std::fmt::Debug for PoolState {
 
 impl Pool {
     /// The process-wide pool of threads named `name` with `stack` bytes of stack.
-    pub fn named(name: &str, stack: usize) -> Arc<Pool> {
+    pub(crate) fn named(name: &str, stack: usize) -> Arc<Pool> {
         static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
         let pools = POOLS.get_or_init(Default::default);
         Arc::clone(
@@ -185,8 +185,9 @@ impl Pool {
         )
     }
 
-    /// Threads alive in this pool now (for tests and diagnostics).
-    pub fn threads(&self) -> usize {
+    /// Threads alive in this pool now (for the unit tests).
+    #[cfg(test)]
+    pub(crate) fn threads(&self) -> usize {
         self.state.lock().threads
     }
 

@@ -22,8 +22,10 @@
 //! leave such entries.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
+use rustc_hash::FxHasher;
 use serde::{Deserialize, Serialize};
 
 use crate::contract::message::{Message, Role};
@@ -116,7 +118,7 @@ pub(super) struct Detached {
 pub(super) struct Mirror {
     pub(super) places: Vec<Place>,
     /// Entry number → place, for the places whose entry is known.
-    index: HashMap<u64, usize>,
+    index: HashMap<u64, usize, BuildHasherDefault<FxHasher>>,
     /// The places as they are saved, each run with the place it starts at (kept as places
     /// change, so a save costs the runs, not the places).
     runs: Vec<(usize, SavedRun)>,

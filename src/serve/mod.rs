@@ -39,8 +39,8 @@ use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
 use crate::error::Result;
 
-pub mod protocol;
-pub mod rpc;
+pub(crate) mod protocol;
+pub(crate) mod rpc;
 pub mod state;
 
 mod calls;

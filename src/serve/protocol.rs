@@ -10,64 +10,64 @@ use crate::contract::EngineInfo;
 /// The protocol version `initialize` reports; bumped on an incompatible change. Version 2
 /// adds delta views ([`ClientCapabilities::delta_views`]); a client that does not ask for
 /// them is served as by version 1.
-pub const PROTOCOL_VERSION: &str = "2";
+pub(crate) const PROTOCOL_VERSION: &str = "2";
 
 /// The fence OpenClaw 2026.8+ requires before it lets a plugin engine run a turn.
-pub const CURRENT_TURN_FENCE: &str = "before-current-turn-entry-v1";
+pub(crate) const CURRENT_TURN_FENCE: &str = "before-current-turn-entry-v1";
 
 /// The idempotency OpenClaw 2026.8+ requires of `commitTurn`.
-pub const TURN_ADVANCEMENT_IDEMPOTENCY: &str = "atomic-idempotent-v1";
+pub(crate) const TURN_ADVANCEMENT_IDEMPOTENCY: &str = "atomic-idempotent-v1";
 
 /// Method names, as they travel.
-pub mod method {
+pub(crate) mod method {
     /// Client → ctxhost: start the server on an engine.
-    pub const INITIALIZE: &str = "initialize";
+    pub(crate) const INITIALIZE: &str = "initialize";
     /// Client → ctxhost: the engine's `info` now (after any reload), as `initialize` gives it.
-    pub const INFO: &str = "info";
+    pub(crate) const INFO: &str = "info";
     /// Client → ctxhost: close every session and stop.
-    pub const SHUTDOWN: &str = "shutdown";
+    pub(crate) const SHUTDOWN: &str = "shutdown";
     /// Client → ctxhost: a spawn `prepareSubagentSpawn` prepared failed; run the engine's
     /// rollback (`{parentSessionKey, rollbackId}`, the id `prepareSubagentSpawn` answered).
-    pub const ROLLBACK_SUBAGENT_SPAWN: &str = "rollbackSubagentSpawn";
+    pub(crate) const ROLLBACK_SUBAGENT_SPAWN: &str = "rollbackSubagentSpawn";
     /// Client → ctxhost (notification): stop working on a request.
-    pub const CANCEL: &str = "$/cancelRequest";
+    pub(crate) const CANCEL: &str = "$/cancelRequest";
     /// ctxhost → client: run the client's built-in compaction for a session.
-    pub const DELEGATE_COMPACTION: &str = "runtime.delegateCompaction";
+    pub(crate) const DELEGATE_COMPACTION: &str = "runtime.delegateCompaction";
     /// ctxhost → client: a completion from the client's model.
-    pub const LLM_COMPLETE: &str = "llm.complete";
+    pub(crate) const LLM_COMPLETE: &str = "llm.complete";
 }
 
 /// JSON-RPC error codes ctxhost uses.
-pub mod code {
+pub(crate) mod code {
     /// The line is not JSON.
-    pub const PARSE_ERROR: i64 = -32700;
+    pub(crate) const PARSE_ERROR: i64 = -32700;
     /// The JSON is not a request (or the line is over the size cap).
-    pub const INVALID_REQUEST: i64 = -32600;
+    pub(crate) const INVALID_REQUEST: i64 = -32600;
     /// No such method.
-    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
     /// The params do not fit the method.
-    pub const INVALID_PARAMS: i64 = -32602;
+    pub(crate) const INVALID_PARAMS: i64 = -32602;
     /// The host failed (never a script's fault: those are answered by `legacy`).
-    pub const INTERNAL_ERROR: i64 = -32603;
+    pub(crate) const INTERNAL_ERROR: i64 = -32603;
     /// A lifecycle call came before `initialize`.
-    pub const NOT_INITIALIZED: i64 = -32002;
+    pub(crate) const NOT_INITIALIZED: i64 = -32002;
     /// The engine failed under `failurePolicy: "strict"`, or failed closed.
-    pub const ENGINE_ERROR: i64 = -32001;
+    pub(crate) const ENGINE_ERROR: i64 = -32001;
     /// The client cancelled the request.
-    pub const REQUEST_CANCELLED: i64 = -32800;
+    pub(crate) const REQUEST_CANCELLED: i64 = -32800;
     /// A delta view's `base` disagrees with what ctxhost holds: `data` is ctxhost's view
     /// (`{count, hash}`), for the client to send its messages again from there (or all of them).
     /// Nothing of the call was done.
-    pub const VIEW_OUT_OF_SYNC: i64 = -32012;
+    pub(crate) const VIEW_OUT_OF_SYNC: i64 = -32012;
     /// Another `ctxhost serve` process serves the session now (a shared store's lease moved):
     /// nothing of the call was stored, and this process dropped the session.
-    pub const SESSION_MOVED: i64 = -32003;
+    pub(crate) const SESSION_MOVED: i64 = -32003;
 }
 
 /// A request id: a number (kept exactly as sent, fractions and all) or a string.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum Id {
+pub(crate) enum Id {
     /// A numeric id.
     Number(serde_json::Number),
     /// A string id.
@@ -77,7 +77,7 @@ pub enum Id {
 /// A JSON-RPC error object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[error("JSON-RPC error {code}: {message}")]
-pub struct RpcError {
+pub(crate) struct RpcError {
     /// One of [`code`].
     pub code: i64,
     /// For people.
@@ -89,7 +89,7 @@ pub struct RpcError {
 
 impl RpcError {
     /// An error with no data.
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: i64, message: impl Into<String>) -> Self {
         RpcError {
             code,
             message: message.into(),
@@ -101,7 +101,7 @@ impl RpcError {
 /// `initialize` params.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InitializeParams {
+pub(crate) struct InitializeParams {
     /// The engine file; default: the one the server was started with.
     #[serde(default)]
     pub engine: Option<String>,
@@ -119,7 +119,7 @@ pub struct InitializeParams {
 /// The client's name and version.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClientInfo {
+pub(crate) struct ClientInfo {
     /// E.g. `openclaw-ctxhost-bridge`.
     #[serde(default)]
     pub name: String,
@@ -131,7 +131,7 @@ pub struct ClientInfo {
 /// The requests the client answers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClientCapabilities {
+pub(crate) struct ClientCapabilities {
     /// The client answers `runtime.delegateCompaction`.
     #[serde(default)]
     pub delegate_compaction: bool,
@@ -147,7 +147,7 @@ pub struct ClientCapabilities {
 /// Which form of the client's view a connection speaks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Views {
+pub(crate) enum Views {
     /// The whole history with every call (protocol version 1).
     #[default]
     Full,
@@ -158,7 +158,7 @@ pub enum Views {
 /// `initialize` result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InitializeResult {
+pub(crate) struct InitializeResult {
     /// [`PROTOCOL_VERSION`].
     pub protocol_version: String,
     /// This ctxhost's version.
@@ -172,7 +172,7 @@ pub struct InitializeResult {
 
 /// The `transcriptSemantics` the host declares for every engine it bridges: it fences the
 /// current turn (assemble never sees it in `messages`) and commits turns idempotently.
-pub fn declared_semantics() -> Value {
+pub(crate) fn declared_semantics() -> Value {
     serde_json::json!({
         "currentTurnFence": CURRENT_TURN_FENCE,
         "turnAdvancementIdempotency": TURN_ADVANCEMENT_IDEMPOTENCY,

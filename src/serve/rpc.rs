@@ -23,11 +23,11 @@ use super::protocol::{Id, RpcError, code, method};
 const CANCEL_POLL: Duration = Duration::from_millis(10);
 
 /// The default cap on one incoming line: 64 MiB (a 10,000-message session is a few MiB).
-pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
+pub(crate) const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
 
 /// One line read from the stream.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Line {
+pub(crate) enum Line {
     /// A line within the cap, without its newline.
     Text(Vec<u8>),
     /// A line over the cap, skipped; how many bytes it had.
@@ -36,19 +36,19 @@ pub enum Line {
 
 /// Reads newline-delimited frames within a size cap.
 #[derive(Debug)]
-pub struct LineReader<R> {
+pub(crate) struct LineReader<R> {
     inner: R,
     max: usize,
 }
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
     /// A reader refusing lines longer than `max` bytes.
-    pub fn new(inner: R, max: usize) -> Self {
+    pub(crate) fn new(inner: R, max: usize) -> Self {
         LineReader { inner, max }
     }
 
     /// The next line, or `None` at the end of the stream.
-    pub async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+    pub(crate) async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
         let mut line = Vec::new();
         let mut len = 0usize;
         loop {
@@ -89,7 +89,7 @@ type Pending = HashMap<Id, oneshot::Sender<Result<Value, RpcError>>>;
 
 /// The sending half of a connection: responses, notifications, and requests to the client.
 #[derive(Clone, Debug)]
-pub struct Peer {
+pub(crate) struct Peer {
     out: mpsc::UnboundedSender<Vec<u8>>,
     pending: Arc<Mutex<Pending>>,
     next: Arc<AtomicI64>,
@@ -98,7 +98,7 @@ pub struct Peer {
 impl Peer {
     /// A peer writing to `output`; the returned task ends when every clone of the peer is gone
     /// (or the output fails) and flushes what was sent before.
-    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(
+    pub(crate) fn new<W: AsyncWrite + Unpin + Send + 'static>(
         mut output: W,
     ) -> (Peer, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
@@ -139,24 +139,24 @@ impl Peer {
     }
 
     /// Answers request `id` with a result.
-    pub fn respond(&self, id: Id, result: Value) {
+    pub(crate) fn respond(&self, id: Id, result: Value) {
         self.send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}));
     }
 
     /// Answers request `id` (or an unidentifiable frame, with `None`) with an error.
-    pub fn respond_error(&self, id: Option<Id>, error: RpcError) {
+    pub(crate) fn respond_error(&self, id: Option<Id>, error: RpcError) {
         self.send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}));
     }
 
     /// Sends a notification.
-    pub fn notify(&self, method: &str, params: Value) {
+    pub(crate) fn notify(&self, method: &str, params: Value) {
         self.send(&serde_json::json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }
 
     /// Sends a request to the client and waits for its answer, at most `timeout`. When the
     /// wait ends without an answer (the timeout, or the future dropped), the client is sent
     /// `$/cancelRequest` for it and a late answer is ignored.
-    pub async fn request(
+    pub(crate) async fn request(
         &self,
         method: &str,
         params: Value,
@@ -190,7 +190,7 @@ impl Peer {
     /// [`Peer::request`], ended early with [`code::REQUEST_CANCELLED`] once `cancel` is set (the
     /// request ctxhost is serving was cancelled): the client is sent `$/cancelRequest` for
     /// its part, and its late answer is ignored.
-    pub async fn request_until_cancelled(
+    pub(crate) async fn request_until_cancelled(
         &self,
         method: &str,
         params: Value,
@@ -216,7 +216,7 @@ impl Peer {
     }
 
     /// Hands the client's answer to the request waiting for it; false when none waits.
-    pub fn resolve(&self, id: &Id, answer: Result<Value, RpcError>) -> bool {
+    pub(crate) fn resolve(&self, id: &Id, answer: Result<Value, RpcError>) -> bool {
         match self.pending.lock().remove(id) {
             Some(tx) => tx.send(answer).is_ok(),
             None => false,
@@ -224,7 +224,7 @@ impl Peer {
     }
 
     /// Fails every request still waiting for the client (the connection closed).
-    pub fn fail_pending(&self) {
+    pub(crate) fn fail_pending(&self) {
         self.pending.lock().clear();
     }
 }

@@ -432,13 +432,26 @@ pub(super) fn window(mirror: &Mirror, messages: &[Arc<Message>], tail: &[Message
             out.push(if b == a + 1 { json!(a) } else { json!([a, b]) });
         }
     };
+    // A window keeps the client's order: the place after the last one found is tried first
+    // (the very message stored there), before the index.
+    let mut next: Option<usize> = None;
     for m in messages {
-        let place = mirror.place_of(m).filter(|&p| {
-            mirror.places[p]
-                .stored
-                .as_ref()
-                .is_some_and(|st| Arc::ptr_eq(st, m) || **st == **m)
+        let guess = next.filter(|&p| {
+            mirror
+                .places
+                .get(p)
+                .and_then(|pl| pl.stored.as_ref())
+                .is_some_and(|st| Arc::ptr_eq(st, m))
         });
+        let place = guess.or_else(|| {
+            mirror.place_of(m).filter(|&p| {
+                mirror.places[p]
+                    .stored
+                    .as_ref()
+                    .is_some_and(|st| Arc::ptr_eq(st, m) || **st == **m)
+            })
+        });
+        next = place.map(|p| p + 1);
         let place = place.or_else(|| tail.iter().position(|t| *t == **m).map(|i| count + i));
         match place {
             Some(p) => match &mut run {

@@ -62,16 +62,29 @@ pub fn violations(
     sent: &[Arc<Message>],
     addition: Option<&str>,
 ) -> Vec<Violation> {
+    check(context, newest_summary(context), request, sent, addition)
+}
+
+/// [`violations`] with the context's newest summary given (the session keeps it, so a check
+/// does not walk the whole history on every model call).
+fn check(
+    context: &[Arc<Message>],
+    summary: Option<&Arc<Message>>,
+    request: Option<&Arc<Message>>,
+    sent: &[Arc<Message>],
+    addition: Option<&str>,
+) -> Vec<Violation> {
     let mut out = Vec::new();
-    let ids: HashSet<&str> = sent.iter().map(|m| m.id.as_str()).collect();
+    // At most two look-ups: a walk of the call, no set built per call.
+    let sends = |id: &str| sent.iter().any(|m| m.id == id);
     let has_addition = addition.is_some_and(|a| !a.trim().is_empty());
     if let Some(r) = request
-        && !ids.contains(r.id.as_str())
+        && !sends(&r.id)
     {
         out.push(Violation::MissingRequest);
     }
-    if let Some(s) = newest_summary(context)
-        && !ids.contains(s.id.as_str())
+    if let Some(s) = summary
+        && !sends(&s.id)
         && !has_addition
     {
         out.push(Violation::MissingSummary);
@@ -118,16 +131,18 @@ pub struct Enforced {
 /// while the session had some, the newest earlier messages that fit in the room left under
 /// the budget (nothing the engine chose is cut for them). Returns the messages, the
 /// violations that were repaired and those left; an assembly that needs nothing is returned
-/// unchanged.
+/// unchanged. `summary` is `context`'s newest compaction summary ([`newest_summary`]; the
+/// session keeps it rather than look for it on every call).
 pub fn enforce(
     context: &[Arc<Message>],
+    summary: Option<&Arc<Message>>,
     request: Option<&Arc<Message>>,
     sent: Vec<Arc<Message>>,
     addition: Option<&str>,
     budget: u64,
     tokens: &TokenCache,
 ) -> Enforced {
-    let found = violations(context, request, &sent, addition);
+    let found = check(context, summary, request, &sent, addition);
     if found.is_empty() {
         return Enforced {
             messages: sent,
@@ -135,8 +150,10 @@ pub fn enforce(
             lacking: Vec::new(),
         };
     }
-    let (messages, put_back) = repair(context, request, sent, &found, addition, budget, tokens);
-    let lacking = violations(context, request, &messages, addition);
+    let (messages, put_back) = repair(
+        context, summary, request, sent, &found, addition, budget, tokens,
+    );
+    let lacking = check(context, summary, request, &messages, addition);
     Enforced {
         messages,
         put_back,
@@ -145,8 +162,10 @@ pub fn enforce(
 }
 
 /// [`enforce`]'s repair of `sent`, which lacks what `found` lists.
+#[allow(clippy::too_many_arguments)] // enforce's own arguments, passed on
 fn repair(
     context: &[Arc<Message>],
+    summary: Option<&Arc<Message>>,
     request: Option<&Arc<Message>>,
     sent: Vec<Arc<Message>>,
     found: &[Violation],
@@ -186,7 +205,7 @@ fn repair(
         out.insert(at, Arc::clone(r));
     }
     if repaired.contains(&Violation::MissingSummary)
-        && let Some(s) = newest_summary(context)
+        && let Some(s) = summary
     {
         out.insert(0, Arc::clone(s));
     }
@@ -197,7 +216,7 @@ fn repair(
         out = fit_to_budget(&out, room.max(1), tokens).0;
     }
     let out = crate::services::pairing::repair(out).messages;
-    if violations(context, request, &out, addition).contains(&Violation::NoHistory) {
+    if check(context, summary, request, &out, addition).contains(&Violation::NoHistory) {
         let (out, history) = add_history(context, request, out, addition, budget, tokens);
         repaired.extend(history);
         return (out, repaired);

@@ -17,7 +17,7 @@ pub fn check_assemble(
 }
 
 /// A `compact` result held to the contract's consistency and sizes (see [`check_assemble`]).
-pub fn check_compact(
+pub(crate) fn check_compact(
     engine: &dyn Engine,
     r: &CompactResult,
     limits: &ResultLimits,

@@ -122,7 +122,8 @@ impl Session {
     /// Derives the context again from what it holds: a summary the client wrote into its own
     /// transcript now stands for everything before it, as on a reopen.
     pub fn adopt_summaries(&mut self) {
-        self.context = Arc::new(super::derive_context(&self.context));
+        let derived = super::derive_context(&self.context);
+        self.set_context(derived);
     }
 
     /// Assembles (repair, re-measure and overflow recovery exactly like a driven turn) over the
@@ -141,14 +142,19 @@ impl Session {
             return self.assemble_within_budget(budget, request.prompt);
         }
         let saved = Arc::clone(&self.context);
+        let saved_at = self.summary_at;
         let tail: Vec<Arc<Message>> = tail.into_iter().map(Arc::new).collect();
         let mut transient = saved.as_ref().clone();
         transient.extend(tail.iter().cloned());
+        self.summary_at = super::context::newest_summary_at(&tail)
+            .map(|i| saved.len() + i)
+            .or(saved_at);
         self.context = Arc::new(transient);
         let before = Arc::clone(&self.context);
         let r = self.assemble_within_budget(budget, request.prompt);
         if Arc::ptr_eq(&self.context, &before) {
             self.context = saved;
+            self.summary_at = saved_at;
         } else {
             // A compaction replaced the context during the call: keep it, without the tail.
             let kept: Vec<Arc<Message>> = self
@@ -157,7 +163,7 @@ impl Session {
                 .filter(|m| !tail.iter().any(|t| Arc::ptr_eq(t, m)))
                 .cloned()
                 .collect();
-            self.context = Arc::new(kept);
+            self.set_context(kept);
         }
         r
     }

@@ -191,7 +191,7 @@ impl Session {
         let mut context = stored;
         context.extend(kept);
         self.turn_start = self.turn_start.min(context.len());
-        self.context = Arc::new(context);
+        self.set_context(context);
         if after < before {
             self.stats.compactions += 1;
         } else {

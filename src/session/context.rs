@@ -6,7 +6,7 @@ use crate::contract::message::{Message, Role};
 
 /// The context a transcript's entries stand for: the last compaction summary, the entries it
 /// kept, and everything after it.
-pub fn derive_context(entries: &[Arc<Message>]) -> Vec<Arc<Message>> {
+pub(crate) fn derive_context(entries: &[Arc<Message>]) -> Vec<Arc<Message>> {
     let Some(last) = entries
         .iter()
         .rposition(|m| m.role() == Role::CompactionSummary)
@@ -32,4 +32,11 @@ pub fn derive_context(entries: &[Arc<Message>]) -> Vec<Arc<Message>> {
     }
     out.extend(entries[last + 1..].iter().cloned());
     out
+}
+
+/// Where the newest compaction summary of `context` is, if it holds one.
+pub(crate) fn newest_summary_at(context: &[Arc<Message>]) -> Option<usize> {
+    context
+        .iter()
+        .rposition(|m| m.role() == Role::CompactionSummary)
 }

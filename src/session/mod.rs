@@ -31,21 +31,21 @@ use crate::store::jsonl::JsonlStore;
 use crate::store::{Backend, Opened, SessionStore};
 use crate::transcript::Durability;
 
-mod checks;
+pub(crate) mod checks;
 mod client;
 mod compact;
 mod context;
 mod dispatch;
-mod state;
-mod timed_summarizer;
+pub(crate) mod state;
+pub(crate) mod timed_summarizer;
 mod turn;
 
-pub use crate::engine::api::{CallTimes, MethodTimes};
-pub use checks::{check_assemble, check_compact};
-pub use client::{CallExtras, ClientAssemble, SavedRecord};
-pub use context::derive_context;
-pub use state::state_path;
-pub use timed_summarizer::{BUILTIN_ROW, LLM_ROW};
+pub(crate) use crate::engine::api::CallTimes;
+pub use crate::engine::api::MethodTimes;
+pub(crate) use checks::{check_assemble, check_compact};
+pub(crate) use client::{CallExtras, ClientAssemble, SavedRecord};
+pub(crate) use context::derive_context;
+pub(crate) use state::state_path;
 
 /// Everything a session needs that the host shares across sessions.
 #[derive(Clone, Debug)]
@@ -155,7 +155,12 @@ pub struct Session {
     saved: Option<Arc<Value>>,
     /// A turn ended since the last commit (counted by the next one).
     turn_ended: bool,
+    /// Every change of the context goes through [`Session::set_context`] or
+    /// [`Session::append`], which keep `summary_at` with it.
     context: Arc<Vec<Arc<Message>>>,
+    /// Where the context's newest compaction summary is (kept with the context, so the
+    /// guarantee check of every assembly does not walk the whole history to find it).
+    summary_at: Option<usize>,
     services: Arc<SessionServices>,
     /// Every stored message, indexed for `host.search` / `host.fetch` as it is appended.
     recall: Arc<RecallIndex>,
@@ -258,6 +263,7 @@ impl Session {
             cancel: setup.cancel.clone().unwrap_or_default(),
         });
         let context = Arc::new(derive_context(&messages));
+        let summary_at = context::newest_summary_at(&context);
         let recall = Arc::new(RecallIndex::default());
         recall.add(&messages);
         let mut session = Session {
@@ -288,6 +294,7 @@ impl Session {
             services,
             recall,
             context,
+            summary_at,
             store,
             saved: state.map(Arc::new),
             turn_ended: false,
@@ -347,6 +354,17 @@ impl Session {
     /// The current context (what `assemble` receives).
     pub fn context(&self) -> &[Arc<Message>] {
         &self.context
+    }
+
+    /// The context's newest compaction summary, if it holds one.
+    pub(crate) fn newest_summary(&self) -> Option<&Arc<Message>> {
+        self.summary_at.and_then(|i| self.context.get(i))
+    }
+
+    /// Replaces the context (and finds its newest summary again).
+    pub(super) fn set_context(&mut self, context: Vec<Arc<Message>>) {
+        self.summary_at = context::newest_summary_at(&context);
+        self.context = Arc::new(context);
     }
 
     /// The context's tokens as the host counts them.

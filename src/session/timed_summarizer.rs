@@ -14,7 +14,7 @@ use crate::services::tokens::TokenCounter;
 /// summarizer's fallback included.
 pub const BUILTIN_ROW: &str = "summarizer (builtin)";
 /// The call-times row of summaries a model wrote (an LLM summarizer), and of its failures.
-pub const LLM_ROW: &str = "summarizer (llm)";
+pub(crate) const LLM_ROW: &str = "summarizer (llm)";
 
 /// Wraps a session's summarizer and records each finished summary's time in `times`.
 #[derive(Debug)]

@@ -441,6 +441,7 @@ impl Session {
             lacking,
         } = guarantee::enforce(
             &self.context,
+            self.newest_summary(),
             self.request.as_ref(),
             repaired.messages,
             result.system_prompt_addition.as_deref(),
@@ -451,7 +452,7 @@ impl Session {
         for v in &put_back {
             let added = match v {
                 guarantee::Violation::MissingRequest => self.request.as_ref(),
-                guarantee::Violation::MissingSummary => guarantee::newest_summary(&self.context),
+                guarantee::Violation::MissingSummary => self.newest_summary(),
                 guarantee::Violation::NoHistory => None,
             };
             host_added.extend(added.map(|m| m.id.clone()));
@@ -486,6 +487,10 @@ impl Session {
     pub(super) fn append(&mut self, messages: Vec<Message>) -> Result<Vec<Arc<Message>>> {
         let stored = self.store.append(messages)?;
         self.recall.add(&stored);
+        let before = self.context.len();
+        if let Some(i) = super::context::newest_summary_at(&stored) {
+            self.summary_at = Some(before + i);
+        }
         Arc::make_mut(&mut self.context).extend(stored.iter().cloned());
         Ok(stored)
     }

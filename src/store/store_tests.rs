@@ -276,3 +276,77 @@ fn a_commit_syncs_the_transcript_only_past_its_unsynced_limit() {
     assert_eq!(again.messages.len(), 300);
     assert_eq!(again.store.meta().turns, Some(300));
 }
+
+/// Files of a directory, by name.
+type Files = std::collections::BTreeMap<String, Vec<u8>>;
+
+/// Four turns whose first two states are long and last two short: each journal slot ends up
+/// holding a short record written over a long one (slots are written in place). Returns the
+/// files after the second commit and after the fourth.
+fn short_records_over_long_ones(dir: &std::path::Path) -> (Files, Files) {
+    let file = dir.join("t.jsonl");
+    let mut opened = JsonlStore::create(&file, "s1", "", Durability::Entry).unwrap();
+    let long = "x".repeat(6000);
+    let mut after_second = Files::new();
+    for (n, text) in ["one", "two", "three", "four"].into_iter().enumerate() {
+        opened.store.append(vec![Message::user(text)]).unwrap();
+        let state = if n < 2 { json!(long) } else { json!(n + 1) };
+        commit_turn(&mut *opened.store, &json!({"engine": "e", "state": state}));
+        if n == 1 {
+            after_second = files(dir);
+        }
+    }
+    drop(opened);
+    (after_second, files(dir))
+}
+
+#[test]
+fn a_journal_record_written_over_a_longer_one_reads_as_itself() {
+    // A power loss after the fourth commit: the state file and the transcript as the second
+    // commit left them; only the journal (synced) holds the third and fourth. Its records
+    // are shorter than what their slots held before: the older record's end that follows
+    // each one is not part of it.
+    let dir = tempfile::tempdir().unwrap();
+    let (after_second, after_fourth) = short_records_over_long_ones(dir.path());
+    for slot in ["t.jsonl.commit-0", "t.jsonl.commit-1"] {
+        assert!(
+            after_fourth[slot].len() > 6000,
+            "{slot} keeps the older, longer record's end"
+        );
+    }
+    for name in ["t.jsonl", "t.jsonl.state.json"] {
+        std::fs::write(dir.path().join(name), &after_second[name]).unwrap();
+    }
+    let file = dir.path().join("t.jsonl");
+    let again = JsonlStore::open(&file, "s1", Durability::Entry).unwrap();
+    assert_eq!(texts(&again.messages), ["one", "two", "three", "four"]);
+    assert_eq!(again.state, Some(json!({"engine": "e", "state": 4})));
+    assert_eq!(again.store.meta().turns, Some(4));
+}
+
+#[test]
+fn a_record_torn_over_a_longer_one_leaves_the_commit_before_it() {
+    // The process died while the fourth record was written over the second (in place): its
+    // first half is new, the rest the second record's. It fails its digest; the third stands.
+    let dir = tempfile::tempdir().unwrap();
+    let (after_second, after_fourth) = short_records_over_long_ones(dir.path());
+    let slot = "t.jsonl.commit-0";
+    let (new, old) = (&after_fourth[slot], &after_second[slot]);
+    // Torn inside the new record's state (just past its header line).
+    let cut = new.iter().position(|b| *b == b'\n').unwrap() + 20;
+    assert_ne!(new[cut..cut + 20], old[cut..cut + 20]);
+    let mut torn = new[..cut].to_vec();
+    torn.extend_from_slice(&old[cut..]);
+    std::fs::write(dir.path().join(slot), torn).unwrap();
+    std::fs::write(
+        dir.path().join("t.jsonl.state.json"),
+        &after_second["t.jsonl.state.json"],
+    )
+    .unwrap();
+    let file = dir.path().join("t.jsonl");
+    let again = JsonlStore::open(&file, "s1", Durability::Entry).unwrap();
+    assert_eq!(texts(&again.messages), ["one", "two", "three"]);
+    assert_eq!(again.state, Some(json!({"engine": "e", "state": 3})));
+    let aside = std::fs::read_to_string(dir.path().join("t.jsonl.uncommitted")).unwrap();
+    assert!(aside.contains("four"), "{aside}");
+}

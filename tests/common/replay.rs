@@ -10,8 +10,8 @@ use std::sync::Arc;
 use ctxhost::config::{Config, Entry};
 use ctxhost::contract::message::{Message, MessageBody, Role};
 use ctxhost::runtime::{Host, SessionHandle, SessionSpec};
-use ctxhost::services::pairing::is_well_paired;
 use ctxhost::session::{Assembly, TurnStats};
+use ctxhost::testing::pairing::is_well_paired;
 use ctxhost::tools::replay::{RecordedTurn, drive_turn, split_turns};
 use ctxhost::transcript::{TranscriptStore, import};
 

@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ctxhost::EngineErrorKind;
+use ctxhost::MAX_ERROR_MESSAGE_BYTES;
 use ctxhost::contract::limits::Isolation;
-use ctxhost::error::MAX_ERROR_MESSAGE_BYTES;
 use serde_json::json;
 
 use super::{GRACE_MS, host, replay_with};

@@ -132,7 +132,10 @@ mod native_guards {
 
     #[test]
     fn abandoned_workers_are_counted_and_refuse_new_engines_past_the_limit() {
-        use ctxhost::sandbox::{Worker, abandoned_workers, admit_worker};
+        use ctxhost::{
+            abandoned_workers,
+            testing::{Worker, admit_worker},
+        };
         use std::time::Duration;
         let before = abandoned_workers();
         let w = Worker::spawn("stuck", 1 << 20, ()).unwrap();

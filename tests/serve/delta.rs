@@ -424,3 +424,44 @@ async fn a_connection_that_did_not_ask_for_delta_views_speaks_the_full_form() {
     assert!(r["messages"].is_array() && r.get("view").is_none(), "{r}");
     c.close().await;
 }
+
+/// Leaves every compaction summary out of its window: the host must put the newest back.
+const DROPS_SUMMARIES: &str = r#"local M = { info = { id = "nosummary", name = "No summary", ownsCompaction = true } }
+function M.ingest(p) return { ingested = true } end
+function M.assemble(p)
+  local out = {}
+  for _, m in ipairs(p.messages) do
+    if m.role ~= "compactionSummary" then out[#out + 1] = m end
+  end
+  return { messages = out, estimatedTokens = 1 }
+end
+function M.compact(p) return { ok = true, compacted = false, reason = "never" } end
+return M
+"#;
+
+/// A compaction summary that arrives inside a delta's appended messages (not first, so the
+/// view is not rebased on it) is the context's newest summary from then on: an engine that
+/// leaves it out gets it put back (the session keeps where the newest summary is as messages
+/// are appended, rather than looking for it on every call).
+#[tokio::test]
+async fn a_summary_appended_mid_delta_is_put_back_when_the_engine_leaves_it_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = write_engine(dir.path(), "nosummary.lua", DROPS_SUMMARIES);
+    let mut c = delta_client(&dir.path().join("state"), &engine).await;
+    let summary = json!({"role": "compactionSummary", "summary": "they talked", "tokensBefore": 900, "timestamp": 7});
+    let view = json!({"base": 0, "baseHash": null,
+                      "append": [user("q1"), summary, user("q2")],
+                      "hashes": ["0000000000000001", "0000000000000002", "0000000000000003"]});
+    let r = c.ok("assemble", params("s-sum", view)).await;
+    assert_eq!(r["view"]["count"], 3, "{r}");
+    assert!(
+        slots(&r).contains(&Some(1)),
+        "the summary (place 1) is in the window: {r}"
+    );
+    // And still after more messages are appended behind it.
+    let view = json!({"base": 3, "baseHash": "0000000000000003",
+                      "append": [user("q3")], "hashes": ["0000000000000004"]});
+    let r = c.ok("assemble", params("s-sum", view)).await;
+    assert!(slots(&r).contains(&Some(1)), "{r}");
+    c.close().await;
+}

@@ -126,7 +126,7 @@ pub(crate) fn run(mut args: CompareArgs, out: &mut dyn Write) -> anyhow::Result<
     };
     let started = std::time::Instant::now();
     let bar = progress(jobs.len(), args.json);
-    let on_done = |job: &Job, _: &ctxhost::error::Result<Row>| {
+    let on_done = |job: &Job, _: &ctxhost::Result<Row>| {
         if let Some(bar) = &bar {
             bar.set_message(format!("{} · {}", job.engine, file_name(&job.transcript)));
             bar.inc(1);

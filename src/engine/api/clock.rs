@@ -7,7 +7,7 @@ use super::table::{Args, Ctx};
 use super::value::{HostError, HostOut};
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub fn now_ms() -> f64 {
+pub(crate) fn now_ms() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64() * 1000.0)

@@ -16,7 +16,7 @@ use crate::services::compaction;
 
 /// The fields of `p` that `host.delegateCompaction(p)` passes on to the built-in compaction
 /// (the rest of `p`, the context and the state, is never read).
-pub const COMPACT_FIELDS: [&str; 8] = [
+pub(crate) const COMPACT_FIELDS: [&str; 8] = [
     "sessionId",
     "sessionKey",
     "tokenBudget",

@@ -28,23 +28,23 @@ pub enum LogLevel {
 
 /// The most bytes of script text one log line keeps (4 KiB, as for error messages); the rest is
 /// cut on a character boundary, and the line says how many bytes were cut.
-pub const LOG_CAP: usize = 4 << 10;
+pub(crate) const LOG_CAP: usize = 4 << 10;
 
 /// The most bytes of log text one lifecycle call may write (64 KiB, about 16 full lines); the
 /// call's later lines are dropped and counted, and the count is logged when the call ends.
-pub const LOG_BYTES_PER_CALL: usize = 64 << 10;
+pub(crate) const LOG_BYTES_PER_CALL: usize = 64 << 10;
 
-pub use crate::error::{cut_text as cut_log_text, cut_text_beyond as cut_log_text_beyond};
+pub(crate) use crate::error::{cut_text as cut_log_text, cut_text_beyond as cut_log_text_beyond};
 
 /// Room a cut line keeps under [`LOG_CAP`] for its note (`… (N more bytes cut)`), so the line,
 /// note included, is within the cap and cutting it again changes nothing.
-pub const LOG_NOTE_ROOM: usize = 64;
+pub(crate) const LOG_NOTE_ROOM: usize = 64;
 
 /// A script's log line as the log keeps it: whole up to [`LOG_CAP`], else cut to
 /// `LOG_CAP - LOG_NOTE_ROOM` bytes with a note of how many were cut. The result is within the
 /// cap, so a line cut where the script runs (an engine's child process, before it is sent to
 /// the parent) reaches the log exactly as it would in process.
-pub fn cut_log_line(text: String) -> String {
+pub(crate) fn cut_log_line(text: String) -> String {
     if text.len() <= LOG_CAP {
         return text;
     }
@@ -53,7 +53,7 @@ pub fn cut_log_line(text: String) -> String {
 
 /// What one lifecycle call has logged so far, against [`LOG_BYTES_PER_CALL`].
 #[derive(Debug, Default)]
-pub struct CallLog {
+pub(crate) struct CallLog {
     bytes: AtomicUsize,
     dropped: AtomicU64,
 }
@@ -61,7 +61,7 @@ pub struct CallLog {
 impl CallLog {
     /// Whether a line of `len` bytes still fits this call's budget; a line that does not is
     /// counted as dropped.
-    pub fn admit(&self, len: usize) -> bool {
+    pub(crate) fn admit(&self, len: usize) -> bool {
         let before = self.bytes.fetch_add(len, Ordering::Relaxed);
         if before.saturating_add(len) <= LOG_BYTES_PER_CALL {
             return true;
@@ -72,14 +72,14 @@ impl CallLog {
     }
 
     /// Starts a new call's budget; returns how many lines the previous call had dropped.
-    pub fn reset(&self) -> u64 {
+    pub(crate) fn reset(&self) -> u64 {
         self.bytes.store(0, Ordering::Relaxed);
         self.dropped.swap(0, Ordering::Relaxed)
     }
 }
 
 /// Logs, once a call has ended, how many of its lines were over its byte budget.
-pub fn report_dropped(engine: &str, session: Option<&str>, dropped: u64) {
+pub(crate) fn report_dropped(engine: &str, session: Option<&str>, dropped: u64) {
     if dropped == 0 {
         return;
     }
@@ -98,11 +98,11 @@ pub fn report_dropped(engine: &str, session: Option<&str>, dropped: u64) {
 }
 
 /// Lines one engine may log per second; the rest of that second's lines are suppressed.
-pub const LOG_LINES_PER_SECOND: u32 = 100;
+pub(crate) const LOG_LINES_PER_SECOND: u32 = 100;
 
 /// One engine's log budget: a one-second window and the lines suppressed so far.
 #[derive(Clone, Copy, Debug)]
-pub struct LogGate {
+pub(crate) struct LogGate {
     window: Instant,
     lines: u32,
     suppressed: u64,
@@ -110,7 +110,7 @@ pub struct LogGate {
 
 /// Whether a line may be logged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Admission {
+pub(crate) enum Admission {
     /// Log it; first say that this many earlier lines were suppressed (when not 0).
     Pass {
         /// Lines dropped since the engine's last logged line.
@@ -122,7 +122,7 @@ pub enum Admission {
 
 impl LogGate {
     /// A gate whose first window starts at `now`.
-    pub fn new(now: Instant) -> Self {
+    pub(crate) fn new(now: Instant) -> Self {
         LogGate {
             window: now,
             lines: 0,
@@ -131,7 +131,7 @@ impl LogGate {
     }
 
     /// Judges one line at `now`.
-    pub fn admit(&mut self, now: Instant) -> Admission {
+    pub(crate) fn admit(&mut self, now: Instant) -> Admission {
         if now.duration_since(self.window) >= Duration::from_secs(1) {
             self.window = now;
             self.lines = 0;
@@ -156,12 +156,12 @@ fn gates() -> &'static Mutex<HashMap<String, LogGate>> {
 /// Logs a script's line at `level`, tagged with the engine and, inside a call, the session;
 /// the text is cut to [`LOG_CAP`] by [`cut_log_line`], and past [`LOG_LINES_PER_SECOND`] lines
 /// the engine's lines are dropped and counted.
-pub fn log(engine: &str, session: Option<&str>, level: LogLevel, text: String) {
+pub(crate) fn log(engine: &str, session: Option<&str>, level: LogLevel, text: String) {
     log_within(engine, session, level, text, None);
 }
 
 /// [`log`], with the line also counted against a call's byte budget when `call` is given.
-pub fn log_within(
+pub(crate) fn log_within(
     engine: &str,
     session: Option<&str>,
     level: LogLevel,

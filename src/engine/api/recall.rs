@@ -12,20 +12,20 @@ use crate::services::recall::SearchFilter;
 
 /// The longest query read, in bytes; a longer one is cut (at a character boundary), so a
 /// script may pass a whole user message.
-pub const MAX_QUERY_BYTES: usize = 4096;
+pub(crate) const MAX_QUERY_BYTES: usize = 4096;
 /// The results a search gives by default.
-pub const DEFAULT_SEARCH_LIMIT: u64 = 5;
+pub(crate) const DEFAULT_SEARCH_LIMIT: u64 = 5;
 /// The most results a search gives; a larger `limit` gives this many.
-pub const MAX_SEARCH_LIMIT: u64 = 50;
+pub(crate) const MAX_SEARCH_LIMIT: u64 = 50;
 /// The most ids one `host.fetch` takes.
-pub const MAX_FETCH_IDS: usize = 64;
+pub(crate) const MAX_FETCH_IDS: usize = 64;
 /// The longest id (and `before`) read, in bytes; transcript ids are 8 hex digits.
-pub const MAX_ID_BYTES: usize = 256;
+pub(crate) const MAX_ID_BYTES: usize = 256;
 
 /// Options of `host.search(query, opts)`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SearchOptions {
+pub(crate) struct SearchOptions {
     /// How many results at most (default [`DEFAULT_SEARCH_LIMIT`], at most [`MAX_SEARCH_LIMIT`]).
     #[serde(default, deserialize_with = "opt_count")]
     pub limit: Option<u64>,

@@ -74,7 +74,7 @@ impl HostCall {
 /// The most input one `host.summarize` reads (message text, tool-call names and arguments, the
 /// previous summary and the instructions): the summarizer runs as one native step (no
 /// interrupt), so its input bounds how long it can outlive the call's deadline.
-pub const MAX_SUMMARIZE_BYTES: usize = 16 << 20;
+pub(crate) const MAX_SUMMARIZE_BYTES: usize = 16 << 20;
 
 /// The bytes of `m` a summarizer reads: its text and its tool calls (names and arguments).
 fn summary_input_bytes(m: &Message) -> usize {

@@ -51,13 +51,13 @@ pub struct HostFn {
 }
 
 /// The most parameters a `host` function has.
-pub const MAX_PARAMS: usize = 2;
+pub(crate) const MAX_PARAMS: usize = 2;
 
 /// The converted arguments of one call (on the stack: `host.tokens` is called per message).
-pub type Args = [HostValue; MAX_PARAMS];
+pub(crate) type Args = [HostValue; MAX_PARAMS];
 
 /// Every `host` function scripts can call.
-pub static API: [HostFn; 11] = [
+pub(crate) static API: [HostFn; 11] = [
     HostFn {
         path: &["tokens"],
         params: &[Param::Value("x")],

@@ -115,7 +115,7 @@ fn is_one(v: &HostValue) -> bool {
 
 /// The longest text one `host.tokens` counts: counting (BPE) is one native step with no
 /// interrupt, so its input bounds how long it can outlive the call's deadline.
-pub const MAX_TOKENS_TEXT: usize = 8 << 20;
+pub(crate) const MAX_TOKENS_TEXT: usize = 8 << 20;
 
 /// Tokens of a string or one message.
 fn one(call: &HostCall, v: HostValue) -> Result<u64, String> {

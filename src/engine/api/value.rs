@@ -109,7 +109,7 @@ impl HostValue {
 }
 
 /// Converts a script value that should be a message (already JSON) into a host message.
-pub fn message_from_json(v: Json) -> Result<Arc<Message>, String> {
+pub(crate) fn message_from_json(v: Json) -> Result<Arc<Message>, String> {
     serde_json::from_value::<Message>(v)
         .map(Arc::new)
         .map_err(|e| format!("not a valid message: {e}"))
@@ -127,7 +127,7 @@ pub enum Kept {
 
 /// Each output message as [`Kept::Given`] when it is one of `input` (by identity), else
 /// [`Kept::New`].
-pub fn kept(input: &[Arc<Message>], output: Vec<Arc<Message>>) -> Vec<Kept> {
+pub(crate) fn kept(input: &[Arc<Message>], output: Vec<Arc<Message>>) -> Vec<Kept> {
     let given: HashMap<*const Message, usize> = input
         .iter()
         .enumerate()

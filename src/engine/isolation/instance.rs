@@ -1,7 +1,7 @@
 //! [`InChild`]: the transport of an engine instance whose VM runs in a child process. Each
 //! call sends the params and what is new in the context and serves the child's `host` requests
 //! from this process's [`HostCall`]; the child answers with the script's result as its VM
-//! converted it, which the shared [`Instance`](crate::engine::Instance) ([`ProcessEngine`])
+//! converted it, which the shared [`Instance`](crate::engine::instance::Instance) ([`ProcessEngine`])
 //! types here, and the session checks, as any engine's: the child is never trusted with the
 //! contract.
 
@@ -22,7 +22,7 @@ use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::sandbox::{Limits, StopSignals};
 
 /// One engine instance running in its own child process.
-pub type ProcessEngine = Instance<InChild>;
+pub(super) type ProcessEngine = Instance<InChild>;
 
 /// The transport to an engine instance in its own child process.
 #[derive(Debug)]

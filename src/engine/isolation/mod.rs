@@ -25,7 +25,7 @@
 //!   compaction) are outside the deadline: the parent's reply says how much of its time was a
 //!   wait, and the rest counts against the call's deadline in the child as in the parent.
 //! - Results come back as the script returned them (converted to JSON by the child's VM) and
-//!   are typed by the one [`Instance`](crate::engine::Instance) and checked by the session in
+//!   are typed by the one [`Instance`](crate::engine::instance::Instance) and checked by the session in
 //!   the parent, like any engine's: the child is never trusted with the contract.
 //! - Deadline: the parent waits deadline + grace (plus the waits of the `host` requests it
 //!   served for the child), then SIGKILLs and reaps the child; the call fails with kind `Deadline`
@@ -56,7 +56,7 @@ mod child;
 mod factory;
 mod instance;
 mod process;
-pub mod wire;
+pub(crate) mod wire;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -64,7 +64,6 @@ use std::sync::Arc;
 
 pub use child::child_main;
 pub use factory::ProcessFactory;
-pub use instance::ProcessEngine;
 
 pub use crate::contract::limits::Isolation;
 use crate::contract::limits::RhaiLimits;

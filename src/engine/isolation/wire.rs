@@ -19,7 +19,7 @@ use crate::services::tokens::Tokenizer;
 /// A request from the parent.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "camelCase")]
-pub enum ToChild {
+pub(crate) enum ToChild {
     /// Load and validate an engine file (the first request a child gets).
     #[serde(rename_all = "camelCase")]
     Load {
@@ -101,7 +101,7 @@ pub enum ToChild {
 /// params (`message`, `messages`) or are the context the child holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub enum FeedWire {
+pub(crate) enum FeedWire {
     /// Nothing.
     Nothing,
     /// `p.message`: the params' `message`.
@@ -116,7 +116,7 @@ pub enum FeedWire {
 /// to what it already holds.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CallWire {
+pub(crate) struct CallWire {
     /// The engine id.
     pub engine_id: String,
     /// The session id.
@@ -138,7 +138,7 @@ pub struct CallWire {
 /// A reply (or a request) from the child.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "camelCase")]
-pub enum FromChild {
+pub(crate) enum FromChild {
     /// The file loaded and validated.
     Loaded {
         /// Its `info`.
@@ -197,7 +197,7 @@ pub enum FromChild {
 /// parent holds), or a message the engine made.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum MessageRef {
+pub(crate) enum MessageRef {
     /// The context message at this position.
     Context(usize),
     /// A new message.
@@ -206,7 +206,7 @@ pub enum MessageRef {
 
 /// An [`EngineError`] on the wire (the parent names the operation itself).
 #[derive(Debug, Serialize, Deserialize)]
-pub struct ErrorWire {
+pub(crate) struct ErrorWire {
     /// The engine.
     pub engine: String,
     /// The kind.
@@ -230,7 +230,7 @@ impl From<EngineError> for ErrorWire {
 
 impl ErrorWire {
     /// The error, for operation `op`.
-    pub fn into_error(self, op: Op) -> EngineError {
+    pub(crate) fn into_error(self, op: Op) -> EngineError {
         EngineError::new(op, self.engine, self.kind, self.message).at(self.location)
     }
 }
@@ -323,12 +323,12 @@ impl From<HostOutWire> for HostOut {
 }
 
 /// A script's argument as JSON for the parent; `None` for a value with no plain form.
-pub fn arg_to_json(v: HostValue) -> Option<Json> {
+pub(crate) fn arg_to_json(v: HostValue) -> Option<Json> {
     v.into_json()
 }
 
 /// An argument the child sent, as the value an adapter would have made of it.
-pub fn arg_from_json(j: Json) -> HostValue {
+pub(crate) fn arg_from_json(j: Json) -> HostValue {
     match j {
         Json::Null => HostValue::Nil,
         Json::String(s) => HostValue::Text(s),

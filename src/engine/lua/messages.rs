@@ -263,7 +263,7 @@ impl Resident {
             self.rebuild(lua, ctx)?
         };
         self.drop_pending();
-        self.ctx = Some(script::ContextSeen::of(ctx));
+        script::ContextSeen::update(&mut self.ctx, ctx, change);
         self.array = Some(array.clone());
         Ok(array)
     }

@@ -21,10 +21,10 @@ use std::sync::Arc;
 
 use crate::contract::limits::Limits;
 use crate::engine::EngineFactory;
-use crate::engine::script::{self, Boot, Language, Loaded, ScriptFactory, ScriptInstance};
+use crate::engine::script::{self, Boot, Language, Loaded, ScriptFactory};
 use crate::error::EngineError;
 
-pub use crate::engine::script::LoadOptions;
+pub(crate) use crate::engine::script::LoadOptions;
 
 /// The Lua language for [`script`]: the program is the source text (each VM loads it).
 #[derive(Debug)]
@@ -53,9 +53,6 @@ impl Language for Lua {
 
 /// A validated Lua engine file.
 pub type LuaFactory = ScriptFactory<Lua>;
-
-/// One Lua engine instance: a VM on its own worker thread, serving one session.
-pub type LuaEngine = ScriptInstance<vm::Vm>;
 
 /// Loads and validates a Lua engine file (contract §2, §3, §6) (typed: [`LuaFactory::load`]).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Arc<dyn EngineFactory>, EngineError> {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::engine::script::typed;
+use crate::engine::script::result::typed;
 
 fn lua() -> Lua {
     Lua::new()

@@ -15,7 +15,7 @@ use super::hook::{HookSource, priority_of};
 
 /// One loaded version of a hook.
 #[derive(Clone, Debug)]
-pub struct HookVersion {
+pub(crate) struct HookVersion {
     /// What makes its instances.
     pub source: Arc<dyn HookSource>,
     /// Its entry config (`host.config` of the hook).
@@ -29,7 +29,7 @@ pub struct HookVersion {
 
 /// One configured hook: its current version and its record.
 #[derive(Debug)]
-pub struct HookCell {
+pub(crate) struct HookCell {
     /// The configured id (`host.pipeline.hooks`).
     pub id: String,
     /// Its place in `host.pipeline.hooks` (ties of priority keep this order).
@@ -56,7 +56,7 @@ pub struct HookStatus {
 
 impl HookCell {
     /// A cell serving `version` of hook `id`, configured at `index`.
-    pub fn new(id: &str, index: usize, version: HookVersion) -> Self {
+    pub(crate) fn new(id: &str, index: usize, version: HookVersion) -> Self {
         let generation = version.generation;
         HookCell {
             id: id.to_owned(),
@@ -70,23 +70,23 @@ impl HookCell {
     }
 
     /// The current version (cheap: `Arc` clones).
-    pub fn current(&self) -> HookVersion {
+    pub(crate) fn current(&self) -> HookVersion {
         self.current.read().clone()
     }
 
     /// The current generation.
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.current.read().generation
     }
 
     /// The current version's priority.
-    pub fn priority(&self) -> f64 {
+    pub(crate) fn priority(&self) -> f64 {
         priority_of(self.current.read().source.info())
     }
 
     /// Swaps in a new loaded version; returns its generation. Instances follow it at their
     /// next turn; the other hooks' instances are not touched.
-    pub fn swap(&self, version: HookVersion) -> u64 {
+    pub(crate) fn swap(&self, version: HookVersion) -> u64 {
         let mut v = self.current.write();
         let generation = v.generation + 1;
         *v = HookVersion {
@@ -100,7 +100,7 @@ impl HookCell {
     }
 
     /// The record so far.
-    pub fn status(&self) -> HookStatus {
+    pub(crate) fn status(&self) -> HookStatus {
         self.status.lock().clone()
     }
 

@@ -11,7 +11,7 @@ use crate::engine::script::result::json_type;
 use crate::services::tokens::TokenCache;
 
 /// The placement fields that hold lists of blocks, in the order their text is laid out.
-pub const LIST_FIELDS: [&str; 8] = [
+pub(crate) const LIST_FIELDS: [&str; 8] = [
     "prependSystemPrompt",
     "appendSystemPrompt",
     "prependBeforeMetadata",
@@ -24,7 +24,7 @@ pub const LIST_FIELDS: [&str; 8] = [
 
 /// One block a hook contributed, as the host keeps it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Block {
+pub(crate) struct Block {
     /// The placement field.
     pub field: &'static str,
     /// The hook that contributed it (for reporting).
@@ -43,7 +43,7 @@ pub struct Block {
 
 /// Everything the hooks of one call contributed, in handler order.
 #[derive(Clone, Debug, Default)]
-pub struct Contributions {
+pub(crate) struct Contributions {
     /// The blocks, in handler order (sorted only when laid out).
     pub blocks: Vec<Block>,
     /// `systemPrompt`: last writer wins (the hook id and the text).
@@ -57,7 +57,12 @@ pub struct Contributions {
 impl Contributions {
     /// Adds hook `source`'s contribution (a map or nothing); an invalid one is an error naming
     /// the field at fault, and nothing of it is kept.
-    pub fn add(&mut self, source: &str, value: &Json, tokens: &TokenCache) -> Result<(), String> {
+    pub(crate) fn add(
+        &mut self,
+        source: &str,
+        value: &Json,
+        tokens: &TokenCache,
+    ) -> Result<(), String> {
         let map = match value {
             Json::Null => return Ok(()),
             Json::Object(m) => m,
@@ -128,7 +133,7 @@ impl Contributions {
 
     /// Drops the lowest-priority blocks (the latest contributed first among equals) until the
     /// blocks fit in `budget` tokens.
-    pub fn fit(&mut self, budget: u64) {
+    pub(crate) fn fit(&mut self, budget: u64) {
         let mut total: u64 = self.blocks.iter().map(|b| b.tokens).sum();
         while total > budget && !self.blocks.is_empty() {
             let mut worst = 0;
@@ -151,7 +156,7 @@ impl Contributions {
     }
 
     /// The blocks of one field, priority descending, stable in handler order.
-    pub fn field(&self, field: &str) -> Vec<&Block> {
+    pub(crate) fn field(&self, field: &str) -> Vec<&Block> {
         let mut out: Vec<&Block> = self.blocks.iter().filter(|b| b.field == field).collect();
         out.sort_by(|a, b| b.priority.total_cmp(&a.priority));
         out
@@ -168,7 +173,7 @@ impl Contributions {
     }
 
     /// `systemPromptAddition`: the prepended blocks, `systemPrompt`, the appended blocks.
-    pub fn system_prompt_addition(&self) -> Option<String> {
+    pub(crate) fn system_prompt_addition(&self) -> Option<String> {
         let parts: Vec<String> = [
             self.text(&["prependSystemPrompt"]),
             self.system_prompt.as_ref().map(|(_, s)| s.clone()),
@@ -182,7 +187,7 @@ impl Contributions {
 
     /// `messages` with synthetic user messages before the last user turn (metadata lane and
     /// `prependContext`) and after it (`appendAfterUserMessage`, `appendContext`).
-    pub fn place(&self, messages: Vec<Arc<Message>>) -> Vec<Arc<Message>> {
+    pub(crate) fn place(&self, messages: Vec<Arc<Message>>) -> Vec<Arc<Message>> {
         let before = self.text(&[
             "prependBeforeMetadata",
             "metadata",
@@ -207,7 +212,7 @@ impl Contributions {
 
     /// The report of this call (what each hook placed where, and what was dropped), for
     /// `contextProjection` and the handlers that come later.
-    pub fn report(&self) -> Json {
+    pub(crate) fn report(&self) -> Json {
         let blocks = |bs: &[Block]| -> Vec<Json> {
             bs.iter()
                 .map(|b| {
@@ -224,7 +229,7 @@ impl Contributions {
     }
 
     /// The contributions as hooks see them (`p.contributions`).
-    pub fn as_json(&self) -> Json {
+    pub(crate) fn as_json(&self) -> Json {
         let mut m = Map::new();
         for f in LIST_FIELDS {
             let list: Vec<Json> = self

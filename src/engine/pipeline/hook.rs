@@ -13,7 +13,7 @@ use crate::engine::{Engine, EngineFactory, InstanceContext};
 use crate::error::EngineError;
 
 /// One hook instance serving one session.
-pub trait Hook: Send {
+pub(crate) trait Hook: Send {
     /// Whether the hook defines `method` (one of [`Method::HOOKS`]).
     fn defines(&self, method: Method) -> bool;
     /// Calls `method` with `p` = `fields` + `call.context()` as `p.messages`; its result as
@@ -60,7 +60,7 @@ impl<T: Transport> Hook for Instance<T> {
 }
 
 /// A loaded hook: makes its instances.
-pub trait HookSource: Send + Sync + Debug {
+pub(crate) trait HookSource: Send + Sync + Debug {
     /// The hook's `info` (`priority` and `ownsCompaction` among its fields).
     fn info(&self) -> &EngineInfo;
     /// Warnings found at load.
@@ -90,7 +90,7 @@ impl<C: Connect> HookSource for Factory<C> {
 }
 
 /// The `priority` a hook's `info` declares (0 when none): higher runs first.
-pub fn priority_of(info: &EngineInfo) -> f64 {
+pub(crate) fn priority_of(info: &EngineInfo) -> f64 {
     info.extra
         .get("priority")
         .and_then(Json::as_f64)

@@ -16,12 +16,12 @@
 //! - [`shape`]: whether a file is a hook file (for `check`);
 //! - [`spec`]: what the pipeline loads from, resolved from the config by its caller.
 
-pub mod builtin;
-pub mod cell;
-pub mod contribution;
-pub mod hook;
-pub mod shape;
-pub mod spec;
+pub(crate) mod builtin;
+pub(crate) mod cell;
+pub(crate) mod contribution;
+pub(crate) mod hook;
+pub(crate) mod shape;
+pub(crate) mod spec;
 
 mod assemble;
 mod context;

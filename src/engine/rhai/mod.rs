@@ -20,8 +20,8 @@ mod guards;
 mod memory;
 pub(crate) mod messages;
 mod stdlib;
-pub mod values;
-pub mod vm;
+pub(crate) mod values;
+pub(crate) mod vm;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -30,15 +30,15 @@ use std::sync::Arc;
 use rhai::AST;
 
 use crate::contract::limits::Limits;
-pub use crate::contract::limits::RhaiLimits;
+pub(crate) use crate::contract::limits::RhaiLimits;
 use crate::engine::EngineFactory;
-use crate::engine::script::{self, Boot, Fault, Language, Loaded, ScriptFactory, ScriptInstance};
+use crate::engine::script::{self, Boot, Fault, Language, Loaded, ScriptFactory};
 use crate::error::{EngineError, EngineErrorKind, Op};
 use engine::configured;
 use fault::{pos_col, pos_line, site_for};
-pub use vm::Vm;
+pub(crate) use vm::Vm;
 
-pub use crate::engine::script::LoadOptions;
+pub(crate) use crate::engine::script::LoadOptions;
 
 /// The Rhai language for [`script`].
 #[derive(Debug)]
@@ -105,9 +105,6 @@ impl Language for Rhai {
 
 /// A validated Rhai engine file.
 pub type RhaiFactory = ScriptFactory<Rhai>;
-
-/// One Rhai engine instance: an engine on its own worker thread, serving one session.
-pub type RhaiInstance = ScriptInstance<Vm>;
 
 /// Loads and validates a Rhai engine file (contract §2, §3, §6) with Rhai's own `limits`
 /// (typed: [`RhaiFactory::load`]).

@@ -23,7 +23,7 @@ use crate::engine::script::{self, Budget, ConvError, Nesting};
 
 /// The messages resident in one VM.
 #[derive(Debug, Default)]
-pub struct Resident {
+pub(crate) struct Resident {
     /// Message `Arc` pointer → its handle (a read-only `Dynamic`), for every resident message.
     by_msg: HashMap<usize, Dynamic>,
     /// The context the list mirrors (see [`script::ContextSeen`]).
@@ -48,7 +48,7 @@ fn list_value(list: &Arc<Vec<Dynamic>>) -> Dynamic {
 
 impl Resident {
     /// The handle of a host message, made resident for this call when new.
-    pub fn value_for(&mut self, m: &Arc<Message>) -> Result<Dynamic, String> {
+    pub(crate) fn value_for(&mut self, m: &Arc<Message>) -> Result<Dynamic, String> {
         if let Some(v) = self.by_msg.get(&msg_key(m)) {
             return Ok(v.clone());
         }
@@ -59,7 +59,7 @@ impl Resident {
     }
 
     /// A read-only list of host messages, for one call.
-    pub fn list(&mut self, messages: &[Arc<Message>]) -> Result<Dynamic, String> {
+    pub(crate) fn list(&mut self, messages: &[Arc<Message>]) -> Result<Dynamic, String> {
         let out = messages
             .iter()
             .map(|m| self.value_for(m))
@@ -68,7 +68,7 @@ impl Resident {
     }
 
     /// Forgets the call's temporaries that did not join the context.
-    pub fn end_call(&mut self) {
+    pub(crate) fn end_call(&mut self) {
         if self.temps.is_empty() {
             return;
         }
@@ -89,7 +89,7 @@ impl Resident {
     /// Unchanged context: nothing. Appended messages: only they are made resident. Anything else
     /// (a compaction gives `[summary, kept…]`): the list is rebuilt from the handles already
     /// resident, so only the new summary is new.
-    pub fn sync(&mut self, ctx: &Arc<Vec<Arc<Message>>>) -> Result<Dynamic, String> {
+    pub(crate) fn sync(&mut self, ctx: &Arc<Vec<Arc<Message>>>) -> Result<Dynamic, String> {
         let change = match &self.list {
             Some(_) => script::context_change(self.ctx.as_ref(), ctx),
             None => script::ContextChange::Rebuilt,
@@ -121,7 +121,7 @@ impl Resident {
             };
             items.push(v);
         }
-        self.ctx = Some(script::ContextSeen::of(ctx));
+        script::ContextSeen::update(&mut self.ctx, ctx, change);
         let out = list_value(&list);
         self.list = Some(list);
         Ok(out)
@@ -129,7 +129,7 @@ impl Resident {
 }
 
 /// The host message behind `v`, if `v` is a message handle.
-pub fn host_message(v: &Dynamic) -> Option<Arc<Message>> {
+pub(crate) fn host_message(v: &Dynamic) -> Option<Arc<Message>> {
     v.read_lock::<ScriptMessage>().map(|m| m.message().clone())
 }
 
@@ -137,7 +137,7 @@ pub fn host_message(v: &Dynamic) -> Option<Arc<Message>> {
 // Script values → JSON
 
 /// Converts a script value to JSON, strictly (see the module docs).
-pub fn to_json(v: &Dynamic, budget: &mut Budget) -> Result<Json, ConvError> {
+pub(crate) fn to_json(v: &Dynamic, budget: &mut Budget) -> Result<Json, ConvError> {
     conv(v, budget, &mut Nesting::default())
 }
 
@@ -256,7 +256,7 @@ fn conv(v: &Dynamic, budget: &mut Budget, nest: &mut Nesting) -> Result<Json, Co
 
 /// A script value passed to a `host` function: a message handle as its message, a list (array
 /// or message list) as a list, a map as JSON, a string as text.
-pub fn host_value(v: &Dynamic, budget: &mut Budget) -> Result<HostValue, ConvError> {
+pub(crate) fn host_value(v: &Dynamic, budget: &mut Budget) -> Result<HostValue, ConvError> {
     host_value_in(v, budget, &mut Nesting::default())
 }
 
@@ -306,7 +306,7 @@ fn host_value_in(
 
 /// Only `fields` of a map passed to a `host` function, as a [`HostValue::Map`] (the rest of the
 /// map is never read); anything but a map as itself.
-pub fn host_fields(
+pub(crate) fn host_fields(
     v: &Dynamic,
     fields: &[&str],
     budget: &mut Budget,
@@ -325,13 +325,13 @@ pub fn host_fields(
 }
 
 /// A host value (params, state, config, a compaction result) as a script value.
-pub fn from_json(v: &Json) -> Result<Dynamic, String> {
+pub(crate) fn from_json(v: &Json) -> Result<Dynamic, String> {
     rhai::serde::to_dynamic(v).map_err(|e| e.to_string())
 }
 
 /// A script value that should be a message: the host's `Arc` for a handle, else a converted
 /// (validated) new message.
-pub fn message_from(v: &Dynamic, budget: &mut Budget) -> Result<Arc<Message>, String> {
+pub(crate) fn message_from(v: &Dynamic, budget: &mut Budget) -> Result<Arc<Message>, String> {
     if let Some(m) = host_message(v) {
         return Ok(m);
     }
@@ -344,7 +344,7 @@ pub fn message_from(v: &Dynamic, budget: &mut Budget) -> Result<Arc<Message>, St
 
 /// Runs `f` on the items of a script list of messages (an array or the host's list, never
 /// copied), or says what is wrong with `v`.
-pub fn with_items<R>(v: &Dynamic, f: impl FnOnce(&[Dynamic]) -> R) -> Result<R, String> {
+pub(crate) fn with_items<R>(v: &Dynamic, f: impl FnOnce(&[Dynamic]) -> R) -> Result<R, String> {
     if let Some(l) = v.read_lock::<MessageList>() {
         return Ok(f(&l.0));
     }
@@ -358,7 +358,7 @@ pub fn with_items<R>(v: &Dynamic, f: impl FnOnce(&[Dynamic]) -> R) -> Result<R, 
 }
 
 /// A script list of messages as host messages.
-pub fn messages_from(
+pub(crate) fn messages_from(
     v: &Dynamic,
     budget: &mut Budget,
     max: usize,

@@ -7,7 +7,7 @@ use crate::contract::message::Message;
 
 /// How the session context changed since the resident copy was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ContextChange {
+pub(crate) enum ContextChange {
     /// The very same context: nothing to do.
     Same,
     /// Messages appended from this index on: marshal only them.
@@ -22,28 +22,49 @@ pub enum ContextChange {
 /// messages' addresses, in order, tell an append. The addresses stay the messages' own while
 /// the VM's resident copy holds those messages, which it does until its next sync.
 #[derive(Debug)]
-pub struct ContextSeen {
+pub(crate) struct ContextSeen {
     handle: Weak<Vec<Arc<Message>>>,
     order: Vec<usize>,
 }
 
 impl ContextSeen {
     /// The context `ctx` as mirrored now.
-    pub fn of(ctx: &Arc<Vec<Arc<Message>>>) -> ContextSeen {
+    pub(crate) fn of(ctx: &Arc<Vec<Arc<Message>>>) -> ContextSeen {
         ContextSeen {
             handle: Arc::downgrade(ctx),
             order: ctx.iter().map(|m| Arc::as_ptr(m) as usize).collect(),
         }
     }
 
+    /// Brings what was seen up to `ctx`, which `change` says how it differs from it: an append
+    /// adds only the new messages' addresses (a long session's context is not walked again).
+    pub fn update(
+        seen: &mut Option<ContextSeen>,
+        ctx: &Arc<Vec<Arc<Message>>>,
+        change: ContextChange,
+    ) {
+        match (seen.as_mut(), change) {
+            (Some(s), ContextChange::Same) => s.handle = Arc::downgrade(ctx),
+            (Some(s), ContextChange::Appended(n)) if n == s.order.len() => {
+                s.handle = Arc::downgrade(ctx);
+                s.order
+                    .extend(ctx[n..].iter().map(|m| Arc::as_ptr(m) as usize));
+            }
+            _ => *seen = Some(ContextSeen::of(ctx)),
+        }
+    }
+
     /// The messages' addresses, in order.
-    pub fn keys(&self) -> &[usize] {
+    pub(crate) fn keys(&self) -> &[usize] {
         &self.order
     }
 }
 
 /// Compares the resident context (`old`, if any) with the call's.
-pub fn context_change(old: Option<&ContextSeen>, new: &Arc<Vec<Arc<Message>>>) -> ContextChange {
+pub(crate) fn context_change(
+    old: Option<&ContextSeen>,
+    new: &Arc<Vec<Arc<Message>>>,
+) -> ContextChange {
     match old {
         // The weak handle keeps the old allocation: a context changed since (always moved to a
         // new one while the handle exists) cannot have its address.

@@ -4,11 +4,11 @@
 use serde_json::Value as Json;
 
 /// Deepest nesting accepted in a script value.
-pub const MAX_DEPTH: usize = 128;
+pub(crate) const MAX_DEPTH: usize = 128;
 
 /// A conversion failure: the path inside the value and what is wrong.
 #[derive(Debug)]
-pub struct ConvError {
+pub(crate) struct ConvError {
     path: Vec<String>,
     message: String,
     /// The value is over the conversion's byte budget (rather than of a shape no result takes).
@@ -17,7 +17,7 @@ pub struct ConvError {
 
 impl ConvError {
     /// A failure at the current value.
-    pub fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         ConvError {
             path: Vec::new(),
             message: message.into(),
@@ -26,18 +26,18 @@ impl ConvError {
     }
 
     /// Whether the value was refused for its size, over the conversion's byte budget.
-    pub fn is_over_budget(&self) -> bool {
+    pub(crate) fn is_over_budget(&self) -> bool {
         self.over_budget
     }
 
     /// The same failure, one level down (`name` or `[i]`).
-    pub fn under(mut self, segment: String) -> Self {
+    pub(crate) fn under(mut self, segment: String) -> Self {
         self.path.push(segment);
         self
     }
 
     /// `field.path: message`, with `root` as the first segment.
-    pub fn describe(&self, root: &str) -> String {
+    pub(crate) fn describe(&self, root: &str) -> String {
         let mut p = root.to_string();
         for seg in self.path.iter().rev() {
             if seg.starts_with('[') || p.is_empty() {
@@ -59,14 +59,14 @@ impl ConvError {
 /// its text: the size of the JSON value it becomes. A result of three million small numbers holds
 /// no text, yet converting it takes seconds of native work the deadline cannot stop; charging
 /// each value bounds a conversion's time and memory by the same cap as its text.
-pub const VALUE_BYTES: usize = std::mem::size_of::<Json>();
+pub(crate) const VALUE_BYTES: usize = std::mem::size_of::<Json>();
 
 /// The bytes `text` takes written as a JSON string's contents, as serde_json writes it: `"`,
 /// `\\`, backspace, form feed, newline, CR and tab take two, the other C0 controls six
 /// (`\u0001`), every other byte one. Caps count text as written, so a result or a state of
 /// control characters cannot pass a cap that its escaped copy on the wire or on disk is six
 /// times over.
-pub fn written_len(text: &[u8]) -> usize {
+pub(crate) fn written_len(text: &[u8]) -> usize {
     text.iter()
         .map(|&b| match b {
             b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 2,
@@ -79,7 +79,7 @@ pub fn written_len(text: &[u8]) -> usize {
 /// Byte budget of one conversion (all strings added up as written, JSON-escaped, plus
 /// [`VALUE_BYTES`] a value), and the nesting guard.
 #[derive(Debug)]
-pub struct Budget {
+pub(crate) struct Budget {
     /// Bytes still allowed.
     pub left: usize,
     /// The cap, for messages.
@@ -88,12 +88,12 @@ pub struct Budget {
 
 impl Budget {
     /// A budget of `cap` bytes.
-    pub fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         Budget { left: cap, cap }
     }
 
     /// Takes `bytes` of text from the budget.
-    pub fn take(&mut self, bytes: usize) -> Result<(), ConvError> {
+    pub(crate) fn take(&mut self, bytes: usize) -> Result<(), ConvError> {
         if bytes > self.left {
             return Err(self.over());
         }
@@ -102,13 +102,13 @@ impl Budget {
     }
 
     /// Charges one value (or table entry) against the budget, before converting it.
-    pub fn value(&mut self) -> Result<(), ConvError> {
+    pub(crate) fn value(&mut self) -> Result<(), ConvError> {
         self.take(VALUE_BYTES)
     }
 
     /// Fails, without charging, when `values` more values cannot fit: a container too big for
     /// the budget is refused before it is walked.
-    pub fn room_for(&self, values: usize) -> Result<(), ConvError> {
+    pub(crate) fn room_for(&self, values: usize) -> Result<(), ConvError> {
         if values.saturating_mul(VALUE_BYTES) > self.left {
             return Err(self.over());
         }
@@ -126,7 +126,7 @@ impl Budget {
     }
 
     /// A string counted against the budget, as written ([`written_len`]).
-    pub fn string(&mut self, s: &str) -> Result<Json, ConvError> {
+    pub(crate) fn string(&mut self, s: &str) -> Result<Json, ConvError> {
         self.take(written_len(s.as_bytes()))?;
         Ok(Json::String(s.to_owned()))
     }
@@ -134,11 +134,11 @@ impl Budget {
 
 /// Guards nesting depth and cycles: `enter` before a container, `leave` after.
 #[derive(Debug, Default)]
-pub struct Nesting(Vec<usize>);
+pub(crate) struct Nesting(Vec<usize>);
 
 impl Nesting {
     /// Enters the container identified by `key` (its address).
-    pub fn enter(&mut self, key: usize) -> Result<(), ConvError> {
+    pub(crate) fn enter(&mut self, key: usize) -> Result<(), ConvError> {
         if self.0.contains(&key) {
             return Err(ConvError::new("a value contains itself (cyclic)"));
         }
@@ -152,13 +152,13 @@ impl Nesting {
     }
 
     /// Leaves the innermost container.
-    pub fn leave(&mut self) {
+    pub(crate) fn leave(&mut self) {
         self.0.pop();
     }
 }
 
 /// A script number as JSON: NaN and infinities refused, whole floats become integers.
-pub fn number(n: f64) -> Result<Json, ConvError> {
+pub(crate) fn number(n: f64) -> Result<Json, ConvError> {
     if n.is_nan() {
         return Err(ConvError::new("number is NaN"));
     }

@@ -1,13 +1,12 @@
 //! [`WorkerVm`]: the transport of an engine instance whose VM runs on a worker thread of this
 //! process (`host.isolation: "thread"`). Each call prepares `p` and runs the script on the
 //! VM's worker under the hard timeout; [`ScriptInstance`] is the shared
-//! [`Instance`](crate::engine::Instance) over it.
+//! [`Instance`](crate::engine::instance::Instance) over it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
 use super::language::{Expect, Feed, Reply, ScriptVm};
@@ -19,22 +18,10 @@ use crate::engine::instance::{Instance, Transport};
 use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::sandbox::{Limits, StopSignals, Worker};
 
-/// `p` for a lifecycle call: the params' fields (messages aside, they travel as a [`Feed`]),
-/// with the host params a client passed (`client`: fields the host did not set itself), without
-/// the host params the engine opted out of (`acceptedHostParams`).
-pub fn params_object<P: Serialize>(
-    params: &P,
-    client: Option<&Map<String, Json>>,
-    info: &EngineInfo,
-) -> Result<Map<String, Json>, String> {
-    Ok(fields_of(
-        serde_json::to_value(params).map_err(|e| e.to_string())?,
-        client,
-        info,
-    ))
-}
-
-/// [`params_object`] of params already turned into JSON.
+/// `p` for a lifecycle call, from params already turned into JSON: the params' fields (messages
+/// aside, they travel as a [`Feed`]), with the host params a client passed (`client`: fields the
+/// host did not set itself), without the host params the engine opted out of
+/// (`acceptedHostParams`).
 fn fields_of(
     params: Json,
     client: Option<&Map<String, Json>>,

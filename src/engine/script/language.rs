@@ -110,7 +110,7 @@ pub enum Returned {
 
 /// One call's outcome from the VM: the converted result, or what is wrong with it (a message
 /// naming the field at fault; the instance locates it at the function's line).
-pub type Reply = Result<Returned, String>;
+pub(crate) type Reply = Result<Returned, String>;
 
 /// One live VM of some language, driven by [`WorkerVm`](super::WorkerVm) on its worker thread.
 pub trait ScriptVm: Send + 'static {

@@ -144,7 +144,7 @@ fn spawn_vm<L: Language>(
 }
 
 /// A validated engine file of language `L`, its instances each on a VM of their own.
-pub type ScriptFactory<L> = Factory<Compiled<L>>;
+pub(crate) type ScriptFactory<L> = Factory<Compiled<L>>;
 
 /// What starts an instance of a validated file of language `L`: the compiled program and the
 /// options it was loaded with.
@@ -158,7 +158,7 @@ pub struct Compiled<L: Language> {
 
 /// Loads an engine file of language `L` with its own `lang` limits, as the trait object the
 /// engine loader hands out (see [`ScriptFactory::load`]).
-pub fn load<L: Language>(
+pub(crate) fn load<L: Language>(
     path: &Path,
     opts: &LoadOptions,
     lang: L::Limits,
@@ -203,7 +203,7 @@ fn boot_file<L: Language>(
 
 /// The top-level members a file of language `L` defines (each with whether it is a function),
 /// booted once and not validated: enough to tell a hook file from an engine file.
-pub fn members<L: Language>(
+pub(crate) fn members<L: Language>(
     path: &Path,
     opts: &LoadOptions,
     lang: L::Limits,

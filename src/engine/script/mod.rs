@@ -8,36 +8,39 @@
 //! validate, fail and report identically:
 //!
 //! - [`load`](mod@load): reading, compiling and validating a file into a [`ScriptFactory`];
-//! - [`instance`]: [`WorkerVm`], the transport the shared [`Instance`](crate::engine::Instance)
+//! - [`instance`]: [`WorkerVm`](instance::WorkerVm), the transport the shared [`Instance`](crate::engine::instance::Instance)
 //!   runs over ([`ScriptInstance`]);
 //! - [`site`]: [`Site`], where failures are classified and located;
 //! - [`convert`]: [`Budget`] / [`ConvError`], the size and shape checks of script values;
 //! - [`result`]: script results as the contract's types;
 //! - [`context`] and [`rollbacks`]: what every VM keeps the same way.
 
-pub mod context;
-pub mod convert;
-pub mod instance;
-pub mod language;
-pub mod load;
-pub mod result;
-pub mod rollbacks;
-pub mod site;
+pub(crate) mod context;
+pub(crate) mod convert;
+pub(crate) mod instance;
+pub(crate) mod language;
+pub(crate) mod load;
+pub(crate) mod result;
+pub(crate) mod rollbacks;
+pub(crate) mod site;
 
-pub use context::{ContextChange, ContextSeen, context_change};
-pub use convert::{Budget, ConvError, MAX_DEPTH, Nesting, number, written_len};
-pub use instance::{ScriptInstance, WorkerVm, params_object};
-pub use language::{Boot, Expect, Feed, Language, Loaded, Reply, Returned, ScriptVm};
-pub use load::{Compiled, LoadOptions, ScriptFactory, load};
-pub use result::{at_index, check_count, info_from_json, json_reply, messages_error, typed};
-pub use rollbacks::Rollbacks;
-pub use site::{Fault, Site};
+pub(crate) use context::{ContextChange, ContextSeen, context_change};
+pub(crate) use convert::{Budget, ConvError, Nesting, number, written_len};
+pub use instance::ScriptInstance;
+pub use language::ScriptVm;
+pub(crate) use language::{Boot, Expect, Feed, Language, Loaded, Reply, Returned};
+pub use load::LoadOptions;
+pub(crate) use load::{ScriptFactory, load};
+pub use result::info_from_json;
+pub(crate) use result::{at_index, check_count, json_reply, messages_error};
+pub(crate) use rollbacks::Rollbacks;
+pub(crate) use site::{Fault, Site};
 
 use crate::error::ScriptLocation;
 
-pub use crate::contract::limits::WORKER_STACK;
+pub(crate) use crate::contract::limits::WORKER_STACK;
 
 /// A location in a script file, for errors.
-pub fn located(file: &str, line: Option<u32>) -> Option<ScriptLocation> {
+pub(crate) fn located(file: &str, line: Option<u32>) -> Option<ScriptLocation> {
     Some(ScriptLocation::new(file, line))
 }

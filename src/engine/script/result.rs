@@ -10,7 +10,10 @@ use crate::contract::{EngineInfo, Method};
 
 /// Deserializes `obj` into `T`; on failure, names the field at fault by trying each field
 /// alone over a known-good `template`.
-pub fn typed<T: DeserializeOwned>(obj: &Map<String, Json>, template: &Json) -> Result<T, String> {
+pub(crate) fn typed<T: DeserializeOwned>(
+    obj: &Map<String, Json>,
+    template: &Json,
+) -> Result<T, String> {
     match serde_json::from_value::<T>(Json::Object(obj.clone())) {
         Ok(v) => Ok(v),
         Err(e) => {
@@ -156,12 +159,12 @@ pub fn info_from_json(v: Json, noun: &str) -> Result<EngineInfo, String> {
 }
 
 /// A failed conversion of one list item, prefixed with its 1-based index.
-pub fn at_index(i: usize, e: impl std::fmt::Display) -> String {
+pub(crate) fn at_index(i: usize, e: impl std::fmt::Display) -> String {
     format!("[{}] {e}", i + 1)
 }
 
 /// `messages` errors as the host reports them (`messages[3] ...` or `messages: ...`).
-pub fn messages_error(e: String) -> String {
+pub(crate) fn messages_error(e: String) -> String {
     if e.starts_with('[') {
         format!("messages{e}")
     } else {
@@ -170,7 +173,7 @@ pub fn messages_error(e: String) -> String {
 }
 
 /// The most messages one list may hold, as an error when over.
-pub fn check_count(len: usize, max: usize) -> Result<(), String> {
+pub(crate) fn check_count(len: usize, max: usize) -> Result<(), String> {
     if len > max {
         return Err(format!("{len} messages exceed the limit of {max}"));
     }
@@ -191,7 +194,7 @@ pub(crate) fn optional<T: DeserializeOwned>(
 }
 
 /// A whole result converted to JSON, as [`Expect::Json`](super::Expect::Json) wants it.
-pub fn json_reply(converted: Result<Json, ConvError>) -> Result<Returned, String> {
+pub(crate) fn json_reply(converted: Result<Json, ConvError>) -> Result<Returned, String> {
     match converted.map_err(|e| e.describe(""))? {
         Json::Null => Ok(Returned::Nothing),
         j => Ok(Returned::Json(j)),

@@ -15,11 +15,11 @@ use crate::error::{EngineError, EngineErrorKind, Op, ScriptLocation};
 use crate::sandbox::{StopReason, StopSignals, WatchGuard, WorkerError};
 
 /// The most bytes of text an engine's `info` may hold.
-pub const INFO_BYTES: usize = 1 << 20;
+pub(crate) const INFO_BYTES: usize = 1 << 20;
 
 /// A script failure as the adapter saw it, before classification.
 #[derive(Debug)]
-pub struct Fault {
+pub(crate) struct Fault {
     /// The kind when no stop signal explains it (a throw: `Runtime`; `Syntax`, `Memory`,
     /// `Limit`, `Factory` as the adapter recognised them).
     pub kind: EngineErrorKind,
@@ -33,7 +33,7 @@ pub struct Fault {
 
 /// Where failures of one VM are reported: file, engine, and the signals that explain stops.
 #[derive(Clone, Debug)]
-pub struct Site {
+pub(crate) struct Site {
     /// The script file.
     pub file: String,
     /// The engine id (or label before `info` is known).
@@ -46,7 +46,7 @@ pub struct Site {
 
 impl Site {
     /// The site of a VM being booted (its engine is the label until `info` names it).
-    pub fn of(boot: &Boot) -> Site {
+    pub(crate) fn of(boot: &Boot) -> Site {
         Site {
             file: boot.file.clone(),
             engine: boot.label.clone(),
@@ -56,18 +56,18 @@ impl Site {
     }
 
     /// The byte budget for converting one result, state or `host` argument.
-    pub fn budget(&self) -> Budget {
+    pub(crate) fn budget(&self) -> Budget {
         Budget::new(self.limits.results.max_result_bytes)
     }
 
     /// Starts a call under the deadline (disarmed when the guard drops).
-    pub fn start_call(&self) -> WatchGuard {
+    pub(crate) fn start_call(&self) -> WatchGuard {
         self.signals.start_call(self.limits.deadline())
     }
 
     /// Classifies a failed call: a set cancel flag is `Cancelled`, a passed deadline `Deadline`
     /// (both located where the interrupt stopped), anything else the fault's own kind.
-    pub fn fail(&self, op: Op, fault: Fault) -> EngineError {
+    pub(crate) fn fail(&self, op: Op, fault: Fault) -> EngineError {
         let line = self.signals.line().or(fault.line);
         match self.signals.check() {
             Some(StopReason::Cancelled) => {
@@ -106,7 +106,7 @@ impl Site {
 
     /// A failure the host found in the engine (not one the script threw): `kind` during `op`,
     /// located at `line` of the file.
-    pub fn error(
+    pub(crate) fn error(
         &self,
         op: impl Into<Op>,
         kind: EngineErrorKind,
@@ -117,13 +117,13 @@ impl Site {
     }
 
     /// The engine breaks the contract (its members, its `info`), at `line`.
-    pub fn contract(&self, message: impl Into<String>, line: Option<u32>) -> EngineError {
+    pub(crate) fn contract(&self, message: impl Into<String>, line: Option<u32>) -> EngineError {
         self.error(Op::Validate, EngineErrorKind::Contract, message, line)
     }
 
     /// The engine's `info`, from its script value as `convert` turns it into JSON within a
     /// budget of [`INFO_BYTES`] (`noun`: what the language calls a map).
-    pub fn info(
+    pub(crate) fn info(
         &self,
         convert: impl FnOnce(&mut Budget) -> Result<Json, ConvError>,
         noun: &str,
@@ -135,7 +135,7 @@ impl Site {
 
     /// Names the engine by its `info` from now on (errors and logs say its id); `false` when
     /// `info` has no id and the label stays.
-    pub fn name_by(&mut self, info: &EngineInfo) -> bool {
+    pub(crate) fn name_by(&mut self, info: &EngineInfo) -> bool {
         if info.id.is_empty() {
             return false;
         }
@@ -145,7 +145,7 @@ impl Site {
 
     /// The host itself could not prepare a call: a host fault, never the script's, so it is
     /// returned to the caller and quarantines nothing.
-    pub fn host(&self, op: Op, e: impl std::fmt::Display) -> EngineError {
+    pub(crate) fn host(&self, op: Op, e: impl std::fmt::Display) -> EngineError {
         EngineError::new(
             op,
             &self.engine,
@@ -155,7 +155,7 @@ impl Site {
     }
 
     /// The state could not be saved (it holds something JSON cannot).
-    pub fn state_error(&self, e: ConvError) -> EngineError {
+    pub(crate) fn state_error(&self, e: ConvError) -> EngineError {
         // Too big is a limit, as when the session writes the state (both count it as written).
         let (kind, message) = if e.is_over_budget() {
             let cap = self.limits.results.max_result_bytes;
@@ -171,7 +171,7 @@ impl Site {
 
     /// Checks saved state before restoring it: `Ok(None)` for an empty state, the object
     /// otherwise; the adapter converts `Err` text with [`Site::restore_error`].
-    pub fn restorable<'a>(&self, state: &'a Json) -> Result<Option<&'a Json>, EngineError> {
+    pub(crate) fn restorable<'a>(&self, state: &'a Json) -> Result<Option<&'a Json>, EngineError> {
         match state {
             Json::Null => Ok(None),
             Json::Object(_) => Ok(Some(state)),
@@ -185,7 +185,7 @@ impl Site {
     }
 
     /// The adapter could not turn saved state into a script value.
-    pub fn restore_error(&self, e: impl std::fmt::Display) -> EngineError {
+    pub(crate) fn restore_error(&self, e: impl std::fmt::Display) -> EngineError {
         EngineError::new(
             Op::RestoreState,
             &self.engine,

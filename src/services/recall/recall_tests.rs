@@ -163,3 +163,86 @@ fn terms_are_what_they_were_on_every_shared_transcript() {
     let odd = "İstanbul #12 ÉTÉ_x Straße ß#a A/B/c.rs a a a";
     assert_eq!(terms(odd), terms_oracle(odd));
 }
+
+// The module docs' example, moved here when the module became crate-private.
+#[test]
+fn the_module_example_finds_a_file_name() {
+    let index = RecallIndex::default();
+    let mut a = Message::user("the crash is in src/session/turn.rs, see #123");
+    a.id = "00000001".into();
+    let mut b = Message::user("lunch at noon?");
+    b.id = "00000002".into();
+    index.add(&[Arc::new(a), Arc::new(b)]);
+    let hits = index.search("what did turn.rs do", &SearchFilter::default(), 5);
+    assert_eq!(hits[0].id, "00000001");
+    assert!(index.search("#123", &SearchFilter::default(), 5).len() == 1);
+}
+
+// The doc example of `terms`, moved here when the module became crate-private.
+#[test]
+fn terms_cut_identifiers_into_their_parts() {
+    assert_eq!(
+        terms("See src/foo.rs"),
+        ["see", "src/foo.rs", "src", "foo", "rs"]
+    );
+    assert_eq!(
+        terms("mia_li_3668 and #123!"),
+        ["mia_li_3668", "mia", "li", "3668", "#123", "123"]
+    );
+    assert_eq!(terms("ERR_X."), ["err_x", "err"]);
+}
+
+#[test]
+fn postings_hold_far_documents_and_many_occurrences_exactly() {
+    // Gaps between documents of 1, 200 (two bytes) and 20,000 (three), and a term said 300
+    // times in one message: each must come back as it went in.
+    let index = RecallIndex::default();
+    let mut batch = Vec::new();
+    for i in 0..20_402u32 {
+        let text = match i {
+            0 | 1 | 201 => "zebra crossing".to_owned(),
+            20_201 => "zebra ".repeat(300),
+            _ => format!("filler {i}"),
+        };
+        batch.push(stored(&i.to_string(), Message::user(text)));
+    }
+    index.add(&batch);
+    let hits = index.search("zebra", &SearchFilter::default(), 10);
+    let mut positions: Vec<usize> = hits.iter().map(|h| h.position).collect();
+    positions.sort_unstable();
+    assert_eq!(positions, [1, 2, 202, 20_202]);
+    // The 300-times message ranks first; the three others tie and come newest first.
+    assert_eq!(hits[0].position, 20_202);
+    assert_eq!(hits[1].position, 202);
+    // `before` still cuts the list where it should.
+    let filter = SearchFilter {
+        before: Some("201".into()),
+        ..SearchFilter::default()
+    };
+    let early: Vec<usize> = index
+        .search("zebra", &filter, 10)
+        .iter()
+        .map(|h| h.position)
+        .collect();
+    assert_eq!(early, [2, 1]);
+}
+
+#[test]
+fn varints_round_trip_at_their_byte_boundaries() {
+    // Distances between documents and occurrence counts at each LEB128 length's edges (1, 2,
+    // 3 and 5 bytes).
+    let edges = [0u32, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152];
+    let mut want = Vec::new();
+    let mut doc = 0u32;
+    for (k, &gap) in edges.iter().enumerate() {
+        doc += gap;
+        want.push((doc, edges[edges.len() - 1 - k].max(1)));
+    }
+    want.push((u32::MAX, u32::MAX));
+    let mut p = Postings::default();
+    for &(d, n) in &want {
+        p.push(d, n);
+    }
+    assert_eq!(p.iter().collect::<Vec<_>>(), want);
+    assert_eq!(p.len as usize, want.len());
+}

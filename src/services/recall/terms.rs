@@ -20,14 +20,8 @@ const STOPWORDS: &[&str] = &[
 /// digits and joining characters (`_ . / : - @ ~ + #`) gives its alphanumeric parts, and, when
 /// it has more than one part, the whole run too, without leading and trailing punctuation (a
 /// leading `#` stays: `#123`). Common English words and one-letter parts are left out.
-///
-/// ```
-/// use ctxhost::services::recall::terms;
-/// assert_eq!(terms("See src/foo.rs"), ["see", "src/foo.rs", "src", "foo", "rs"]);
-/// assert_eq!(terms("mia_li_3668 and #123!"), ["mia_li_3668", "mia", "li", "3668", "#123", "123"]);
-/// assert_eq!(terms("ERR_X."), ["err_x", "err"]);
-/// ```
-pub fn terms(text: &str) -> Vec<String> {
+/// (Examples: the unit test `terms_cut_identifiers_into_their_parts`.)
+pub(crate) fn terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     each_term(text, |t| out.push(t.to_owned()));
     out

@@ -79,7 +79,11 @@ fn digest(seq: u64, state: &[u8], tail_from: u64, tail: &[u8]) -> String {
 }
 
 /// Writes a record into its slot (`seq` mod 2) and syncs that file: the commit's one durable
-/// sync. On an error the other slot still holds the commit before.
+/// sync. On an error the other slot still holds the commit before. The record is written over
+/// the slot's old one in place, never truncated first: a slot keeps its blocks, so the sync
+/// writes data only (no size or block change to record, no discard of freed blocks), and
+/// what an older, longer record leaves after the new one is not read (the header gives the
+/// record's length; the digest tells a torn one).
 pub(super) fn write(
     transcript: &Path,
     seq: u64,
@@ -98,7 +102,7 @@ pub(super) fn write(
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(true)
+        .truncate(false)
         .open(&path)
         .map_err(io)?;
     // Written piece by piece, not gathered into one buffer first: a state near the result cap
@@ -139,10 +143,8 @@ fn read(path: &Path) -> Option<Record> {
     let state_len: usize = state_len.parse().ok()?;
     let tail_from: u64 = tail_from.parse().ok()?;
     let tail_len: usize = tail_len.parse().ok()?;
-    let body = &bytes[end + 1..];
-    if body.len() != state_len.checked_add(tail_len)? {
-        return None;
-    }
+    // Bytes after the record are an older, longer record's end (slots are written in place).
+    let body = bytes[end + 1..].get(..state_len.checked_add(tail_len)?)?;
     let (state, tail) = body.split_at(state_len);
     if digest(seq, state, tail_from, tail) != sha {
         return None;

@@ -199,22 +199,22 @@ impl<'w> Converter<'w> {
         let content = extra.remove("content").unwrap_or(Value::Null);
         match role.as_str() {
             "system" if self.system_prompt.is_none() => {
-                self.system_prompt = Some(Content::Blocks(blocks(&content)).joined_text());
+                self.system_prompt = Some(Content::Blocks(blocks(content)).joined_text());
             }
             "system" | "developer" => {
                 messages.push(Message::new(MessageBody::Custom(CustomMessage {
                     custom_type: role.clone(),
                     content: plain_content(content),
                     exclude_from_context: false,
-                    extra,
+                    extra: tight(extra),
                 })))
             }
             "user" => messages.push(Message::new(MessageBody::User(UserMessage {
                 content: plain_content(content),
-                extra,
+                extra: tight(extra),
             }))),
             "assistant" => {
-                let mut content_blocks = blocks(&content);
+                let mut content_blocks = blocks(content);
                 content_blocks.retain(|b| !matches!(b, ContentBlock::Text(t) if t.text.is_empty()));
                 if let Some(Value::Array(calls)) = extra.remove("tool_calls") {
                     for call in calls {
@@ -225,10 +225,13 @@ impl<'w> Converter<'w> {
                         content_blocks.push(block);
                     }
                 }
+                // Pushing the calls left room for more blocks; the message keeps its blocks
+                // for the whole replay, so without the room.
+                content_blocks.shrink_to_fit();
                 messages.push(Message::new(MessageBody::Assistant(AssistantMessage {
                     stop_reason: Some(inferred_stop_reason(&content_blocks)),
                     content: content_blocks,
-                    extra,
+                    extra: tight(extra),
                 })));
             }
             "tool" | "function" => {
@@ -252,15 +255,15 @@ impl<'w> Converter<'w> {
                     Some(Value::String(n)) => Some(n),
                     _ => None,
                 };
-                let text = Content::Blocks(blocks(&content));
-                for (k, id) in ids.iter().enumerate() {
-                    let content = if k == 0 {
-                        text.clone()
-                    } else {
-                        Content::Blocks(vec![ContentBlock::text(format!(
+                let extra = tight(extra);
+                let mut text = Some(Content::Blocks(blocks(content)));
+                for id in &ids {
+                    let content = match text.take() {
+                        Some(text) => text,
+                        None => Content::Blocks(vec![ContentBlock::text(format!(
                             "(output reported with {})",
                             ids[0]
-                        ))])
+                        ))]),
                     };
                     let tool_name = named
                         .clone()
@@ -308,35 +311,47 @@ fn call_block(call: Value) -> ContentBlock {
         Some(v) => v,
         None => Value::Object(Map::new()),
     };
-    tool_call(id, name, arguments, call)
+    tool_call(id, name, arguments, tight(call))
+}
+
+/// `map` without the room its removed fields took: an object's map keeps its capacity when
+/// fields are taken out, and a 200,000-message import would hold that room for every message
+/// (tens of MB of empty maps) for as long as the messages live.
+fn tight(map: Map<String, Value>) -> Map<String, Value> {
+    if map.is_empty() {
+        return Map::new();
+    }
+    let mut out = Map::with_capacity(map.len());
+    out.extend(map);
+    out
 }
 
 /// Content for user-side messages: a string stays a string.
 fn plain_content(v: Value) -> Content {
     match v {
         Value::String(s) => Content::Text(s),
-        other => Content::Blocks(blocks(&other)),
+        other => Content::Blocks(blocks(other)),
     }
 }
 
 /// Chat content (string, null, or parts) as blocks; non-text parts are kept verbatim.
-fn blocks(v: &Value) -> Vec<ContentBlock> {
+fn blocks(v: Value) -> Vec<ContentBlock> {
     match v {
-        Value::String(s) => vec![ContentBlock::text(s.clone())],
+        Value::String(s) => vec![ContentBlock::text(s)],
         Value::Array(parts) => parts
-            .iter()
-            .map(|p| match p.as_object() {
-                Some(o) if str_field(o, "type") == Some("text") => {
-                    let mut extra = o.clone();
+            .into_iter()
+            .map(|p| match p {
+                Value::Object(mut extra) if str_field(&extra, "type") == Some("text") => {
                     extra.remove("type");
                     let text = match extra.remove("text") {
                         Some(Value::String(s)) => s,
                         _ => String::new(),
                     };
+                    let extra = tight(extra);
                     ContentBlock::Text(TextBlock { text, extra })
                 }
-                Some(o) => ContentBlock::Other(o.clone()),
-                None => ContentBlock::text(p.as_str().unwrap_or_default()),
+                Value::Object(o) => ContentBlock::Other(o),
+                other => ContentBlock::text(other.as_str().unwrap_or_default()),
             })
             .collect(),
         Value::Null => Vec::new(),

@@ -333,3 +333,29 @@ fn unknown_content_is_refused_naming_the_formats() {
     let err = import_as(&path, Format::SweAgent).unwrap_err();
     assert!(err.to_string().contains("history"), "{err}");
 }
+
+#[test]
+fn an_imported_assistant_message_keeps_no_room_for_more_blocks() {
+    // The shared τ-bench file: every assistant message keeps exactly its blocks (a replay holds
+    // every message to the end; pushing tool calls after the text leaves room for more).
+    let shared = match std::env::var_os("CTXHOST_SHARED") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+    };
+    let path = shared.join("data/transcripts/taubench-gpt-4o-airline.json");
+    let imp = import(&path).unwrap();
+    let mut with_calls = 0;
+    for s in &imp.sessions {
+        for m in &s.messages {
+            if let MessageBody::Assistant(a) = &m.body {
+                assert_eq!(a.content.capacity(), a.content.len(), "{}", s.name);
+                with_calls += usize::from(
+                    a.content
+                        .iter()
+                        .any(|b| matches!(b, crate::contract::message::ContentBlock::ToolCall(_))),
+                );
+            }
+        }
+    }
+    assert!(with_calls > 0, "no assistant message called a tool");
+}

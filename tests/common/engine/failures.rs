@@ -157,7 +157,7 @@ pub fn attack_under(
     let mut e = f.instantiate(&cx(config.clone())).unwrap();
     let ctx = session();
     let r = e.assemble(&host_call(&ctx, config), &assemble_params())?;
-    ctxhost::session::check_assemble(e.as_ref(), &r, &o.limits.results)?;
+    ctxhost::testing::check_assemble(e.as_ref(), &r, &o.limits.results)?;
     Ok(r)
 }
 

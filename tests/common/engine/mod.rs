@@ -9,6 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use ctxhost::HostCall;
+use ctxhost::contract::limits::Limits;
+use ctxhost::contract::limits::RhaiLimits;
 use ctxhost::contract::message::{Message, MessageBody};
 use ctxhost::contract::{
     AfterTurnParams, AssembleParams, AssembleResult, BootstrapParams, CommitStatus,
@@ -16,16 +19,16 @@ use ctxhost::contract::{
     IngestParams, MaintainParams, MaintainReason, Method, ResultLimits, SubagentEndReason,
     SubagentEndedParams, SubagentSpawnParams,
 };
-use ctxhost::engine::api::{HostCall, SessionServices};
-use ctxhost::engine::lua::{LoadOptions, LuaFactory};
-use ctxhost::engine::rhai::{RhaiFactory, RhaiLimits};
-use ctxhost::engine::script::{ScriptInstance, ScriptVm};
+use ctxhost::engine::LoadOptions;
 use ctxhost::engine::{Engine, EngineFactory, InstanceContext};
-use ctxhost::error::{Disposition, EngineError, EngineErrorKind};
-use ctxhost::sandbox::Limits;
 use ctxhost::services::compaction::CompactionSettings;
 use ctxhost::services::summarize::BuiltinSummarizer;
 use ctxhost::services::tokens::{Estimate, TokenCache};
+use ctxhost::testing::SessionServices;
+use ctxhost::testing::lua::LuaFactory;
+use ctxhost::testing::rhai::RhaiFactory;
+use ctxhost::testing::{ScriptInstance, ScriptVm};
+use ctxhost::{Disposition, EngineError, EngineErrorKind};
 use serde_json::{Value, json};
 
 mod calls;
@@ -81,7 +84,7 @@ impl Lang {
             .join(self.file(stem))
     }
 
-    /// `ctxhost::engine::lua::load` or `ctxhost::engine::rhai::load` (with Rhai's default
+    /// `ctxhost::testing::lua::load` or `ctxhost::testing::rhai::load` (with Rhai's default
     /// limits).
     pub fn load(
         self,
@@ -99,8 +102,8 @@ impl Lang {
         rhai: &RhaiLimits,
     ) -> Result<Arc<dyn EngineFactory>, EngineError> {
         match self {
-            Lang::Lua => ctxhost::engine::lua::load(path, opts),
-            Lang::Rhai => ctxhost::engine::rhai::load(path, opts, rhai),
+            Lang::Lua => ctxhost::testing::lua::load(path, opts),
+            Lang::Rhai => ctxhost::testing::rhai::load(path, opts, rhai),
         }
     }
 

@@ -345,7 +345,7 @@ pub(crate) fn run(args: DoctorArgs, out: &mut dyn Write) -> anyhow::Result<Outco
             },
         },
     }
-    d.abandoned_workers = ctxhost::sandbox::abandoned_workers();
+    d.abandoned_workers = ctxhost::abandoned_workers();
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &d)?;
         writeln!(out)?;

@@ -22,11 +22,11 @@ use crate::services::summarize::IdentifierPolicy;
 use super::{Builtin, known, number, string, window_budget};
 
 /// The default `maxHistoryShare`.
-pub const MAX_HISTORY_SHARE: f64 = 0.5;
+pub(crate) const MAX_HISTORY_SHARE: f64 = 0.5;
 
 /// The hook and its settings.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Compaction {
+pub(crate) struct Compaction {
     max_history_share: f64,
     identifier_policy: IdentifierPolicy,
 }

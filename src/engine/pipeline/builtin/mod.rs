@@ -11,9 +11,9 @@
 //!   0.5: the summary and the messages kept take at most that share of the budget) and the
 //!   strict identifier policy, its audit reported ([`compaction`]).
 
-pub mod compaction;
-pub mod reanchor;
-pub mod tool_pruning;
+pub(crate) mod compaction;
+pub(crate) mod reanchor;
+pub(crate) mod tool_pruning;
 
 use std::fmt::Debug;
 use std::path::Path;
@@ -30,21 +30,21 @@ use super::hook::{Hook, HookSource};
 use super::spec::PipelineSpec;
 
 /// Old tool results pruned in memory under pressure.
-pub const TOOL_PRUNING: &str = "builtin:tool-pruning";
+pub(crate) const TOOL_PRUNING: &str = "builtin:tool-pruning";
 /// `AGENTS.md`'s critical sections re-anchored after every compaction.
-pub const AGENTS_REANCHOR: &str = "builtin:agents-reanchor";
+pub(crate) const AGENTS_REANCHOR: &str = "builtin:agents-reanchor";
 /// The host's compaction under `maxHistoryShare` and the strict identifier policy.
-pub const COMPACTION: &str = "builtin:compaction";
+pub(crate) const COMPACTION: &str = "builtin:compaction";
 /// Every built-in hook.
-pub const ALL: [&str; 3] = [TOOL_PRUNING, AGENTS_REANCHOR, COMPACTION];
+pub(crate) const ALL: [&str; 3] = [TOOL_PRUNING, AGENTS_REANCHOR, COMPACTION];
 
 /// Whether `id` names a built-in hook (rather than an entry under `plugins.entries`).
-pub fn is_builtin(id: &str) -> bool {
+pub(crate) fn is_builtin(id: &str) -> bool {
     id.starts_with("builtin:")
 }
 
 /// ` (did you mean ...?)` for a hook id close to a built-in one, for load errors.
-pub fn hint(id: &str) -> String {
+pub(crate) fn hint(id: &str) -> String {
     crate::contract::closest(id, ALL.iter().copied())
         .map(|c| format!(" (did you mean the built-in hook `{c}`?)"))
         .unwrap_or_default()
@@ -137,7 +137,7 @@ impl<B: Builtin> Hook for Running<B> {
 
 /// Loads built-in hook `id` with its entry config (an error names a bad setting or the hooks
 /// that exist).
-pub fn load(
+pub(crate) fn load(
     spec: &PipelineSpec,
     id: &str,
     settings: &Json,

@@ -22,14 +22,14 @@ use super::{Builtin, known, number, string};
 use crate::engine::pipeline::spec::PipelineSpec;
 
 /// The headings re-anchored by default.
-pub const HEADINGS: [&str; 2] = ["## Session Startup", "## Red Lines"];
+pub(crate) const HEADINGS: [&str; 2] = ["## Session Startup", "## Red Lines"];
 
 /// The line the re-anchored text starts with.
-pub const MARKER: &str = "[Post-compaction context refresh]";
+pub(crate) const MARKER: &str = "[Post-compaction context refresh]";
 
 /// The hook, its settings and (per instance) the sections read after the newest compaction.
 #[derive(Clone, Debug)]
-pub struct Reanchor {
+pub(crate) struct Reanchor {
     file: PathBuf,
     /// `file` as configured: when relative, the instance's workspace directory comes first.
     configured: PathBuf,
@@ -94,7 +94,7 @@ impl Reanchor {
 
 /// The section of `text` under the line equal to `heading`, that line included, up to the
 /// next heading of its level or higher; trailing blank lines left out.
-pub fn section(text: &str, heading: &str) -> Option<String> {
+pub(crate) fn section(text: &str, heading: &str) -> Option<String> {
     let level = heading.bytes().take_while(|b| *b == b'#').count();
     let mut lines = text.lines();
     lines.by_ref().find(|l| *l == heading)?;

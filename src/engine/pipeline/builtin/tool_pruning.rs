@@ -22,11 +22,11 @@ use crate::engine::api::HostCall;
 use super::{Builtin, known, number, string, window_budget};
 
 /// The placeholder a cleared tool result gets.
-pub const PLACEHOLDER: &str = "[Old tool result content cleared]";
+pub(crate) const PLACEHOLDER: &str = "[Old tool result content cleared]";
 
 /// The hook and its settings.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ToolPruning {
+pub(crate) struct ToolPruning {
     keep_turns: usize,
     soft_trim_chars: usize,
     head_chars: usize,
@@ -65,7 +65,7 @@ impl ToolPruning {
     }
 
     /// The pruned list and how many results were trimmed and cleared.
-    pub fn prune(
+    pub(crate) fn prune(
         &self,
         messages: &[Arc<Message>],
         budget: u64,
