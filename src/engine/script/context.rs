@@ -38,7 +38,7 @@ impl ContextSeen {
 
     /// Brings what was seen up to `ctx`, which `change` says how it differs from it: an append
     /// adds only the new messages' addresses (a long session's context is not walked again).
-    pub fn update(
+    pub(crate) fn update(
         seen: &mut Option<ContextSeen>,
         ctx: &Arc<Vec<Arc<Message>>>,
         change: ContextChange,
