@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::gate;
-use super::pool::{self, Direct, Pool};
+use super::pool::Pool;
 
 /// What a worker's caller needs to know of the host waits of the running call.
 #[derive(Debug, Default)]
@@ -80,9 +80,6 @@ struct Held<S> {
     state: Mutex<S>,
     life: AtomicU8,
     waits: Arc<HostWaits>,
-    /// The direct slot of the pool thread that ran the last call: the next call goes there
-    /// when that thread still polls.
-    last: Mutex<Option<Arc<Direct>>>,
 }
 
 /// One VM state `S`; calls run on a thread of its pool, one at a time, in order. Between calls
@@ -136,7 +133,6 @@ impl<S: Send + 'static> Worker<S> {
                 state: Mutex::new(state),
                 life: AtomicU8::new(LIVE),
                 waits: Arc::new(HostWaits::default()),
-                last: Mutex::new(None),
             }),
             pool: Pool::named(name, stack_bytes),
         })
@@ -168,14 +164,13 @@ impl<S: Send + 'static> Worker<S> {
         });
         let held = Arc::clone(&self.held);
         let to = Arc::clone(&answer);
-        let task: pool::Task = Box::new(move || {
+        let task = Box::new(move || {
             SERVING.with(|w| *w.borrow_mut() = Some(Arc::clone(&held.waits)));
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut state = held.state.lock();
                 gate::admitted(|| job(&mut state))
             }));
             SERVING.with(|w| *w.borrow_mut() = None);
-            *held.last.lock() = pool::current_direct();
             match out {
                 Ok(r) => to.put(Ok(r)),
                 Err(_) => {
@@ -194,17 +189,10 @@ impl<S: Send + 'static> Worker<S> {
         });
         let sent = Instant::now();
         let waited_before = self.held.waits.waited_ns.load(Ordering::SeqCst);
-        let last = self.held.last.lock().clone();
-        let queued = match last {
-            Some(direct) => direct.try_put(task),
-            None => Err(task),
-        };
-        if let Err(task) = queued {
-            self.pool.submit(task).map_err(|e| {
-                tracing::error!("{e}");
-                WorkerError::Gone
-            })?;
-        }
+        self.pool.submit(task).map_err(|e| {
+            tracing::error!("{e}");
+            WorkerError::Gone
+        })?;
         if let Some(r) = poll(CALLER_POLL, || answer.take()) {
             return r;
         }
@@ -258,7 +246,7 @@ fn poll<T>(window: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> 
             return Some(v);
         }
         spins += 1;
-        if spins < pool::SPINS {
+        if spins < 32 {
             std::hint::spin_loop();
             continue;
         }

@@ -248,15 +248,6 @@ pub(crate) fn messages_from(
     }
     let len = t.raw_len();
     script::check_count(len, max)?;
-    if len == 0 {
-        // Nothing to map (the helper's crossing costs more than the walk): empty, or not a list.
-        return match t.pairs::<Value, Value>().next() {
-            None => Ok(Vec::new()),
-            Some(_) => Err(
-                "expected a list of messages, but the table also has other keys or holes".into(),
-            ),
-        };
-    }
     let (ids, pure) = resident.ids_of(t).map_err(|e| e.to_string())?;
     if !pure {
         return Err(
