@@ -7,11 +7,11 @@
 //! the `host` services the script API exposes.
 //!
 //! The engine layer, below the session: the seam ([`Engine`], [`EngineFactory`]) and what sits
-//! behind it. [`legacy`] is the built-in engine; [`lua`] and [`rhai`] are thin adapters onto the
-//! shared [`script`] layer; [`api`] is the `host` API scripts see, written once; [`pipeline`]
+//! behind it. `legacy` is the built-in engine; `lua` and `rhai` are thin adapters onto the
+//! shared `script` layer; `api` is the `host` API scripts see, written once; [`pipeline`]
 //! composes hook scripts into one engine; [`isolation`] runs an instance in a child process;
-//! [`quarantine`] keeps a failing engine out (the limits every call runs under are
-//! [`crate::sandbox`]'s); [`stdlib`] is the script helpers' source.
+//! `quarantine` keeps a failing engine out (the limits every call runs under are
+//! `crate::sandbox`'s); `stdlib` is the script helpers' source.
 
 use std::path::Path;
 use std::sync::Arc;

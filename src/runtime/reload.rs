@@ -1,6 +1,6 @@
 //! Hot reload: the current engine of a host, swapped as a whole between turns.
 //!
-//! An [`EngineCell`](crate::engine::EngineCell) holds the loaded engine and a generation number. A reload loads and
+//! An `EngineCell` holds the loaded engine and a generation number. A reload loads and
 //! validates the new file off the hot path and, only if that succeeds, swaps it in and bumps the
 //! generation (an invalid new version leaves the old one serving). Sessions compare generations
 //! at turn boundaries, never inside a turn: the old instance's state is saved, it is disposed,

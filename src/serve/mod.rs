@@ -77,7 +77,7 @@ pub struct ServeOptions {
     pub config: Option<PathBuf>,
     /// Where sessions are kept between client processes.
     pub state_dir: PathBuf,
-    /// The longest line accepted ([`rpc::DEFAULT_MAX_LINE_BYTES`] by default).
+    /// The longest line accepted (`rpc::DEFAULT_MAX_LINE_BYTES` by default).
     pub max_line_bytes: usize,
     /// How long a request to the client may take (default 120 s).
     pub client_timeout: Duration,

@@ -1,8 +1,8 @@
 //! What the host computes for sessions and for scripts, below the engine layer: token counts
 //! ([`tokens`]), summaries ([`summarize`]) and model calls ([`llm`]), recall of compacted
-//! history ([`recall`]), the built-in compaction ([`compaction`]), and the repairs every
-//! context gets before the model sees it: fitting to the budget ([`fit`]), tool-call pairing
-//! ([`pairing`]) and the guarantees of a call ([`guarantee`]). Nothing here knows an engine
+//! history (`recall`), the built-in compaction ([`compaction`]), and the repairs every
+//! context gets before the model sees it: fitting to the budget (`fit`), tool-call pairing
+//! (`pairing`) and the guarantees of a call ([`guarantee`]). Nothing here knows an engine
 //! or a session.
 
 pub mod compaction;

@@ -170,7 +170,7 @@ impl Session {
 
     /// `compact` from a client: the engine's `compact` (falling back like any call), its
     /// summary applied to the session so later windows are built from it. With
-    /// [`CallExtras::compaction`], a script's `host.delegateCompaction(p)` runs the client's
+    /// `CallExtras::compaction`, a script's `host.delegateCompaction(p)` runs the client's
     /// own compaction instead of the built-in one; the client then applies that result to the
     /// transcript it owns, so the session leaves it alone and picks the client's summary up
     /// from its next view.

@@ -373,7 +373,7 @@ impl Session {
     }
 
     /// Where this session's engine time went, per lifecycle method (`compact` includes the
-    /// host's built-in compaction), with a row per summarizer ([`BUILTIN_ROW`], [`LLM_ROW`])
+    /// host's built-in compaction), with a row per summarizer (`BUILTIN_ROW`, `LLM_ROW`)
     /// for every summary written, whoever asked for it (time that is part of `compact` or of
     /// the `host.*` function that asked).
     pub fn call_times(&self) -> CallTimes {

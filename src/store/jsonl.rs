@@ -13,7 +13,7 @@
 //! plus the transcript bytes written since the transcript was last synced) and syncs that one
 //! file; then it replaces the state file (not synced: the journal is what survives a power
 //! loss). So a call's writes cost one durable sync; every 64 KiB of transcript a commit syncs
-//! the transcript too, which keeps records small ([`journal`]).
+//! the transcript too, which keeps records small (`journal`).
 //!
 //! The mark says how many bytes of the transcript (and messages, and turns) the commit
 //! accounts for. Bytes a crash left after the mark belong to a turn that never committed: at

@@ -2,14 +2,14 @@
 //! process the host kills at deadline + grace, so a call stuck in native code stops for good
 //! and its memory goes back to the OS — a hard guarantee for a gateway that runs other
 //! people's engines. (The default, `thread`, runs the VM on a worker thread of this process:
-//! such a call is *abandoned* and its thread runs on, see [`crate::sandbox`].)
+//! such a call is *abandoned* and its thread runs on, see `crate::sandbox`.)
 //!
 //! # How it works
 //!
 //! - One child per engine instance (one per session), plus a short-lived one that loads and
 //!   validates the file when the engine is loaded. A child is the ordinary in-process VM
 //!   (loaded as [`crate::engine::load`] loads it) behind [`child_main`], a loop over newline-delimited
-//!   JSON on its stdin/stdout ([`wire`]); its stderr is the child's log, forwarded to this
+//!   JSON on its stdin/stdout (`wire`); its stderr is the child's log, forwarded to this
 //!   process's `tracing` (target `ctxhost::engine::isolation::child`).
 //! - Each lifecycle call carries its params and only the context messages the child does not
 //!   hold yet (the child keeps the session's context resident, as a VM does). Messages an
@@ -21,11 +21,11 @@
 //!   `host.log.*` (so the per-engine log limit holds across sessions) and `host.summarize`
 //!   when the host's summarizer asks a model are sent back to the parent during the call and
 //!   answered from the parent's [`HostCall`](crate::engine::api::HostCall) through the same
-//!   [`API`](crate::engine::api::API) table. As in process, only their waits (a model, the client's
+//!   `API` table. As in process, only their waits (a model, the client's
 //!   compaction) are outside the deadline: the parent's reply says how much of its time was a
 //!   wait, and the rest counts against the call's deadline in the child as in the parent.
 //! - Results come back as the script returned them (converted to JSON by the child's VM) and
-//!   are typed by the one [`Instance`](crate::engine::instance::Instance) and checked by the session in
+//!   are typed by the one `Instance` and checked by the session in
 //!   the parent, like any engine's: the child is never trusted with the contract.
 //! - Deadline: the parent waits deadline + grace (plus the waits of the `host` requests it
 //!   served for the child), then SIGKILLs and reaps the child; the call fails with kind `Deadline`

@@ -54,7 +54,7 @@ impl Language for Lua {
 /// A validated Lua engine file.
 pub type LuaFactory = ScriptFactory<Lua>;
 
-/// Loads and validates a Lua engine file (contract §2, §3, §6) (typed: [`LuaFactory::load`]).
+/// Loads and validates a Lua engine file (contract §2, §3, §6) (typed: `LuaFactory::load`).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Arc<dyn EngineFactory>, EngineError> {
     script::load::<Lua>(path, opts, ())
 }

@@ -9,12 +9,12 @@
 //! compaction, `compactionPlan`. A hook that fails is logged, skipped and quarantined alone;
 //! the call is always answered.
 //!
-//! - [`hook`]: what a hook is to the pipeline (a script of either language, in this process or
-//!   in a child under `host.isolation: "process"`, or a [`builtin`] hook);
-//! - [`cell`]: one configured hook, reloaded alone, and its record;
-//! - [`contribution`]: the blocks hooks contribute, fitted and placed;
-//! - [`shape`]: whether a file is a hook file (for `check`);
-//! - [`spec`]: what the pipeline loads from, resolved from the config by its caller.
+//! - `hook`: what a hook is to the pipeline (a script of either language, in this process or
+//!   in a child under `host.isolation: "process"`, or a `builtin` hook);
+//! - `cell`: one configured hook, reloaded alone, and its record;
+//! - `contribution`: the blocks hooks contribute, fitted and placed;
+//! - `shape`: whether a file is a hook file (for `check`);
+//! - `spec`: what the pipeline loads from, resolved from the config by its caller.
 
 pub(crate) mod builtin;
 pub(crate) mod cell;

@@ -107,7 +107,7 @@ impl Language for Rhai {
 pub type RhaiFactory = ScriptFactory<Rhai>;
 
 /// Loads and validates a Rhai engine file (contract §2, §3, §6) with Rhai's own `limits`
-/// (typed: [`RhaiFactory::load`]).
+/// (typed: `RhaiFactory::load`).
 pub fn load(
     path: &Path,
     opts: &LoadOptions,

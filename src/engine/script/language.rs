@@ -112,7 +112,7 @@ pub enum Returned {
 /// naming the field at fault; the instance locates it at the function's line).
 pub(crate) type Reply = Result<Returned, String>;
 
-/// One live VM of some language, driven by [`WorkerVm`](super::WorkerVm) on its worker thread.
+/// One live VM of some language, driven by `WorkerVm` on its worker thread.
 pub trait ScriptVm: Send + 'static {
     /// What the language calls a map of fields (`table`, `map`), in result errors.
     const NOUN: &'static str;

@@ -35,7 +35,7 @@ pub struct LoadOptions {
     pub workspace_dir: String,
     /// A caller-owned abort flag shared by every instance: while set, running calls stop with
     /// `Cancelled` (never a quarantine). The host clears it. Each instance also has its own
-    /// flag, see [`ScriptInstance::cancel_flag`](super::ScriptInstance::cancel_flag).
+    /// flag, see `ScriptInstance::cancel_flag`.
     pub cancel: Option<Arc<AtomicBool>>,
     /// The file is a pipeline hook (validated as one: `info` and any hook functions).
     pub hook: bool,

@@ -2,13 +2,13 @@
 //! (`host.store: {kind: "postgres", url}`).
 //!
 //! - A turn's entries, its state and the session's metadata (turns, last seq) are written in
-//!   one transaction ([`session`]); a reader sees a session before a commit or after it.
+//!   one transaction (`session`); a reader sees a session before a commit or after it.
 //! - A session is served by one process at a time through a lease with a fencing token
-//!   ([`lease`]); a write carrying a stale token is refused with
-//!   [`Error::SessionMoved`](crate::error::Error::SessionMoved), which tells the caller to
+//!   (`lease`); a write carrying a stale token is refused with
+//!   [`crate::Error::SessionMoved`], which tells the caller to
 //!   drop the session, never to write it.
 //! - The tables are created and migrated on connect, once however many processes start at
-//!   once ([`schema`]).
+//!   once (`schema`).
 //! - A dropped connection or a restarting server is ridden out by trying again within
 //!   `retrySeconds`, then reported naming the server (never the password).
 //!

@@ -1,8 +1,8 @@
 //! `ctxhost check`: is an engine file sound? Load and validate it, then drive every lifecycle
 //! method it defines through a real session (strict policy, so nothing is hidden by fallback):
 //! a synthetic conversation several times the window, with tool loops, results larger than
-//! the budget, pinned decisions and a previous summary ([`synthetic`]), or a real transcript
-//! ([`transcript`], `--transcript FILE`). Every model call is held to the budget and to what a
+//! the budget, pinned decisions and a previous summary (`synthetic`), or a real transcript
+//! (`transcript`, `--transcript FILE`). Every model call is held to the budget and to what a
 //! model needs to continue ([`crate::services::guarantee`]), and every failure names its turn and call.
 
 mod hook;

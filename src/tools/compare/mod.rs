@@ -23,7 +23,7 @@
 //!
 //! # Re-references
 //!
-//! At each turn's first call, every identifier ([`find_identifiers`]: paths, hashes, UUIDs,
+//! At each turn's first call, every identifier (`find_identifiers`: paths, hashes, UUIDs,
 //! issue numbers, function names) of the user's request that an earlier message of the
 //! conversation already named is a re-reference; it is **found** when the call's context
 //! (any sent message other than the request, or the addition) contains it verbatim.

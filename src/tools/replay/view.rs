@@ -301,7 +301,7 @@ fn gone(m: &Message, tokens: u64) -> GoneMessage {
 }
 
 /// The first non-empty line of the message's text; for a message without text, its tool
-/// calls; clipped to [`FIRST_LINE`] characters.
+/// calls; clipped to `FIRST_LINE` characters.
 pub fn first_line(m: &Message) -> String {
     let text = m.text();
     let line = text.lines().map(str::trim).find(|l| !l.is_empty());
