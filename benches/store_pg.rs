@@ -58,16 +58,21 @@ fn commit_one_turn(c: &mut Criterion, url: &str, schema: &str) {
     });
 }
 
-fn cold_open_10k(c: &mut Criterion, url: &str, schema: &str) {
-    let backend = PgBackend::connect(options(url, schema)).unwrap();
+/// Stores session `id` with 10,000 messages of history and the built-in engine's state.
+fn import_10k(backend: &PgBackend, id: &str) {
     backend
         .import(
-            "bench-10k",
+            id,
             &history(10_000),
             Some(&json!({"engine": "legacy", "state": null})),
             &Default::default(),
         )
         .unwrap();
+}
+
+fn cold_open_10k(c: &mut Criterion, url: &str, schema: &str) {
+    let backend = PgBackend::connect(options(url, schema)).unwrap();
+    import_10k(&backend, "bench-10k");
     c.bench_function("pg/cold_open_10k", |b| {
         b.iter(|| {
             let opened = backend.open("bench-10k", "").unwrap();
@@ -96,14 +101,7 @@ fn open_cold_session_10k(c: &mut Criterion, url: &str, schema: &str) {
 fn turn_at_10k(c: &mut Criterion, url: &str, schema: &str) {
     let host = roomy_host();
     let backend = PgBackend::connect(options(url, schema)).unwrap();
-    backend
-        .import(
-            "bench-turns",
-            &history(10_000),
-            Some(&json!({"engine": "legacy", "state": null})),
-            &Default::default(),
-        )
-        .unwrap();
+    import_10k(&backend, "bench-turns");
     let setup = host.session_setup(&SessionSpec::new("bench-turns", ""));
     let mut session = Session::in_backend(setup, &backend, "").unwrap();
     c.bench_function("pg/turn_with_10k_history", |b| {

@@ -43,17 +43,8 @@ fn replay_contexts_mark_each_messages_origin_and_what_changed() {
         "--window".to_owned(),
         "4000".to_owned(),
     ];
-    let mut with_json: Vec<&str> = args.iter().map(String::as_str).collect();
-    with_json.extend(["--json", "--contexts"]);
-    let out = ctxhost(&with_json);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut lines = json_lines(&out);
-    let summary = lines.pop().unwrap();
+    let arg_strs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (lines, summary) = replay_json_contexts(&arg_strs);
     assert_eq!(summary["summary"]["turns"], 40);
     assert!(summary["summary"]["compactions"].as_u64() > Some(0));
 
@@ -232,17 +223,7 @@ fn replay_views_show_each_pipeline_calls_contributions_drops_and_who_summarized(
     let args = ["replay", &source, "--config", &config, "--window", "2000"];
 
     // --json --contexts: every call's pipeline report.
-    let mut with_json = args.to_vec();
-    with_json.extend(["--json", "--contexts"]);
-    let out = ctxhost(&with_json);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut lines = json_lines(&out);
-    let summary = lines.pop().unwrap();
+    let (lines, summary) = replay_json_contexts(&args);
     assert!(
         summary["summary"]["compactions"].as_u64() > Some(0),
         "{summary}"
@@ -319,4 +300,21 @@ fn replay_views_show_each_pipeline_calls_contributions_drops_and_who_summarized(
         "a dropped block in the data"
     );
     assert!(data.contains("\"source\":\"pinned-facts\""));
+}
+
+/// `ctxhost ARGS --json --contexts`, which must succeed: its report lines and, apart, the
+/// summary line that ends them.
+fn replay_json_contexts(args: &[&str]) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let mut with_json = args.to_vec();
+    with_json.extend(["--json", "--contexts"]);
+    let out = ctxhost(&with_json);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = json_lines(&out);
+    let summary = lines.pop().unwrap();
+    (lines, summary)
 }

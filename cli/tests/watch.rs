@@ -405,10 +405,7 @@ fn watch_replays_again_after_a_save_and_prints_what_changed() {
     let status = child.wait().unwrap();
     let out = lines.rest();
     assert!(status.success(), "{status}\n{out}");
-    let changed: Vec<&str> = out
-        .lines()
-        .filter(|l| l.trim_start().starts_with("turn") && l.contains("tokens"))
-        .collect();
+    let changed = changed_turns(&out);
     assert!(!changed.is_empty(), "no changed turn in:\n{out}");
     for l in &changed {
         assert!(
@@ -572,9 +569,13 @@ fn watch_of_a_pipeline_reloads_the_saved_hook_alone() {
     let status = child.wait().unwrap();
     let out = lines.rest();
     assert!(status.success(), "{status}\n{out}");
-    let changed: Vec<&str> = out
-        .lines()
-        .filter(|l| l.trim_start().starts_with("turn") && l.contains("tokens"))
-        .collect();
+    let changed = changed_turns(&out);
     assert!(!changed.is_empty(), "no changed turn in:\n{out}");
+}
+
+/// The lines of `watch`'s output that name a turn whose context changed between two runs.
+fn changed_turns(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter(|l| l.trim_start().starts_with("turn") && l.contains("tokens"))
+        .collect()
 }

@@ -61,21 +61,36 @@ fn stored(state: &Path, slug: &str) -> Vec<String> {
     durability::stored_texts(&dir.join("transcript.jsonl"))
 }
 
-async fn a_new_session_id_under_a_known_key_starts_empty(lang: Lang) {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let engine = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+/// `scripts/recent_turns` in `lang`.
+fn recent_turns(lang: Lang) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("scripts")
-        .join(format!("recent_turns.{}", lang.ext()));
+        .join(format!("recent_turns.{}", lang.ext()))
+}
+
+/// A first client process tells conversation `id` a secret (after `bootstrap`, when given)
+/// and sees it assembled back; returns the secret message.
+async fn tell_a_secret(state: &Path, engine: &Path, id: &str, bootstrap: Option<Value>) -> Value {
     let secret = user("the launch code is 4417");
-    let mut c = Client::start(&state);
-    c.init(&engine).await;
-    c.ok("ingest", ingest("sid-A", secret.clone())).await;
+    let mut c = Client::start(state);
+    c.init(engine).await;
+    if let Some(b) = bootstrap {
+        c.ok("bootstrap", b).await;
+    }
+    c.ok("ingest", ingest(id, secret.clone())).await;
     let r = c
-        .ok("assemble", view("sid-A", std::slice::from_ref(&secret)))
+        .ok("assemble", view(id, std::slice::from_ref(&secret)))
         .await;
     assert_eq!(texts(&r), ["the launch code is 4417"]);
     c.close().await;
+    secret
+}
+
+async fn a_new_session_id_under_a_known_key_starts_empty(lang: Lang) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = recent_turns(lang);
+    let secret = tell_a_secret(&state, &engine, "sid-A", None).await;
     let a_before = tree(&state.join("sessions"));
 
     // OpenClaw's `/new`: the same key, a new sessionId, in a new process.
@@ -129,19 +144,8 @@ fn bootstrap(id: &str, revision: Option<&str>) -> Value {
 async fn a_reset_in_place_starts_an_empty_conversation_under_the_same_id(lang: Lang) {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let engine = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts")
-        .join(format!("recent_turns.{}", lang.ext()));
-    let secret = user("the launch code is 4417");
-    let mut c = Client::start(&state);
-    c.init(&engine).await;
-    c.ok("bootstrap", bootstrap("sid-R", None)).await;
-    c.ok("ingest", ingest("sid-R", secret.clone())).await;
-    let r = c
-        .ok("assemble", view("sid-R", std::slice::from_ref(&secret)))
-        .await;
-    assert_eq!(texts(&r), ["the launch code is 4417"]);
-    c.close().await;
+    let engine = recent_turns(lang);
+    tell_a_secret(&state, &engine, "sid-R", Some(bootstrap("sid-R", None))).await;
     let before = tree(&state.join("sessions"));
 
     // OpenClaw 2026.9.6's `sessions.reset` (`/new`): the same id and key, a new lifecycle
