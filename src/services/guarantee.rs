@@ -46,10 +46,15 @@ impl Violation {
 
 /// The newest compaction summary of `context`.
 pub fn newest_summary(context: &[Arc<Message>]) -> Option<&Arc<Message>> {
+    newest_summary_at(context).map(|i| &context[i])
+}
+
+/// Where [`newest_summary`] is in `context`: the place a session keeps and a transcript's
+/// context is derived from.
+pub fn newest_summary_at(context: &[Arc<Message>]) -> Option<usize> {
     context
         .iter()
-        .rev()
-        .find(|m| m.role() == Role::CompactionSummary)
+        .rposition(|m| m.role() == Role::CompactionSummary)
 }
 
 /// How the call `sent` (with `addition` for the system prompt) falls short, judged against the

@@ -146,7 +146,7 @@ impl Session {
         let tail: Vec<Arc<Message>> = tail.into_iter().map(Arc::new).collect();
         let mut transient = saved.as_ref().clone();
         transient.extend(tail.iter().cloned());
-        self.summary_at = super::context::newest_summary_at(&tail)
+        self.summary_at = crate::services::guarantee::newest_summary_at(&tail)
             .map(|i| saved.len() + i)
             .or(saved_at);
         self.context = Arc::new(transient);

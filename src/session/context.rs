@@ -3,14 +3,12 @@
 use std::sync::Arc;
 
 use crate::contract::message::{Message, Role};
+use crate::services::guarantee::newest_summary_at;
 
 /// The context a transcript's entries stand for: the last compaction summary, the entries it
 /// kept, and everything after it.
 pub(crate) fn derive_context(entries: &[Arc<Message>]) -> Vec<Arc<Message>> {
-    let Some(last) = entries
-        .iter()
-        .rposition(|m| m.role() == Role::CompactionSummary)
-    else {
+    let Some(last) = newest_summary_at(entries) else {
         return entries.to_vec();
     };
     let summary = &entries[last];
@@ -32,11 +30,4 @@ pub(crate) fn derive_context(entries: &[Arc<Message>]) -> Vec<Arc<Message>> {
     }
     out.extend(entries[last + 1..].iter().cloned());
     out
-}
-
-/// Where the newest compaction summary of `context` is, if it holds one.
-pub(crate) fn newest_summary_at(context: &[Arc<Message>]) -> Option<usize> {
-    context
-        .iter()
-        .rposition(|m| m.role() == Role::CompactionSummary)
 }

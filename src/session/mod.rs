@@ -263,7 +263,7 @@ impl Session {
             cancel: setup.cancel.clone().unwrap_or_default(),
         });
         let context = Arc::new(derive_context(&messages));
-        let summary_at = context::newest_summary_at(&context);
+        let summary_at = crate::services::guarantee::newest_summary_at(&context);
         let recall = Arc::new(RecallIndex::default());
         recall.add(&messages);
         let mut session = Session {
@@ -363,7 +363,7 @@ impl Session {
 
     /// Replaces the context (and finds its newest summary again).
     pub(super) fn set_context(&mut self, context: Vec<Arc<Message>>) {
-        self.summary_at = context::newest_summary_at(&context);
+        self.summary_at = crate::services::guarantee::newest_summary_at(&context);
         self.context = Arc::new(context);
     }
 

@@ -488,7 +488,7 @@ impl Session {
         let stored = self.store.append(messages)?;
         self.recall.add(&stored);
         let before = self.context.len();
-        if let Some(i) = super::context::newest_summary_at(&stored) {
+        if let Some(i) = crate::services::guarantee::newest_summary_at(&stored) {
             self.summary_at = Some(before + i);
         }
         Arc::make_mut(&mut self.context).extend(stored.iter().cloned());
