@@ -375,16 +375,7 @@ fn watch_replays_again_after_a_save_and_prints_what_changed() {
     std::fs::write(&file, fitting_engine("p.tokenBudget")).unwrap();
     let transcript =
         common::shared_dir().join("data/transcripts/fasthooks-sample_main_transcript.jsonl");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxhost"))
-        .arg("watch")
-        .arg(&file)
-        .arg(&transcript)
-        .args(["--window", "4000", "--max-runs", "2", "--debounce-ms", "50"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = Lines::new(child.stdout.take().unwrap());
+    let (mut child, mut lines) = watch_two_runs(&[file.as_os_str(), transcript.as_os_str()]);
     lines.wait_for("run 1 (generation 0)");
     // Each run says where the engine's time went, the host functions it called included.
     lines.wait_for("engine time per method:");
@@ -521,18 +512,12 @@ fn watch_of_a_pipeline_reloads_the_saved_hook_alone() {
     std::fs::write(&file, json.to_string()).unwrap();
     let transcript =
         common::shared_dir().join("data/transcripts/fasthooks-sample_main_transcript.jsonl");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxhost"))
-        .arg("watch")
-        .arg("pipeline")
-        .arg(&transcript)
-        .arg("--config")
-        .arg(&file)
-        .args(["--window", "4000", "--max-runs", "2", "--debounce-ms", "50"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = Lines::new(child.stdout.take().unwrap());
+    let (mut child, mut lines) = watch_two_runs(&[
+        "pipeline".as_ref(),
+        transcript.as_os_str(),
+        "--config".as_ref(),
+        file.as_os_str(),
+    ]);
     let watching = lines.wait_for("watching");
     assert!(
         watching.contains("counter.lua") && watching.contains("other.lua"),
@@ -578,4 +563,18 @@ fn changed_turns(out: &str) -> Vec<&str> {
     out.lines()
         .filter(|l| l.trim_start().starts_with("turn") && l.contains("tokens"))
         .collect()
+}
+
+/// `ctxhost watch ARGS` at a 4,000-token window for two runs, its stdout read line by line.
+fn watch_two_runs(args: &[&std::ffi::OsStr]) -> (std::process::Child, Lines) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxhost"))
+        .arg("watch")
+        .args(args)
+        .args(["--window", "4000", "--max-runs", "2", "--debounce-ms", "50"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Lines::new(child.stdout.take().unwrap());
+    (child, lines)
 }
