@@ -16,6 +16,7 @@ pub use crate::services::recall::RecallIndex;
 pub use crate::session::checks::check_assemble;
 pub use crate::session::state::state_path;
 pub use crate::session::timed_summarizer::BUILTIN_ROW;
+pub use crate::store::jsonl::committed_document;
 
 /// The Lua (Luau) adapter, loaded directly (without the dispatch on the file's extension).
 pub mod lua {

@@ -45,7 +45,11 @@ impl Server {
         let Some(s) = served.as_mut() else {
             return Err(internal("the session did not open"));
         };
+        // The save of a call that made it in the call's own hand-off to the session's thread
+        // (`Served::with_mirror_saved`).
+        let mut early = Early::NotSaved;
         let cc = client_call(&job.call);
+        let flush = matches!(job.call, Call::Dispose(_));
         let ends_turn = matches!(job.call, Call::CommitTurn(_) | Call::AfterTurn(_));
         s.assembled |= matches!(job.call, Call::Assemble(_));
         let result = match job.call {
@@ -60,7 +64,7 @@ impl Server {
                     Some(v) => {
                         let delta = delta_of(&hosted, "ingest", v)?;
                         synced(
-                            s.with_mirror(move |s, m| {
+                            s.with_mirror_saved(&mut early, move |s, m| {
                                 s.with_extras(cc, |s| views::ingest_delta(s, m, delta, heartbeat))
                             })
                             .await,
@@ -68,7 +72,7 @@ impl Server {
                     }
                     None => {
                         let message = one_message(p.message.unwrap_or_default())?;
-                        s.with_mirror(move |s, m| {
+                        s.with_mirror_saved(&mut early, move |s, m| {
                             s.with_extras(cc, |s| views::ingest(s, m, vec![message], heartbeat))
                         })
                         .await
@@ -82,7 +86,7 @@ impl Server {
                     Some(v) => {
                         let delta = delta_of(&hosted, "ingestBatch", v)?;
                         synced(
-                            s.with_mirror(move |s, m| {
+                            s.with_mirror_saved(&mut early, move |s, m| {
                                 s.with_extras(cc, |s| views::ingest_delta(s, m, delta, heartbeat))
                             })
                             .await,
@@ -90,7 +94,7 @@ impl Server {
                     }
                     None => {
                         let messages = messages(p.messages, "messages");
-                        s.with_mirror(move |s, m| {
+                        s.with_mirror_saved(&mut early, move |s, m| {
                             s.with_extras(cc, |s| views::ingest(s, m, messages, heartbeat))
                         })
                         .await
@@ -117,7 +121,7 @@ impl Server {
                     None => View::Full(messages(p.messages, "messages")),
                 };
                 let r = s
-                    .with_mirror(move |s, m| {
+                    .with_mirror_saved(&mut early, move |s, m| {
                         s.with_extras(cc, |s| {
                             let r = views::assemble(s, m, view, request)?;
                             Ok(r.map(|(a, tail)| {
@@ -217,9 +221,16 @@ impl Server {
                 flatten(r).map(|()| Value::Null)
             }
             // OpenClaw disposes its engine object after every operation; the session and its
-            // engine instance live on in ctxhost, so this only makes the state durable.
+            // engine instance live on in ctxhost, so this only makes the state durable and
+            // brings the state file up to it (after the save below).
             Call::Dispose(_) => Ok(Value::Null),
         };
+        if matches!(early, Early::Lost) {
+            // The session's thread did not give the session back (it panicked, or the session
+            // was dropped): what it holds here is gone, so it reopens from its last commit.
+            *served = None;
+            return result;
+        }
         if result
             .as_ref()
             .is_err_and(|e| e.code == code::SESSION_MOVED)
@@ -235,17 +246,21 @@ impl Server {
             }
         }
         // The engine's state and the record (mirror, turns committed) in one atomic write.
-        s.record.view = Some(s.mirror.saved());
-        let record = serde_json::to_value(&s.record).map_err(internal);
-        s.record.view = None;
-        let record = record?;
-        let persisted = s
-            .handle
-            .with(move |s| {
-                let entries = s.transcript_len();
-                s.save_with_record(record, entries)
-            })
-            .await;
+        let persisted = match std::mem::replace(&mut early, Early::NotSaved) {
+            Early::Saved(p) => Ok(p),
+            Early::NotSaved | Early::Lost => {
+                s.record.view = Some(s.mirror.saved());
+                let record = serde_json::to_value(&s.record).map_err(internal);
+                s.record.view = None;
+                let record = record?;
+                s.handle
+                    .with(move |s| {
+                        let entries = s.transcript_len();
+                        s.save_with_record(record, entries)
+                    })
+                    .await
+            }
+        };
         match persisted {
             Ok(Err(moved @ crate::error::Error::SessionMoved { .. })) => {
                 // The commit was refused (its lease moved): the call's writes are not stored,
@@ -263,6 +278,13 @@ impl Server {
                     );
                 }
             }
+        }
+        if flush && let Err(e) = flatten(s.handle.with(|s| s.flush_store()).await) {
+            tracing::warn!(
+                session = key,
+                "bringing the state file up to the last commit failed: {}",
+                e.message
+            );
         }
         result
     }
@@ -385,6 +407,44 @@ impl Served {
         r.map_err(from_error)
     }
 
+    /// [`Served::with_mirror`], with the call's save ([`persist`]) in the same hand-off to
+    /// the session's thread: one trip there and back instead of two. What the save did is
+    /// left in `early` (not saved when `f` found the session moved to another process; lost
+    /// when the session's thread did not give the session back).
+    pub(super) async fn with_mirror_saved<R: Send + 'static>(
+        &mut self,
+        early: &mut Early,
+        f: impl FnOnce(&mut Session, &mut Mirror) -> Result<R> + Send + 'static,
+    ) -> std::result::Result<R, RpcError> {
+        let mut mirror = std::mem::take(&mut self.mirror);
+        let mut record = std::mem::take(&mut self.record);
+        let out = self
+            .handle
+            .with(move |s| {
+                let r = f(s, &mut mirror);
+                let saved = match &r {
+                    Err(crate::error::Error::SessionMoved { .. }) => None,
+                    _ => Some(persist(s, &mut record, &mirror)),
+                };
+                (r, saved, mirror, record)
+            })
+            .await;
+        match out {
+            Ok((r, saved, mirror, record)) => {
+                self.mirror = mirror;
+                self.record = record;
+                if let Some(saved) = saved {
+                    *early = Early::Saved(saved);
+                }
+                r.map_err(from_error)
+            }
+            Err(e) => {
+                *early = Early::Lost;
+                Err(from_error(e))
+            }
+        }
+    }
+
     /// `result` as answered: over a delta connection, with ctxhost's view after the call
     /// (`{count, hash}`) in it (an object beside its keys; `null` becomes `{view}`).
     pub(super) fn answer(&self, hosted: &Hosted, result: Value) -> Value {
@@ -403,6 +463,30 @@ impl Served {
             _ => json!({ "view": view }),
         }
     }
+}
+
+/// Whether a call's save was done in the call's own hand-off ([`Served::with_mirror_saved`]).
+pub(super) enum Early {
+    /// Not yet: `call` saves after the call.
+    NotSaved,
+    /// Done, with this outcome.
+    Saved(Result<()>),
+    /// The session did not come back from its thread: nothing is saved from here.
+    Lost,
+}
+
+/// Commits the session's engine state with the record (the mirror as saved, the turns
+/// committed) and the entries the call stored: one store commit.
+fn persist(s: &mut Session, record: &mut BridgeRecord, mirror: &Mirror) -> Result<()> {
+    record.view = Some(mirror.saved());
+    let value = serde_json::to_value(&*record);
+    record.view = None;
+    let value = value.map_err(|e| crate::error::Error::Task {
+        task: "save the bridge record",
+        message: e.to_string(),
+    })?;
+    let entries = s.transcript_len();
+    s.save_with_record(value, entries)
 }
 
 /// `assemble`'s answer: the window as messages (the full form) or as references to the

@@ -19,7 +19,6 @@
 //! Over a delta connection `assemble` answers with references to the client's own messages
 //! ([`window`]), so the client rebuilds the context from its own objects.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -226,15 +225,8 @@ fn apply(
             hash: mirror.end_hash(),
         }));
     }
-    let own: HashSet<&str> = if append.iter().any(|m| !m.id.is_empty()) {
-        s.context().iter().map(|m| m.id.as_str()).collect()
-    } else {
-        HashSet::new()
-    };
-    let echoed = append
-        .iter()
-        .rposition(|m| !m.id.is_empty() && own.contains(m.id.as_str()));
-    drop(own);
+    // The cost of the messages the delta carries (the session keeps its context's ids).
+    let echoed = append.iter().rposition(|m| s.context_holds_id(&m.id));
     if let Some(last) = echoed {
         // The session's own messages came back as the client's: an echo of a window. Nothing
         // is mirrored; what follows it is this call's context only.
@@ -306,19 +298,16 @@ fn ends_with(mirror: &Mirror, prints: &[u64]) -> bool {
             .all(|(p, f)| p.fp == *f)
 }
 
-fn is_own_entry(s: &Session, m: &Message) -> bool {
-    !m.id.is_empty() && s.context().iter().any(|c| c.id == m.id)
+/// Whether `m` is one of the session's own context entries (by id; the session's index of
+/// its context's ids, so the cost of one message, not of the context).
+fn is_own_entry(s: &mut Session, m: &Message) -> bool {
+    s.context_holds_id(&m.id)
 }
 
 /// Mirrors a full client view into the store; returns the messages that follow an echoed
 /// window (empty for a plain view).
 fn full_view(s: &mut Session, mirror: &mut Mirror, messages: Vec<Message>) -> Result<Vec<Message>> {
-    let own: HashSet<&str> = s.context().iter().map(|m| m.id.as_str()).collect();
-    if let Some(last) = messages
-        .iter()
-        .rposition(|m| !m.id.is_empty() && own.contains(m.id.as_str()))
-    {
-        drop(own);
+    if let Some(last) = messages.iter().rposition(|m| s.context_holds_id(&m.id)) {
         let tail: Vec<Message> = messages
             .into_iter()
             .skip(last + 1)
@@ -326,7 +315,6 @@ fn full_view(s: &mut Session, mirror: &mut Mirror, messages: Vec<Message>) -> Re
             .collect();
         return Ok(tail);
     }
-    drop(own);
     let prints: Vec<u64> = messages.iter().map(fingerprint).collect();
     let seen = mirror.count();
     let agree = prints

@@ -149,12 +149,16 @@ impl Session {
         self.summary_at = crate::services::guarantee::newest_summary_at(&tail)
             .map(|i| saved.len() + i)
             .or(saved_at);
+        let saved_generation = self.context_generation;
         self.context = Arc::new(transient);
+        self.context_generation = self.new_generation();
         let before = Arc::clone(&self.context);
         let r = self.assemble_within_budget(budget, request.prompt);
         if Arc::ptr_eq(&self.context, &before) {
+            // Nothing changed the context during the call: it is the one from before again.
             self.context = saved;
             self.summary_at = saved_at;
+            self.context_generation = saved_generation;
         } else {
             // A compaction replaced the context during the call: keep it, without the tail.
             let kept: Vec<Arc<Message>> = self

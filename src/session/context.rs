@@ -1,6 +1,10 @@
 //! The context a transcript's entries stand for.
 
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
+
+use rustc_hash::FxHasher;
 
 use crate::contract::message::{Message, Role};
 use crate::services::guarantee::newest_summary_at;
@@ -30,4 +34,39 @@ pub(crate) fn derive_context(entries: &[Arc<Message>]) -> Vec<Arc<Message>> {
     }
     out.extend(entries[last + 1..].iter().cloned());
     out
+}
+
+/// The ids of a context's messages, for asking whether the context holds an id without
+/// walking it: built at the first question, kept up to date by indexing only the messages
+/// appended since the last one, and built again after the context was replaced (a new
+/// `generation`). Empty until asked (most sessions never are).
+#[derive(Debug, Default)]
+pub(crate) struct ContextIds {
+    /// The context generation the set was built for (`None`: never built).
+    generation: Option<u64>,
+    /// How many of the context's messages are in the set.
+    indexed: usize,
+    ids: HashSet<String, BuildHasherDefault<FxHasher>>,
+}
+
+impl ContextIds {
+    /// Whether `context` (of `generation`: a context that only grew keeps its generation)
+    /// holds a message whose id is `id`. An empty id is never held.
+    pub(crate) fn holds(&mut self, generation: u64, context: &[Arc<Message>], id: &str) -> bool {
+        if id.is_empty() {
+            return false;
+        }
+        if self.generation != Some(generation) || self.indexed > context.len() {
+            self.ids.clear();
+            self.indexed = 0;
+            self.generation = Some(generation);
+        }
+        for m in context.get(self.indexed..).unwrap_or_default() {
+            if !m.id.is_empty() {
+                self.ids.insert(m.id.clone());
+            }
+        }
+        self.indexed = context.len();
+        self.ids.contains(id)
+    }
 }

@@ -161,6 +161,14 @@ pub struct Session {
     /// Where the context's newest compaction summary is (kept with the context, so the
     /// guarantee check of every assembly does not walk the whole history to find it).
     summary_at: Option<usize>,
+    /// Which context this is: a new number (from `generations`, never reused) whenever the
+    /// context is replaced rather than appended to (the [`context::ContextIds`] index is
+    /// built again then).
+    context_generation: u64,
+    /// Context generations handed out.
+    generations: u64,
+    /// The context's ids, for [`Session::context_holds_id`].
+    context_ids: context::ContextIds,
     services: Arc<SessionServices>,
     /// Every stored message, indexed for `host.search` / `host.fetch` as it is appended.
     recall: Arc<RecallIndex>,
@@ -295,6 +303,9 @@ impl Session {
             recall,
             context,
             summary_at,
+            context_generation: 0,
+            generations: 0,
+            context_ids: context::ContextIds::default(),
             store,
             saved: state.map(Arc::new),
             turn_ended: false,
@@ -365,6 +376,20 @@ impl Session {
     pub(super) fn set_context(&mut self, context: Vec<Arc<Message>>) {
         self.summary_at = crate::services::guarantee::newest_summary_at(&context);
         self.context = Arc::new(context);
+        self.context_generation = self.new_generation();
+    }
+
+    /// A context generation never handed out before.
+    pub(super) fn new_generation(&mut self) -> u64 {
+        self.generations += 1;
+        self.generations
+    }
+
+    /// Whether the current context holds a message with this id (never for an empty id):
+    /// the cost of the messages appended since the last question, not of the context.
+    pub(crate) fn context_holds_id(&mut self, id: &str) -> bool {
+        self.context_ids
+            .holds(self.context_generation, &self.context, id)
     }
 
     /// The context's tokens as the host counts them.

@@ -130,6 +130,13 @@ impl Session {
         Ok(())
     }
 
+    /// Brings what the store leaves to be read outside it (the JSONL state file, which a
+    /// commit leaves to its journal) up to the last commit. The commits are durable without
+    /// it; closing the session does it too.
+    pub fn flush_store(&mut self) -> Result<()> {
+        self.store.flush()
+    }
+
     /// Commits the entries appended since the last commit, keeping the committed state.
     pub(super) fn commit_entries(&mut self, turn_ended: bool) -> Result<()> {
         let committed = self.store.commit(Commit {

@@ -234,6 +234,10 @@ impl Session {
             return Ok(());
         }
         self.save_state()?;
+        // What a store leaves to be read outside it (the JSONL state file) catches up now.
+        if let Err(e) = self.store.flush() {
+            tracing::warn!(session = &*self.id, location = %self.store.location(), "the session's state file was not brought up to its last commit: {e}");
+        }
         self.disposed = true;
         self.retire_engine();
         Ok(())

@@ -11,9 +11,14 @@
 //! Appends are written through to the OS at once and synced by the commit that makes them
 //! part of the session. A commit writes one record into the journal (the state with its mark,
 //! plus the transcript bytes written since the transcript was last synced) and syncs that one
-//! file; then it replaces the state file (not synced: the journal is what survives a power
-//! loss). So a call's writes cost one durable sync; every 64 KiB of transcript a commit syncs
-//! the transcript too, which keeps records small (`journal`).
+//! file, and that is all it writes: the journal is what survives a crash or a power loss. The
+//! state file is brought up to the last commit when the session closes or its store is
+//! dropped ([`SessionStore::flush`]), and from the journal by the next open after a crash, so
+//! a reader of the state file sees the last commit of a session no one has open; while a
+//! session is open the journal's newest record is ahead of it. So a call's writes cost one
+//! durable sync and no other file write; every 64 KiB of transcript a commit syncs the
+//! transcript too, which keeps records small (`journal`). Under `durability: "none"` there is
+//! no journal, and every commit replaces the state file as before.
 //!
 //! The mark says how many bytes of the transcript (and messages, and turns) the commit
 //! accounts for. Bytes a crash left after the mark belong to a turn that never committed: at
@@ -87,6 +92,9 @@ pub struct JsonlStore {
     synced: u64,
     /// Both journal slots exist with their directory entries synced.
     slots: bool,
+    /// The state file is older than the last commit (the journal holds it): replaced by
+    /// [`SessionStore::flush`].
+    behind: bool,
     created_at: Option<String>,
     last_id: Option<String>,
 }
@@ -117,6 +125,7 @@ impl JsonlStore {
             state: None,
             mark: None,
             slots: durable,
+            behind: false,
             last_id: None,
         };
         // A mark from the start: a crash in the first turn leaves nothing half-committed.
@@ -161,6 +170,7 @@ impl JsonlStore {
             last_id: messages.last().map(|m| m.id.clone()),
             synced: transcript.byte_len()?,
             slots: journal::slots_exist(file),
+            behind: false,
             transcript,
             durability,
             state: committed.state.clone().map(Arc::new),
@@ -196,6 +206,7 @@ impl JsonlStore {
             state: state.cloned().map(Arc::new),
             mark: None,
             slots: false,
+            behind: false,
             created_at: meta.created_at.clone(),
             last_id: messages.last().map(|m| m.id.clone()),
         };
@@ -338,16 +349,14 @@ impl SessionStore for JsonlStore {
             seq: old.seq + 1,
         };
         let doc = self.encode(state, mark)?;
-        if self.durability != Durability::None {
+        if self.durability == Durability::None {
+            // No journal: the state file is the commit.
+            write_atomic(&self.state_file, &doc, false)?;
+        } else {
+            // The journal holds the commit; the state file catches up when the session closes
+            // (or from the journal at the next open), off the call's path.
             self.journal(mark, &doc)?;
-        }
-        // The journal holds the commit now; the state file is for readers and is brought up
-        // to date from the journal at the next open if this write is lost.
-        if let Err(e) = write_atomic(&self.state_file, &doc, false) {
-            if self.durability == Durability::None {
-                return Err(e);
-            }
-            tracing::warn!(file = %self.state_file.display(), "the state file was not replaced (the commit journal holds the commit): {e}");
+            self.behind = true;
         }
         drop(doc);
         if let Some(s) = commit.state
@@ -385,6 +394,29 @@ impl SessionStore for JsonlStore {
 
     fn file(&self) -> Option<&Path> {
         Some(self.transcript.path())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if !self.behind {
+            return Ok(());
+        }
+        let Some(mark) = self.mark else {
+            return Ok(());
+        };
+        let doc = self.encode(self.state.as_deref(), mark)?;
+        // Not synced: the journal already holds this commit durably.
+        write_atomic(&self.state_file, &doc, false)?;
+        self.behind = false;
+        Ok(())
+    }
+}
+
+impl Drop for JsonlStore {
+    /// The state file catches up with the last commit (a session dropped without closing).
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            tracing::warn!(file = %self.state_file.display(), "the state file was not brought up to the last commit (the commit journal holds it): {e}");
+        }
     }
 }
 
@@ -441,6 +473,31 @@ fn read_committed(transcript: &Path) -> Committed {
         redo: None,
         from_journal: false,
     }
+}
+
+/// The state document the last commit of `transcript` holds, with its mark under `commit`, as
+/// the next open reads it: the journal's newest record when the state file is behind it (a
+/// session still open, or one a crash ended), else the state file. `None` when neither holds
+/// one (a state file an earlier ctxhost wrote has no mark). For readers outside the store
+/// (tests that look at what a kill left).
+pub fn committed_document(transcript: &Path) -> Option<Value> {
+    let committed = read_committed(transcript);
+    if committed.state.is_none() && committed.mark.is_none() {
+        return None;
+    }
+    let mut doc = match committed.state {
+        Some(Value::Object(o)) => o,
+        Some(other) => {
+            let mut o = Map::new();
+            o.insert("value".into(), other);
+            o
+        }
+        None => Map::new(),
+    };
+    if let Some(mark) = committed.mark {
+        doc.insert(MARK_KEY.into(), serde_json::to_value(mark).ok()?);
+    }
+    Some(Value::Object(doc))
 }
 
 /// The committed state and its mark; a missing or unreadable file is no state (reported).

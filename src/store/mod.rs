@@ -92,6 +92,14 @@ pub trait SessionStore: Send + std::fmt::Debug {
     fn file(&self) -> Option<&Path> {
         None
     }
+
+    /// Brings what is read outside the store up to the last commit: the JSONL store's state
+    /// file, which a commit leaves to its journal (replaced here, off the call's path). Called
+    /// when a session closes (and by the JSONL store when it is dropped); the commits are
+    /// durable without it.
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Something a [`Backend`] lists: one session it holds.

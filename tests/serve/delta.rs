@@ -465,3 +465,54 @@ async fn a_summary_appended_mid_delta_is_put_back_when_the_engine_leaves_it_out(
     assert!(slots(&r).contains(&Some(1)), "{r}");
     c.close().await;
 }
+
+/// A delta whose messages carry ids: the client's own ids are its messages (mirrored); the
+/// session's own entry ids (a window the client sent back whole) are an echo, nothing mirrored
+/// and nothing stored. The session answers that from its index of its context's ids, kept up
+/// to date with what later calls appended: an entry stored after the first delta that carried
+/// ids is recognised too.
+#[tokio::test]
+async fn a_delta_carrying_ids_is_mirrored_unless_they_are_the_sessions_own_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = write_engine(dir.path(), "keepall.lua", KEEP_ALL);
+    let mut c = delta_client(&state, &engine).await;
+    let mut v = ClientView::default();
+    v.push("a".into());
+    let mut delta = v.delta(0);
+    delta["append"][0]["id"] = json!("client-a");
+    let r = c.ok("assemble", params("s", delta)).await;
+    assert_same_view(&r, &v, "a client's own id");
+    v.push("b".into());
+    let r = c.ok("assemble", params("s", v.delta(1))).await;
+    assert_same_view(&r, &v, "no id");
+    // The entry id `b` is stored under, as a window sent whole would carry it.
+    let transcript = sessions_under(&state).remove(0).join("transcript.jsonl");
+    let b = std::fs::read_to_string(&transcript)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "message" && e["message"]["content"] == "b")
+        .expect("b is stored");
+    let b_id = b["id"].as_str().unwrap().to_owned();
+    let mut echoed = user("b");
+    echoed["id"] = json!(b_id);
+    let echo = json!({"base": 2, "baseHash": v.hash_at(2), "append": [echoed, user("c")],
+                      "hashes": [hex(1), hex(2)]});
+    let r = c.ok("assemble", params("s", echo)).await;
+    assert_eq!(r["view"]["count"], 2, "an echo is not mirrored: {r}");
+    assert_eq!(
+        r["systemPromptAddition"], "a\nb\nc",
+        "what follows the echo is this call's context: {r}"
+    );
+    // The client's view goes on from what ctxhost holds.
+    v.push("d".into());
+    let r = c.ok("assemble", params("s", v.delta(2))).await;
+    assert_same_view(&r, &v, "after the echo");
+    c.close().await;
+    assert_eq!(
+        super::durability::stored_texts(&transcript),
+        ["a", "b", "d"],
+        "nothing of the echo is stored"
+    );
+}

@@ -16,6 +16,7 @@ async fn the_commit_record_and_the_engine_state_are_one_write() {
     let engine = write_engine(dir.path(), "window.lua", &window_engine("v1", 2, true));
     let commit = json!({"sessionId": "s-1", "sessionKey": "agent:main:main",
                         "advancementKey": "turn-1", "messages": [user("q"), assistant("a")]});
+    let dispose = json!({"sessionId": "s-1", "sessionKey": "agent:main:main"});
     let mut c = Client::start(&state);
     c.init(&engine).await;
     c.ok("assemble", assemble_params(&history(1), 1000)).await;
@@ -25,18 +26,34 @@ async fn the_commit_record_and_the_engine_state_are_one_write() {
         .unwrap()
         .unwrap()
         .path();
+    // `dispose` brings the state file up to the last commit (a commit writes the journal
+    // only; the state file catches up there, or when the session closes).
+    c.ok("dispose", dispose.clone()).await;
     let before = snapshot(&session);
     assert_eq!(
         c.ok("commitTurn", commit.clone()).await["status"],
         "committed"
     );
+    let committed = snapshot(&session);
+    c.ok("dispose", dispose).await;
     let after = snapshot(&session);
     c.close().await;
-    let changed: Vec<&String> = after
-        .iter()
-        .filter(|(name, bytes)| before.get(*name) != Some(bytes))
-        .map(|(name, _)| name)
-        .collect();
+    let changed_by = |snapshot: &std::collections::BTreeMap<String, Vec<u8>>| -> Vec<String> {
+        snapshot
+            .iter()
+            .filter(|(name, bytes)| before.get(*name) != Some(bytes))
+            .map(|(name, _)| name.clone())
+            .collect()
+    };
+    // The commit itself writes one file: one record in the journal (one synced file).
+    let by_the_commit = changed_by(&committed);
+    assert_eq!(by_the_commit.len(), 1, "{by_the_commit:?}");
+    assert!(
+        by_the_commit[0].starts_with("transcript.jsonl.commit-"),
+        "{by_the_commit:?}"
+    );
+    let changed = changed_by(&after);
+    let changed: Vec<&String> = changed.iter().collect();
     // The commit is one record in the journal (one synced file) and the state file readers
     // see, replaced whole.
     assert_eq!(changed.len(), 2, "{changed:?}");
@@ -165,6 +182,12 @@ async fn crash_before_the_commit(earlier_ctxhost: bool) {
         .unwrap()
         .path();
     let state_file = session.join("transcript.jsonl.state.json");
+    // The state file brought up to the last commit (a commit writes the journal only).
+    c.ok(
+        "dispose",
+        json!({"sessionId": "s-1", "sessionKey": "agent:main:main"}),
+    )
+    .await;
     let mut saved = snapshot(&session);
     saved.remove("transcript.jsonl");
     // The next view stores two more messages; then the process dies before the commit that

@@ -90,9 +90,9 @@ pub(super) fn left_behind(state: &Path, session_id: &str) -> &'static str {
         .filter(|e| e["type"] == "message" || e["type"] == "compaction")
         .collect();
     let torn = !text.ends_with('\n');
-    let saved = std::fs::read_to_string(transcript.with_extension("jsonl.state.json"))
-        .ok()
-        .and_then(|s| serde_json::from_str::<Value>(&s).ok());
+    // As the next open reads it: the commit journal's newest record when the state file is
+    // behind it (the state file catches up only when a session closes).
+    let saved = ctxhost::testing::committed_document(&transcript);
     // The commit mark's count (an earlier ctxhost's state said `stored`).
     let accounted = match &saved {
         None => 0,

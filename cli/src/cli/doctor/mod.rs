@@ -432,19 +432,28 @@ struct LastCall {
     seconds_ago: u64,
 }
 
-/// The newest `sessions/*/transcript.jsonl.state.json` under `state_dir`, if any.
+/// The session under `state_dir` whose state was committed last, if any: its
+/// `transcript.jsonl.state.json` or, while the session is open (the state file catches up
+/// when it closes), its commit journal `transcript.jsonl.commit-0|1`.
 fn last_call(state_dir: &Path) -> Option<LastCall> {
     let newest = std::fs::read_dir(state_dir.join("sessions"))
         .ok()?
         .filter_map(|e| e.ok())
         .filter_map(|e| {
-            let file = e.path().join("transcript.jsonl.state.json");
-            let modified = std::fs::metadata(&file).ok()?.modified().ok()?;
-            Some((modified, e.file_name().to_string_lossy().into_owned(), file))
+            let dir = e.path();
+            let modified = [
+                "transcript.jsonl.state.json",
+                "transcript.jsonl.commit-0",
+                "transcript.jsonl.commit-1",
+            ]
+            .iter()
+            .filter_map(|f| std::fs::metadata(dir.join(f)).ok()?.modified().ok())
+            .max()?;
+            Some((modified, e.file_name().to_string_lossy().into_owned(), dir))
         })
         .max_by_key(|(m, _, _)| *m)?;
-    let (modified, session, file) = newest;
-    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).ok()?).ok()?;
+    let (modified, session, dir) = newest;
+    let saved = ctxhost::store::jsonl::committed_document(&dir.join("transcript.jsonl"))?;
     Some(LastCall {
         session,
         engine: saved["engine"].as_str().unwrap_or("?").to_owned(),
