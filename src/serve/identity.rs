@@ -11,7 +11,9 @@
 //! absent before the first reset. `bootstrap` carries it as `sessionTarget.expectedLifecycleRevision`
 //! (its other calls may leave it out), so a `bootstrap` whose revision differs from the one the
 //! conversation's last `bootstrap` carried starts a new, empty conversation under the same id,
-//! and every later call naming the id belongs to it. The first revision a conversation's
+//! and every later call naming the id belongs to it; a successor id's revision is followed the
+//! same way (its first lifecycle continues the conversation that compacted, a reset of it starts
+//! `<successor>#<revision>`). The first revision a conversation's
 //! bootstraps show is taken as its own (sessions created with one from the start), so a reset
 //! before the conversation's first `bootstrap` (a one-turn conversation) is not told apart.
 //!
@@ -74,9 +76,7 @@ impl Names {
         let key = non_empty(key.as_ref()).or(non_empty(parent_key));
         match (id, key) {
             (Some(id), key) => {
-                let conversation = self
-                    .successor_of(id)
-                    .unwrap_or_else(|| self.lifecycle_of(id, call));
+                let conversation = self.lifecycle_of(id, self.successor_of(id), call);
                 if let Some(key) = key {
                     self.remember(&self.key_file(key), &conversation);
                 }
@@ -104,13 +104,15 @@ impl Names {
 
     /// The conversation of the id's current lifecycle, noting a `bootstrap`'s revision: a
     /// revision other than the one the last `bootstrap` carried is a reset in place, and starts
-    /// the conversation `<id>#<revision>`.
-    fn lifecycle_of(&self, id: &str, call: &ClientCall) -> Conversation {
+    /// the conversation `<id>#<revision>`. `continued` is the conversation a successor id
+    /// continues: its first lifecycle is that conversation, and a reset of it starts afresh too.
+    fn lifecycle_of(&self, id: &str, continued: Option<String>, call: &ClientCall) -> Conversation {
         let file = self.life_file(id);
         let recorded = self.read(&file);
         let recorded = recorded.as_deref().and_then(|r| r.split_once('\n'));
+        let origin = continued.unwrap_or_else(|| id.to_owned());
         let ClientCall::Bootstrap(p) = call else {
-            return recorded.map_or_else(|| id.to_owned(), |(_, c)| c.to_owned());
+            return recorded.map_or(origin, |(_, c)| c.to_owned());
         };
         let revision = p
             .session_target
@@ -121,8 +123,8 @@ impl Names {
         let revision = revision.replace(['\n', '\r'], " ");
         match recorded {
             None => {
-                self.remember(&file, &format!("{revision}\n{id}"));
-                id.to_owned()
+                self.remember(&file, &format!("{revision}\n{origin}"));
+                origin
             }
             // The same lifecycle, or a bootstrap that leaves the revision out after one was seen.
             Some((r, conversation)) if r == revision || revision.is_empty() => {

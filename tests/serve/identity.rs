@@ -245,8 +245,31 @@ async fn a_successor_a_compaction_reports_continues_the_conversation() {
         texts(&r).iter().any(|t| t == "answer 2"),
         "the successor holds the conversation: {r}"
     );
+    // The successor's first revision is the conversation's own; a new one is a reset in place.
+    c.ok("bootstrap", bootstrap("sid-A2", Some("rev-0"))).await;
+    let r = c.ok("assemble", view("sid-A2", &[])).await;
+    assert!(texts(&r).iter().any(|t| t == "answer 2"), "{r}");
     c.close().await;
     assert_eq!(sessions(&state).len(), 1, "one conversation, one directory");
+
+    let mut c = Client::start(&state);
+    c.init(&dir.path().join("window.lua")).await;
+    c.ok("bootstrap", bootstrap("sid-A2", Some("rev-1"))).await;
+    let hello = user("hello after resetting the successor");
+    let r = c
+        .ok("assemble", view("sid-A2", std::slice::from_ref(&hello)))
+        .await;
+    assert_eq!(
+        texts(&r),
+        ["hello after resetting the successor"],
+        "a reset successor starts empty"
+    );
+    c.close().await;
+    assert_eq!(
+        sessions(&state).len(),
+        2,
+        "the compacted conversation is kept"
+    );
 }
 
 #[tokio::test]
