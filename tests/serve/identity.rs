@@ -219,6 +219,36 @@ async fn a_first_lifecycle_revision_is_the_conversations_own() {
     assert_eq!(sessions(&state).len(), 1);
 }
 
+/// A conversation's first run has no `bootstrap` (OpenClaw has no session file yet); its
+/// `afterTurn` shows the lifecycle, so a reset before the first `bootstrap` is still a reset.
+#[tokio::test]
+async fn a_reset_after_a_single_turn_starts_an_empty_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = recent_turns(Lang::Lua);
+    let secret = user("the launch code is 4417");
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("ingest", ingest("sid-S", secret.clone())).await;
+    c.ok("assemble", view("sid-S", std::slice::from_ref(&secret)))
+        .await;
+    let mut turn = after_turn("sid-S", &[secret.clone(), assistant("noted")]);
+    turn["sessionTarget"] = json!({"agentId": "main", "sessionId": "sid-S", "sessionKey": KEY});
+    c.ok("afterTurn", turn).await;
+    c.close().await;
+
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("bootstrap", bootstrap("sid-S", Some("rev-1"))).await;
+    let hello = user("hello after the reset");
+    let r = c
+        .ok("assemble", view("sid-S", std::slice::from_ref(&hello)))
+        .await;
+    assert_eq!(texts(&r), ["hello after the reset"], "{r}");
+    c.close().await;
+    assert_eq!(sessions(&state).len(), 2, "the first conversation is kept");
+}
+
 #[tokio::test]
 async fn a_successor_a_compaction_reports_continues_the_conversation() {
     let dir = tempfile::tempdir().unwrap();
