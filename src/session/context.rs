@@ -70,3 +70,35 @@ impl ContextIds {
         self.ids.contains(id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is the failure report
+
+    use super::*;
+
+    fn with_id(id: &str) -> Arc<Message> {
+        let mut m = Message::user(format!("text of {id}"));
+        m.id = id.to_owned();
+        Arc::new(m)
+    }
+
+    #[test]
+    fn the_id_index_follows_appends_and_is_built_again_after_a_replace() {
+        let mut ids = ContextIds::default();
+        let mut context = vec![with_id("a"), with_id("b")];
+        assert!(ids.holds(1, &context, "a"));
+        assert!(!ids.holds(1, &context, "c"));
+        // Appended since the last question: indexed now.
+        context.push(with_id("c"));
+        assert!(ids.holds(1, &context, "c"));
+        // Replaced (a new generation): what it no longer holds is not found.
+        let replaced = vec![with_id("x")];
+        assert!(!ids.holds(2, &replaced, "a"));
+        assert!(ids.holds(2, &replaced, "x"));
+        // Shorter than what was indexed under the same generation: built again too.
+        assert!(!ids.holds(2, &[], "x"));
+        // An empty id is never held, even by a message without one.
+        assert!(!ids.holds(3, &[with_id("")], ""));
+    }
+}
