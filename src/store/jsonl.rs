@@ -16,7 +16,7 @@
 //! dropped ([`SessionStore::flush`]), and from the journal by the next open after a crash, so
 //! a reader of the state file sees the last commit of a session no one has open; while a
 //! session is open the journal's newest record is ahead of it. So a call's writes cost one
-//! durable sync and no other file write; every 64 KiB of transcript a commit syncs the
+//! durable sync and no other file write; every 16 KiB of transcript a commit syncs the
 //! transcript too, which keeps records small (`journal`). Under `durability: "none"` there is
 //! no journal, and every commit replaces the state file as before.
 //!
@@ -50,7 +50,7 @@ const KIND: &str = "fs-jsonl";
 const MARK_KEY: &str = "commit";
 
 /// Transcript bytes a commit leaves unsynced at most (carried in its journal record instead).
-const UNSYNCED_MAX: u64 = 64 << 10;
+const UNSYNCED_MAX: u64 = 16 << 10;
 
 /// What the last commit accounted for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
