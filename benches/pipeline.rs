@@ -94,7 +94,6 @@ fn main() {
     });
     drop(out);
 
-    let services = common::services();
     let p = common::params(BUDGET);
     let limits = ResultLimits::default();
 
@@ -102,6 +101,10 @@ fn main() {
     let mut runs: Vec<Run> = Vec::new();
     let mut factories: Vec<(String, Arc<PipelineFactory>)> = Vec::new();
     for w in &loaded {
+        // Each workload is its own session, with its own token cache: the two workloads'
+        // message ids overlap (`00000000`, ...), and one cache over both would count every
+        // message of one of them afresh on every call.
+        let services = common::services();
         let call = common::call(Arc::clone(&w.messages), &services, BUDGET);
         for lang in ["lua", "rhai"] {
             for shape in [Shape::Engine, Shape::OneHook, Shape::FiveHooks] {

@@ -8,12 +8,16 @@
 //!
 //! A reset can also keep the `sessionId`: OpenClaw's `sessions.reset` (what `/new` and `/reset`
 //! do in 2026.9.6) resets in place and changes only the session's `lifecycleRevision`, which is
-//! absent before the first reset. `bootstrap` carries it as `sessionTarget.expectedLifecycleRevision`
-//! (its other calls may leave it out), so a `bootstrap` whose revision differs from the one the
-//! conversation's last `bootstrap` carried starts a new, empty conversation under the same id,
-//! and every later call naming the id belongs to it. The first revision a conversation's
-//! bootstraps show is taken as its own (sessions created with one from the start), so a reset
-//! before the conversation's first `bootstrap` (a one-turn conversation) is not told apart.
+//! absent before the first reset. A run's `bootstrap`, `maintain` and `afterTurn` carry it as
+//! `sessionTarget.expectedLifecycleRevision` (its other calls leave it out), so one whose revision
+//! differs from the one the conversation's last such call carried starts a new, empty
+//! conversation under the same id, and every later call naming the id belongs to it; a
+//! successor id's revision is followed the same way (its first lifecycle continues the
+//! conversation that compacted, a reset of it starts `<successor>#<revision>`). The first
+//! revision a conversation shows is taken as its own (sessions created with one from the
+//! start). A conversation's first run has no `bootstrap` (there is no session file yet): its
+//! `afterTurn` records the revision when it carries a `sessionTarget`; when it carries none, a
+//! reset before the conversation's first `bootstrap` is not told apart.
 //!
 //! What is known is kept under the state directory, so the next client process (every
 //! `openclaw agent --local` run is one) finds the same conversations:
@@ -21,7 +25,7 @@
 //! ```text
 //! <state dir>/names/key-<sha256 of the key>    the conversation last seen under the key
 //! <state dir>/names/id-<sha256 of the id>      the conversation a successor id continues
-//! <state dir>/names/life-<sha256 of the id>    the revision the id's last bootstrap carried,
+//! <state dir>/names/life-<sha256 of the id>    the revision the id's calls last carried,
 //!                                              and the conversation it names
 //! ```
 
@@ -74,9 +78,7 @@ impl Names {
         let key = non_empty(key.as_ref()).or(non_empty(parent_key));
         match (id, key) {
             (Some(id), key) => {
-                let conversation = self
-                    .successor_of(id)
-                    .unwrap_or_else(|| self.lifecycle_of(id, call));
+                let conversation = self.lifecycle_of(id, self.successor_of(id), call);
                 if let Some(key) = key {
                     self.remember(&self.key_file(key), &conversation);
                 }
@@ -102,29 +104,24 @@ impl Names {
         self.read(&self.id_file(id))
     }
 
-    /// The conversation of the id's current lifecycle, noting a `bootstrap`'s revision: a
-    /// revision other than the one the last `bootstrap` carried is a reset in place, and starts
-    /// the conversation `<id>#<revision>`.
-    fn lifecycle_of(&self, id: &str, call: &ClientCall) -> Conversation {
+    /// The conversation of the id's current lifecycle, noting the revision a call's
+    /// `sessionTarget` carries: a revision other than the one last seen is a reset in place, and
+    /// starts the conversation `<id>#<revision>`. `continued` is the conversation a successor id
+    /// continues: its first lifecycle is that conversation, and a reset of it starts afresh too.
+    fn lifecycle_of(&self, id: &str, continued: Option<String>, call: &ClientCall) -> Conversation {
         let file = self.life_file(id);
         let recorded = self.read(&file);
         let recorded = recorded.as_deref().and_then(|r| r.split_once('\n'));
-        let ClientCall::Bootstrap(p) = call else {
-            return recorded.map_or_else(|| id.to_owned(), |(_, c)| c.to_owned());
+        let origin = continued.unwrap_or_else(|| id.to_owned());
+        let Some(revision) = lifecycle_revision(call) else {
+            return recorded.map_or(origin, |(_, c)| c.to_owned());
         };
-        let revision = p
-            .session_target
-            .as_ref()
-            .and_then(|t| t.get("expectedLifecycleRevision"))
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default();
-        let revision = revision.replace(['\n', '\r'], " ");
         match recorded {
             None => {
-                self.remember(&file, &format!("{revision}\n{id}"));
-                id.to_owned()
+                self.remember(&file, &format!("{revision}\n{origin}"));
+                origin
             }
-            // The same lifecycle, or a bootstrap that leaves the revision out after one was seen.
+            // The same lifecycle, or a call that leaves the revision out after one was seen.
             Some((r, conversation)) if r == revision || revision.is_empty() => {
                 conversation.to_owned()
             }
@@ -187,6 +184,23 @@ impl Names {
         }
         known.insert(file.to_owned(), value);
     }
+}
+
+/// The lifecycle revision a call teaches (`""`: never reset), `None` when the call does not say:
+/// a first run's `afterTurn` is the only call that can show the revision a reset then changes.
+fn lifecycle_revision(call: &ClientCall) -> Option<String> {
+    let target = call.session().2.session_target;
+    let revision = match call {
+        ClientCall::Bootstrap(_) => target.and_then(|t| t.get("expectedLifecycleRevision")),
+        ClientCall::AfterTurn(_) | ClientCall::Maintain(_) => {
+            target?.get("expectedLifecycleRevision")
+        }
+        _ => return None,
+    };
+    let revision = revision
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    Some(revision.replace(['\n', '\r'], " "))
 }
 
 fn non_empty(s: Option<&String>) -> Option<&str> {

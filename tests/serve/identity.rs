@@ -141,6 +141,29 @@ fn bootstrap(id: &str, revision: Option<&str>) -> Value {
     json!({"sessionId": id, "sessionKey": KEY, "sessionFile": KEY, "sessionTarget": target})
 }
 
+/// OpenClaw's reset in place of `id` as the next client process of `state` sees it: a
+/// `bootstrap` with lifecycle revision `rev-1`, then the first message, `hello`. Asserts the
+/// engine was given `hello` alone and returns the client, still open.
+async fn first_message_after_a_reset(
+    state: &Path,
+    engine: &Path,
+    id: &str,
+    hello: &Value,
+) -> Client {
+    let mut c = Client::start(state);
+    c.init(engine).await;
+    c.ok("bootstrap", bootstrap(id, Some("rev-1"))).await;
+    let r = c
+        .ok("assemble", view(id, std::slice::from_ref(hello)))
+        .await;
+    assert_eq!(
+        texts(&r),
+        [hello["content"].as_str().unwrap()],
+        "the reset conversation starts empty: {r}"
+    );
+    c
+}
+
 async fn a_reset_in_place_starts_an_empty_conversation_under_the_same_id(lang: Lang) {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -151,17 +174,7 @@ async fn a_reset_in_place_starts_an_empty_conversation_under_the_same_id(lang: L
     // OpenClaw 2026.9.6's `sessions.reset` (`/new`): the same id and key, a new lifecycle
     // revision on the next bootstrap, an empty transcript. A new client process.
     let hello = user("hello after the reset");
-    let mut c = Client::start(&state);
-    c.init(&engine).await;
-    c.ok("bootstrap", bootstrap("sid-R", Some("rev-1"))).await;
-    let r = c
-        .ok("assemble", view("sid-R", std::slice::from_ref(&hello)))
-        .await;
-    assert_eq!(
-        texts(&r),
-        ["hello after the reset"],
-        "the reset conversation starts empty"
-    );
+    let mut c = first_message_after_a_reset(&state, &engine, "sid-R", &hello).await;
     // Calls that leave the revision out (a post-turn maintain, an assemble) stay in it.
     c.ok("bootstrap", bootstrap("sid-R", None)).await;
     let r = c
@@ -219,6 +232,30 @@ async fn a_first_lifecycle_revision_is_the_conversations_own() {
     assert_eq!(sessions(&state).len(), 1);
 }
 
+/// A conversation's first run has no `bootstrap` (OpenClaw has no session file yet); its
+/// `afterTurn` shows the lifecycle, so a reset before the first `bootstrap` is still a reset.
+#[tokio::test]
+async fn a_reset_after_a_single_turn_starts_an_empty_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let engine = recent_turns(Lang::Lua);
+    let secret = user("the launch code is 4417");
+    let mut c = Client::start(&state);
+    c.init(&engine).await;
+    c.ok("ingest", ingest("sid-S", secret.clone())).await;
+    c.ok("assemble", view("sid-S", std::slice::from_ref(&secret)))
+        .await;
+    let mut turn = after_turn("sid-S", &[secret.clone(), assistant("noted")]);
+    turn["sessionTarget"] = json!({"agentId": "main", "sessionId": "sid-S", "sessionKey": KEY});
+    c.ok("afterTurn", turn).await;
+    c.close().await;
+
+    let hello = user("hello after the reset");
+    let c = first_message_after_a_reset(&state, &engine, "sid-S", &hello).await;
+    c.close().await;
+    assert_eq!(sessions(&state).len(), 2, "the first conversation is kept");
+}
+
 #[tokio::test]
 async fn a_successor_a_compaction_reports_continues_the_conversation() {
     let dir = tempfile::tempdir().unwrap();
@@ -245,8 +282,22 @@ async fn a_successor_a_compaction_reports_continues_the_conversation() {
         texts(&r).iter().any(|t| t == "answer 2"),
         "the successor holds the conversation: {r}"
     );
+    // The successor's first revision is the conversation's own; a new one is a reset in place.
+    c.ok("bootstrap", bootstrap("sid-A2", Some("rev-0"))).await;
+    let r = c.ok("assemble", view("sid-A2", &[])).await;
+    assert!(texts(&r).iter().any(|t| t == "answer 2"), "{r}");
     c.close().await;
     assert_eq!(sessions(&state).len(), 1, "one conversation, one directory");
+
+    let hello = user("hello after resetting the successor");
+    let engine = dir.path().join("window.lua");
+    let c = first_message_after_a_reset(&state, &engine, "sid-A2", &hello).await;
+    c.close().await;
+    assert_eq!(
+        sessions(&state).len(),
+        2,
+        "the compacted conversation is kept"
+    );
 }
 
 #[tokio::test]

@@ -71,8 +71,10 @@ pub(super) fn assemble(
     });
     // the base context: legacy's (fitted to the budget), unless a hook replaced it
     let unfitted = messages.clone();
-    let fitted = p.legacy.assemble(call, params)?;
-    let mut list = messages.unwrap_or(fitted.messages);
+    let mut list = match messages {
+        Some(m) => m,
+        None => p.legacy.assemble(call, params)?.messages,
+    };
     // prune, only under token pressure (in memory: the transcript is never rewritten)
     let budget = params.token_budget;
     let share = (budget as f64 * p.share) as u64;

@@ -203,18 +203,14 @@ pub(super) fn messages_of(v: &Json, given: &[Arc<Message>]) -> Result<Vec<Arc<Me
             crate::engine::script::result::json_type(v)
         ));
     };
-    let by_id: std::collections::HashMap<&str, &Arc<Message>> = given
-        .iter()
-        .filter(|m| !m.id.is_empty())
-        .map(|m| (m.id.as_str(), m))
-        .collect();
+    let mut given_at = GivenIds::new(given);
     items
         .iter()
         .enumerate()
         .map(|(i, item)| {
             let id = item.get("id").and_then(Json::as_str).unwrap_or_default();
-            if let Some(m) = by_id.get(id)
-                && serde_json::to_value(&***m).is_ok_and(|g| same_but_nulls(&g, item))
+            if let Some(m) = given_at.find(id)
+                && serde_json::to_value(&**m).is_ok_and(|g| same_but_nulls(&g, item))
             {
                 return Ok(Arc::clone(m));
             }
@@ -223,6 +219,61 @@ pub(super) fn messages_of(v: &Json, given: &[Arc<Message>]) -> Result<Vec<Arc<Me
                 .map_err(|e| format!("messages[{}]: {e}", i + 1))
         })
         .collect()
+}
+
+/// Finds given messages by id for a hook's returned list, which is nearly always a run of the
+/// given list in its order (a suffix, a window, the whole): each id is looked for just after
+/// the previous one's place, the first from the end backwards, and a map of every id is built
+/// only when a hook returns them out of order. The cost follows what the hook returned, not
+/// the length of the session.
+struct GivenIds<'a> {
+    given: &'a [Arc<Message>],
+    /// Where the next id is expected, after the last one found.
+    next: Option<usize>,
+    /// Whether the one backward scan was made (every later miss uses the map).
+    scanned: bool,
+    by_id: Option<std::collections::HashMap<&'a str, usize, rustc_hash::FxBuildHasher>>,
+}
+
+impl<'a> GivenIds<'a> {
+    fn new(given: &'a [Arc<Message>]) -> Self {
+        GivenIds {
+            given,
+            next: None,
+            scanned: false,
+            by_id: None,
+        }
+    }
+
+    fn find(&mut self, id: &str) -> Option<&'a Arc<Message>> {
+        if id.is_empty() {
+            return None;
+        }
+        let at = match self.next {
+            Some(n) if self.given.get(n).is_some_and(|m| m.id == id) => Some(n),
+            None if !self.scanned => {
+                self.scanned = true;
+                self.given.iter().rposition(|m| m.id == id)
+            }
+            _ => self.map().get(id).copied(),
+        };
+        if let Some(i) = at {
+            self.next = Some(i + 1);
+        }
+        at.map(|i| &self.given[i])
+    }
+
+    fn map(&mut self) -> &std::collections::HashMap<&'a str, usize, rustc_hash::FxBuildHasher> {
+        let given = self.given;
+        self.by_id.get_or_insert_with(|| {
+            given
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| !m.id.is_empty())
+                .map(|(i, m)| (m.id.as_str(), i))
+                .collect()
+        })
+    }
 }
 
 /// Whether two JSON values are equal once object fields holding null are left out.
@@ -251,5 +302,75 @@ pub(super) fn only_keys(v: &Json, keys: &[&str], hook: Method) -> Result<(), Str
             None => Ok(()),
         },
         _ => Err(format!("{hook} must return a map or nothing")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+    use super::*;
+    use serde_json::json;
+
+    fn given(n: usize) -> Vec<Arc<Message>> {
+        (0..n)
+            .map(|i| {
+                let mut m = Message::user(format!("message {i}"));
+                m.id = format!("{i:08x}");
+                Arc::new(m)
+            })
+            .collect()
+    }
+
+    fn returned(given: &[Arc<Message>], at: &[usize]) -> Json {
+        Json::Array(
+            at.iter()
+                .map(|&i| serde_json::to_value(&*given[i]).unwrap())
+                .collect(),
+        )
+    }
+
+    /// Which returned messages are the given ones (the same `Arc`), by position in `given`.
+    fn same(given: &[Arc<Message>], out: &[Arc<Message>]) -> Vec<Option<usize>> {
+        out.iter()
+            .map(|m| given.iter().position(|g| Arc::ptr_eq(g, m)))
+            .collect()
+    }
+
+    #[test]
+    fn returned_messages_are_the_given_ones_in_any_order() {
+        let g = given(50);
+        for order in [
+            vec![40, 41, 42, 49],
+            vec![0, 1, 2, 3],
+            vec![49, 3, 17, 3, 48],
+            vec![10, 9, 8],
+            (0..50).collect(),
+        ] {
+            let out = messages_of(&returned(&g, &order), &g).unwrap();
+            let want: Vec<Option<usize>> = order.iter().map(|&i| Some(i)).collect();
+            assert_eq!(same(&g, &out), want, "{order:?}");
+        }
+    }
+
+    #[test]
+    fn new_and_changed_messages_are_new() {
+        let g = given(20);
+        let mut items = returned(&g, &[5, 6, 7]);
+        let Json::Array(list) = &mut items else {
+            unreachable!()
+        };
+        // a message the hook made, an unknown id, and a known id with other content
+        let mut made = serde_json::to_value(Message::assistant("made here")).unwrap();
+        made["id"] = json!("");
+        list.insert(0, made);
+        let mut unknown = serde_json::to_value(&*g[1]).unwrap();
+        unknown["id"] = json!("nope");
+        list.insert(2, unknown);
+        list[3]["content"] = json!("changed");
+        let out = messages_of(&items, &g).unwrap();
+        assert_eq!(same(&g, &out), [None, Some(5), None, None, Some(7)]);
+        assert_eq!(out[3].id, g[6].id, "a changed message keeps its id");
+        assert_ne!(out[3].body, g[6].body);
     }
 }
