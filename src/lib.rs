@@ -53,7 +53,7 @@ pub use runtime::{Host, HostBuilder, SessionHandle, SessionSpec};
 // The program-wide pieces of the sandbox: the allocator a program installs so Rhai's memory cap
 // counts what a worker thread allocates, and the count of VMs abandoned past deadline + grace.
 pub use sandbox::abandoned_workers;
-pub use sandbox::alloc::MeteredAlloc;
+pub use sandbox::alloc::{Metered, MeteredAlloc};
 pub use services::summarize::Summarizer;
 pub use services::tokens::TokenCounter;
 pub use session::{Assembly, Session, TurnInput, TurnStats};

@@ -45,13 +45,42 @@ fn count(delta: isize) {
     let _ = NET.try_with(|n| n.set(n.get().wrapping_add(delta)));
 }
 
-// SAFETY: every method forwards to `System` with the caller's own arguments, so the
-// `GlobalAlloc` contract holds exactly as it does for `System`; counting touches only a
-// const-initialized thread-local `Cell` and never allocates.
+/// [`MeteredAlloc`] over another allocator than the system's: `Metered(mimalloc::MiMalloc)`
+/// counts the same per-thread bytes (the CLI's choice: a replay of 200,000 messages holds
+/// millions of small allocations, which glibc's malloc keeps in more memory).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Metered<A>(pub A);
+
+// SAFETY: every method forwards to `System` through `Metered`, whose note holds.
 unsafe impl GlobalAlloc for MeteredAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged.
+        unsafe { Metered(System).alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged.
+        unsafe { Metered(System).alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged.
+        unsafe { Metered(System).dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded unchanged.
+        unsafe { Metered(System).realloc(ptr, layout, new_size) }
+    }
+}
+
+// SAFETY: every method forwards to the inner allocator with the caller's own arguments, so the
+// `GlobalAlloc` contract holds exactly as it does for it; counting touches only a
+// const-initialized thread-local `Cell` and never allocates.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Metered<A> {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded unchanged (see the impl's note).
-        let p = unsafe { System.alloc(layout) };
+        let p = unsafe { self.0.alloc(layout) };
         if !p.is_null() {
             count(layout.size() as isize);
         }
@@ -60,7 +89,7 @@ unsafe impl GlobalAlloc for MeteredAlloc {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded unchanged (see the impl's note).
-        let p = unsafe { System.alloc_zeroed(layout) };
+        let p = unsafe { self.0.alloc_zeroed(layout) };
         if !p.is_null() {
             count(layout.size() as isize);
         }
@@ -69,13 +98,13 @@ unsafe impl GlobalAlloc for MeteredAlloc {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: forwarded unchanged (see the impl's note).
-        unsafe { System.dealloc(ptr, layout) };
+        unsafe { self.0.dealloc(ptr, layout) };
         count(-(layout.size() as isize));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: forwarded unchanged (see the impl's note).
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        let p = unsafe { self.0.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             count(new_size as isize - layout.size() as isize);
         }

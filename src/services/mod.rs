@@ -9,6 +9,7 @@ pub mod compaction;
 pub(crate) mod fit;
 pub(crate) mod fnv;
 pub mod guarantee;
+pub(crate) mod id_map;
 pub mod llm;
 pub(crate) mod pairing;
 pub(crate) mod recall;

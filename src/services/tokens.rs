@@ -6,18 +6,16 @@
 //! assert_eq!(Estimate.count_text("abcdefgh"), 2);
 //! ```
 
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::BuildHasherDefault;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
-use rustc_hash::FxHasher;
 use serde::{Deserialize, Serialize};
 
 use crate::contract::message::{Content, ContentBlock, Message, MessageBody};
 use crate::error::{Error, Result};
+use crate::services::id_map::IdMap;
 
 /// Tokens an image counts for, whatever its size (OpenClaw's heuristic).
 pub const IMAGE_TOKENS: u64 = 2_000;
@@ -283,8 +281,9 @@ pub struct TokenCache {
 #[derive(Debug, Default)]
 struct CacheState {
     /// Entry id -> (the message that was counted, its tokens). Hashed with Fx, not SipHash:
-    /// every message of every turn is looked up here, and ids are the host's own.
-    entries: HashMap<String, (Weak<Message>, u64), BuildHasherDefault<FxHasher>>,
+    /// every message of every turn is looked up here, and ids are the host's own (kept as
+    /// numbers, [`IdMap`]: a replay's cache holds every message of the session).
+    entries: IdMap<(Weak<Message>, u64)>,
     /// Prune dead entries when the map reaches this size.
     prune_at: usize,
 }
@@ -301,11 +300,11 @@ impl CacheState {
             return;
         }
         if self.entries.len() >= self.prune_at.max(MIN_PRUNE_AT) {
-            self.entries.retain(|_, (m, _)| m.strong_count() > 0);
+            self.entries.retain(|(m, _)| m.strong_count() > 0);
             self.prune_at = self.entries.len() * 2;
         }
         self.entries
-            .insert(message.id.clone(), (Arc::downgrade(message), n));
+            .insert(&message.id, (Arc::downgrade(message), n));
     }
 }
 

@@ -23,6 +23,7 @@ use rustc_hash::FxHasher;
 use parking_lot::Mutex;
 
 use crate::contract::message::{ContentBlock, Message, MessageBody, Role};
+use crate::services::id_map::IdMap;
 
 /// BM25's term-frequency saturation.
 const K1: f64 = 1.2;
@@ -47,7 +48,7 @@ struct Inner {
     /// Terms of each document.
     lengths: Vec<u32>,
     /// The position of each message id (the first, should an id repeat).
-    by_id: FastMap<Box<str>, usize>,
+    by_id: IdMap<u32>,
     /// Each term's number: its postings are `postings[number]`. A term's text is kept once.
     terms: FastMap<Box<str>, u32>,
     /// Term number → its (document, occurrences) pairs, documents ascending.
@@ -126,7 +127,7 @@ impl RecallIndex {
         let inner = self.inner.lock();
         ids.iter()
             .filter_map(|id| inner.by_id.get(id.as_ref()))
-            .map(|&i| Arc::clone(&inner.messages[i]))
+            .map(|&i| Arc::clone(&inner.messages[i as usize]))
             .collect()
     }
 
@@ -149,7 +150,8 @@ impl RecallIndex {
             Some(id) => *inner
                 .by_id
                 .get(id.as_str())
-                .ok_or_else(|| SearchError::UnknownBefore(id.clone()))?,
+                .ok_or_else(|| SearchError::UnknownBefore(id.clone()))?
+                as usize,
         };
         Ok(inner.search(query, filter, end, limit))
     }
@@ -183,7 +185,7 @@ impl Inner {
         counts.clear();
         self.counts = counts;
         if !self.by_id.contains_key(m.id.as_str()) {
-            self.by_id.insert(m.id.as_str().into(), self.messages.len());
+            self.by_id.insert(m.id.as_str(), doc);
         }
         self.lengths.push(length);
         self.total_terms += u64::from(length);
