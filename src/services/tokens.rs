@@ -276,6 +276,9 @@ impl TokenCounter for Bpe {
 pub struct TokenCache {
     counter: Arc<dyn TokenCounter>,
     state: Mutex<CacheState>,
+    /// The last whole context counted and its total (a `Weak`, so its address is not reused
+    /// and the context cannot be changed in place while it is held).
+    last_context: Mutex<Option<(Weak<Vec<Arc<Message>>>, u64)>>,
 }
 
 #[derive(Debug, Default)]
@@ -324,6 +327,7 @@ impl TokenCache {
         TokenCache {
             counter,
             state: Mutex::new(CacheState::default()),
+            last_context: Mutex::new(None),
         }
     }
 
@@ -360,6 +364,19 @@ impl TokenCache {
     /// Tokens of a list of messages.
     pub fn messages(&self, messages: &[Arc<Message>]) -> u64 {
         messages.iter().map(|m| self.message(m)).sum()
+    }
+
+    /// Tokens of a whole context, remembered for the last one asked: a pipeline tells its hooks
+    /// the context's size on every call, and a tool loop asks again of the same context.
+    pub fn context(&self, context: &Arc<Vec<Arc<Message>>>) -> u64 {
+        if let Some((seen, n)) = &*self.last_context.lock()
+            && std::ptr::eq(seen.as_ptr(), Arc::as_ptr(context))
+        {
+            return *n;
+        }
+        let n = self.messages(context);
+        *self.last_context.lock() = Some((Arc::downgrade(context), n));
+        n
     }
 
     /// Tokens of a piece of text (not cached).

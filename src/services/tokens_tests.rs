@@ -376,3 +376,28 @@ fn every_message_of_every_shared_transcript_counts_as_tiktoken_does() {
         eprintln!("{tokenizer}: {messages} messages, {pieces} texts, {total} tokens");
     }
 }
+
+#[test]
+fn a_contexts_remembered_total_is_never_another_contexts() {
+    let cache = TokenCache::new(Arc::new(Estimate));
+    let text = |t: &str| msg(json!({"role": "user", "content": t, "timestamp": 1}));
+    let a = Arc::new(vec![
+        stored("00000001", text("one two three four")),
+        stored("00000002", text("five six")),
+    ]);
+    let total = cache.messages(&a);
+    assert_eq!(cache.context(&a), total);
+    assert_eq!(cache.context(&a), total, "asked again");
+    // Another context, the same messages and one more, has its own total.
+    let mut longer = a.to_vec();
+    longer.push(stored("00000003", text("seven eight nine ten eleven")));
+    let b = Arc::new(longer);
+    assert_eq!(cache.context(&b), cache.messages(&b));
+    assert!(cache.context(&b) > total);
+    assert_eq!(cache.context(&a), total, "back to the first");
+    // A context made after the remembered one is gone (its address free again).
+    drop(a);
+    drop(b);
+    let c = Arc::new(vec![stored("00000009", text("x"))]);
+    assert_eq!(cache.context(&c), cache.messages(&c));
+}

@@ -98,7 +98,7 @@ pub(super) fn lifecycle(call: &HostCall, facts: &CallFacts<'_>) -> Json {
     }
     window.insert(
         "estimatedInputTokens".into(),
-        json!(call.services().tokens.messages(call.context())),
+        json!(call.services().tokens.context(call.context())),
     );
     l.insert("tokenWindow".into(), Json::Object(window));
     let usage = runtime
