@@ -278,8 +278,11 @@ pub struct TokenCache {
     state: Mutex<CacheState>,
     /// The last whole context counted and its total (a `Weak`, so its address is not reused
     /// and the context cannot be changed in place while it is held).
-    last_context: Mutex<Option<(Weak<Vec<Arc<Message>>>, u64)>>,
+    last_context: Mutex<Option<CountedContext>>,
 }
+
+/// A context counted whole, and its total.
+type CountedContext = (Weak<Vec<Arc<Message>>>, u64);
 
 #[derive(Debug, Default)]
 struct CacheState {
