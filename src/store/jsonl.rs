@@ -28,10 +28,14 @@
 //! without a mark (written by an earlier ctxhost) accounts for the whole transcript.
 
 mod backend;
+mod committed;
 mod journal;
 
 pub use backend::{JsonlBackend, digest, header_id, slug};
+pub use committed::committed_document;
+use committed::read_committed;
 
+use std::borrow::Cow;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -233,20 +237,9 @@ impl JsonlStore {
             state: &'a Map<String, Value>,
             commit: Mark,
         }
-        let wrapped;
-        let empty = Map::new();
-        let state = match state {
-            Some(Value::Object(o)) => o,
-            Some(other) => {
-                let mut o = Map::new();
-                o.insert("value".into(), other.clone());
-                wrapped = o;
-                &wrapped
-            }
-            None => &empty,
-        };
+        let state = state_fields(state);
         let doc = Doc {
-            state,
+            state: &state,
             commit: mark,
         };
         let fail = |e: serde_json::Error| Error::Store {
@@ -420,107 +413,13 @@ impl Drop for JsonlStore {
     }
 }
 
-/// What the last commit of a transcript left: its state and mark (from the state file, or
-/// from the journal when that is newer), and the journal record to check the transcript
-/// against.
-struct Committed {
-    state: Option<Value>,
-    mark: Option<Mark>,
-    redo: Option<journal::Record>,
-    /// The state file missed the newest commit; the journal's record stands for it.
-    from_journal: bool,
-}
-
-fn read_committed(transcript: &Path) -> Committed {
-    let (state, mark) = read_state(&state_path(transcript));
-    let file_seq = mark.map_or(0, |m| m.seq);
-    let Some(record) = journal::newest(transcript) else {
-        return Committed {
-            state,
-            mark,
-            redo: None,
-            from_journal: false,
-        };
-    };
-    if record.seq == file_seq && mark.is_some() {
-        return Committed {
-            state,
-            mark,
-            redo: Some(record),
-            from_journal: false,
-        };
-    }
-    if record.seq > file_seq || mark.is_none() {
-        match parse_state(&record.state) {
-            Some((state, Some(mark))) if mark.seq == record.seq => {
-                return Committed {
-                    state,
-                    mark: Some(mark),
-                    redo: Some(record),
-                    from_journal: true,
-                };
-            }
-            _ => tracing::warn!(
-                file = %transcript.display(),
-                "ignoring a commit journal record whose state does not read"
-            ),
-        }
-    }
-    // An older record (the store ran without syncs since) stands for nothing.
-    Committed {
-        state,
-        mark,
-        redo: None,
-        from_journal: false,
-    }
-}
-
-/// The state document the last commit of `transcript` holds, with its mark under `commit`, as
-/// the next open reads it: the journal's newest record when the state file is behind it (a
-/// session still open, or one a crash ended), else the state file. `None` when neither holds
-/// one (a state file an earlier ctxhost wrote has no mark). For readers outside the store
-/// (tests that look at what a kill left).
-pub fn committed_document(transcript: &Path) -> Option<Value> {
-    let committed = read_committed(transcript);
-    if committed.state.is_none() && committed.mark.is_none() {
-        return None;
-    }
-    let mut doc = match committed.state {
-        Some(Value::Object(o)) => o,
-        Some(other) => {
-            let mut o = Map::new();
-            o.insert("value".into(), other);
-            o
-        }
-        None => Map::new(),
-    };
-    if let Some(mark) = committed.mark {
-        doc.insert(MARK_KEY.into(), serde_json::to_value(mark).ok()?);
-    }
-    Some(Value::Object(doc))
-}
-
-/// The committed state and its mark; a missing or unreadable file is no state (reported).
-fn read_state(path: &Path) -> (Option<Value>, Option<Mark>) {
-    let Ok(text) = std::fs::read(path) else {
-        return (None, None);
-    };
-    parse_state(&text).unwrap_or_else(|| {
-        tracing::warn!(file = %path.display(), "ignoring an unreadable session state");
-        (None, None)
-    })
-}
-
-fn parse_state(text: &[u8]) -> Option<(Option<Value>, Option<Mark>)> {
-    match serde_json::from_slice::<Value>(text) {
-        Ok(Value::Object(mut doc)) => {
-            let mark = doc
-                .remove(MARK_KEY)
-                .and_then(|m| serde_json::from_value::<Mark>(m).ok());
-            let state = (!doc.is_empty()).then_some(Value::Object(doc));
-            Some((state, mark))
-        }
-        Ok(_) | Err(_) => None,
+/// The state's fields as the state file holds them beside the commit mark: an object's own,
+/// any other value under `value`, none for no state.
+fn state_fields(state: Option<&Value>) -> Cow<'_, Map<String, Value>> {
+    match state {
+        Some(Value::Object(o)) => Cow::Borrowed(o),
+        Some(other) => Cow::Owned(Map::from_iter([("value".to_owned(), other.clone())])),
+        None => Cow::Owned(Map::new()),
     }
 }
 
