@@ -106,6 +106,52 @@ test("over delta views the plugin sends only what changed and rebuilds the windo
   internals.state.child.proc.kill("SIGTERM");
 });
 
+test("the identity walk finds an equal copy by its hash, a truncation, and an edit in place anywhere in OpenClaw's array", async () => {
+  internals.state.child?.proc.kill("SIGTERM");
+  await noChild();
+  const factory = factoryFor({ engine, command: process.env.CTXHOST_BIN });
+  const engineOp = await factory({});
+  const history = Array.from({ length: 40 }, (_, i) =>
+    i % 2 === 0
+      ? { role: "user", content: `walk-u-${i}`, timestamp: i }
+      : { role: "assistant", content: [{ type: "text", text: `walk-a-${i}` }], timestamp: i });
+  const key = { sessionId: "s-walk", sessionKey: "k-walk" };
+  const call = () => engineOp.assemble({ ...key, tokenBudget: 10000, prompt: "p", messages: history });
+  const held = () => internals.state.views.get("s-walk")?.count;
+  await call();
+  assert.equal(held(), 40);
+
+  // An equal copy in place of the newest message (OpenClaw read it again): found by its hash,
+  // nothing sent again, and the window gives back the object OpenClaw holds now.
+  history[39] = structuredClone(history[39]);
+  let before = internals.state.wire.sent;
+  const copied = await call();
+  assert.ok(internals.state.wire.sent - before < 1_000, `nothing sent again (${internals.state.wire.sent - before} bytes)`);
+  assert.equal(copied.messages.at(-1), history[39], "the copy OpenClaw holds now, not the object it replaced");
+  assert.equal(held(), 40);
+
+  // A truncation: ctxhost's view follows it (its transcript keeps what it stored: the
+  // dropped messages stay in the engine's context).
+  history.length = 30;
+  before = internals.state.wire.sent;
+  await call();
+  assert.equal(held(), 30, "ctxhost agreed to the shorter view");
+  assert.ok(internals.state.wire.sent - before < 1_000, "nothing sent again for a truncation");
+
+  // An edit in place in the middle of the same array (no new message after it): the walk
+  // finds it, the suffix from it goes again, and ctxhost stores the edited message.
+  history[17] = { ...history[17], content: [{ type: "text", text: "walk-a-17 EDITED-IN-PLACE" }] };
+  before = internals.state.wire.sent;
+  const edited = await call();
+  assert.ok(internals.state.wire.sent - before > 13 * 40, "the changed suffix was sent again");
+  assert.equal(held(), 30);
+  assert.ok(edited.messages.includes(history[17]) || edited.messages.includes(history[29]), JSON.stringify(edited.messages).slice(0, 300));
+  const transcripts = findFiles(process.env.CTXHOST_STATE_DIR, "transcript.jsonl").map((f) => fs.readFileSync(f, "utf8"));
+  const session = transcripts.find((t) => t.includes("walk-u-0"));
+  assert.equal(session.split("\n").filter((l) => l.includes("EDITED-IN-PLACE")).length, 1, "the edited message is stored, once");
+  internals.state.child.proc.kill("SIGTERM");
+});
+
 /** Every file named `name` under `dir`. */
 function findFiles(dir, name) {
   return fs

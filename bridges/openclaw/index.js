@@ -508,12 +508,21 @@ function messageHash(m, texts) {
   return h;
 }
 
-// How many of `msgs` are the messages the view holds at the same places.
+// How many of `msgs` are the messages the view holds at the same places: the same objects,
+// else (from the first other object on) the same hashes. Every place is looked at (an edit
+// in place anywhere in OpenClaw's array is found), by identity, a pointer compare each. An
+// equal copy takes the old object's place in the view, so the next call finds it by
+// identity again (not by a hash per place from there on) and `assemble` answers with the
+// object OpenClaw holds now.
 function agreeing(v, msgs) {
   const n = Math.min(v.count, msgs.length);
+  const objs = v.objs;
   let i = 0;
-  while (i < n && msgs[i] === v.objs[i]) i++;
-  while (i < n && messageHash(msgs[i]) === v.mh[i]) i++;
+  while (i < n && msgs[i] === objs[i]) i++;
+  while (i < n && (msgs[i] === objs[i] || messageHash(msgs[i]) === v.mh[i])) {
+    objs[i] = msgs[i];
+    i++;
+  }
   return i;
 }
 
