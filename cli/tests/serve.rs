@@ -248,3 +248,97 @@ fn doctor_lists_a_running_serve_with_its_abandoned_workers() {
     let text = doctor(&state);
     assert!(!text.contains("serve (pid"), "{text}");
 }
+
+/// Node spawns `serve --stdio` with a socket pair for each of stdin and stdout (not pipes):
+/// served on the reactor, an answer written by the thread that made it. Answers larger than
+/// the socket's buffer, to a client that reads only once everything was sent, arrive whole
+/// (no frame cut into another), each once, a session's in the order asked.
+#[cfg(unix)]
+#[test]
+fn serve_over_socket_pairs_writes_answers_larger_than_the_buffer_whole_and_in_order() {
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = dir.path().join("window.lua");
+    std::fs::write(&engine, ENGINE).unwrap();
+    let (mut to_serve, their_stdin) = UnixStream::pair().unwrap();
+    let (from_serve, their_stdout) = UnixStream::pair().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxhost"))
+        .args(["serve", "--stdio", "--engine"])
+        .arg(&engine)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .env_remove("CTXHOST_CONFIG")
+        .env("HOME", dir.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .stdin(Stdio::from(OwnedFd::from(their_stdin)))
+        .stdout(Stdio::from(OwnedFd::from(their_stdout)))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The window engine answers with the newest two messages: 2 × 400 KB per `assemble`.
+    let big = |tag: &str| "x".repeat(400_000) + tag;
+    let history = |n: usize| {
+        (0..n)
+            .map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": big(&format!("-{i}")), "timestamp": i}))
+            .collect::<Vec<_>>()
+    };
+    let assemble = |session: &str, n: usize| json!({"sessionKey": session, "sessionId": session, "messages": history(n), "tokenBudget": 10_000_000});
+    let requests = [
+        request(1, "initialize", json!({})),
+        request(2, "assemble", assemble("a", 3)),
+        request(3, "assemble", assemble("b", 3)),
+        request(4, "assemble", assemble("a", 4)),
+        request(5, "assemble", assemble("b", 5)),
+        request(6, "assemble", assemble("a", 6)),
+    ];
+    for r in &requests {
+        writeln!(to_serve, "{r}").unwrap();
+    }
+    // Nothing read yet: the server's answers fill the socket and wait.
+    std::thread::sleep(Duration::from_millis(1500));
+    to_serve.shutdown(std::net::Shutdown::Write).unwrap();
+    let lines: Vec<String> = BufReader::new(from_serve)
+        .lines()
+        .map(|l| l.unwrap())
+        .collect();
+    assert!(child.wait().unwrap().success());
+    let frames: Vec<Value> = lines
+        .iter()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("a cut frame ({e}): {} bytes", l.len()))
+        })
+        .collect();
+    let ids: Vec<i64> = frames.iter().map(|f| f["id"].as_i64().unwrap()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec![1, 2, 3, 4, 5, 6], "each answered once");
+    let order = |session: &[i64]| -> Vec<i64> {
+        ids.iter()
+            .copied()
+            .filter(|id| session.contains(id))
+            .collect()
+    };
+    assert_eq!(
+        order(&[2, 4, 6]),
+        vec![2, 4, 6],
+        "session a's answers in order"
+    );
+    assert_eq!(order(&[3, 5]), vec![3, 5], "session b's answers in order");
+    // Each window message is one of the request's own, byte for byte.
+    let sent = [(2, 3), (3, 3), (4, 4), (5, 5), (6, 6)];
+    for (id, n) in sent {
+        let f = frames.iter().find(|f| f["id"] == id).unwrap();
+        let window = f["result"]["messages"].as_array().unwrap();
+        assert_eq!(window.len(), 2, "answer {id}");
+        for m in window {
+            let content = m["content"].as_str().unwrap();
+            assert!(
+                (0..n).any(|i| content == big(&format!("-{i}"))),
+                "answer {id}: a message of {} bytes that is none of the {n} sent",
+                content.len()
+            );
+        }
+    }
+}

@@ -484,6 +484,21 @@ impl SessionHandle {
             })
     }
 
+    /// [`SessionHandle::with`] on the calling thread, for a caller that may block it (a
+    /// worker of a multi-thread runtime inside `tokio::task::block_in_place`): no hand-off
+    /// to a blocking thread and back (two thread wake-ups per call).
+    pub fn with_here<R>(&self, f: impl FnOnce(&mut Session) -> R) -> Result<R> {
+        self.inner
+            .session
+            .lock()
+            .as_mut()
+            .map(f)
+            .ok_or(Error::Task {
+                task: "session call",
+                message: "the session was dropped".into(),
+            })
+    }
+
     /// Starts a turn and returns what the model sees.
     pub async fn begin_turn(&self, input: TurnInput) -> Result<Assembly> {
         self.with(move |s| s.begin_turn(input)).await?

@@ -54,9 +54,10 @@ impl Server {
         s.assembled |= matches!(job.call, Call::Assemble(_));
         let result = match job.call {
             Call::Bootstrap(_) => to_value(
-                s.handle
-                    .with(move |s| s.with_extras(cc, |s| s.client_bootstrap()))
-                    .await,
+                on_session(&s.handle, move |s| {
+                    s.with_extras(cc, |s| s.client_bootstrap())
+                })
+                .await,
             ),
             Call::Ingest(p) => {
                 let heartbeat = p.is_heartbeat.unwrap_or(false);
@@ -168,10 +169,10 @@ impl Server {
                 }
                 let messages = messages(p.messages, "messages");
                 let key = advancement.clone();
-                let r = s
-                    .handle
-                    .with(move |s| s.with_extras(cc, |s| s.client_commit_turn(&key, messages)))
-                    .await;
+                let r = on_session(&s.handle, move |s| {
+                    s.with_extras(cc, |s| s.client_commit_turn(&key, messages))
+                })
+                .await;
                 flatten(r).map(|()| {
                     s.record.commit(&advancement);
                     json!({ "status": CommitStatus::Committed })
@@ -180,9 +181,10 @@ impl Server {
             Call::Maintain(p) => {
                 let reason = p.reason.unwrap_or(MaintainReason::Turn);
                 to_value(
-                    s.handle
-                        .with(move |s| s.with_extras(cc, |s| s.client_maintain(reason)))
-                        .await,
+                    on_session(&s.handle, move |s| {
+                        s.with_extras(cc, |s| s.client_maintain(reason))
+                    })
+                    .await,
                 )
             }
             Call::PrepareSubagentSpawn(p) => {
@@ -240,7 +242,7 @@ impl Server {
             return result;
         }
         if ends_turn && std::mem::take(&mut s.assembled) {
-            let judged = s.handle.with(|s| s.end_client_turn()).await;
+            let judged = on_session(&s.handle, |s| s.end_client_turn()).await;
             if let Err(e) = flatten(judged) {
                 tracing::warn!(session = key, "ending the turn failed: {}", e.message);
             }
@@ -253,12 +255,11 @@ impl Server {
                 let record = serde_json::to_value(&s.record).map_err(internal);
                 s.record.view = None;
                 let record = record?;
-                s.handle
-                    .with(move |s| {
-                        let entries = s.transcript_len();
-                        s.save_with_record(record, entries)
-                    })
-                    .await
+                on_session(&s.handle, move |s| {
+                    let entries = s.transcript_len();
+                    s.save_with_record(record, entries)
+                })
+                .await
             }
         };
         match persisted {
@@ -395,14 +396,12 @@ impl Served {
         f: impl FnOnce(&mut Session, &mut Mirror) -> Result<R> + Send + 'static,
     ) -> std::result::Result<R, RpcError> {
         let mut mirror = std::mem::take(&mut self.mirror);
-        let (r, mirror) = self
-            .handle
-            .with(move |s| {
-                let r = f(s, &mut mirror);
-                (r, mirror)
-            })
-            .await
-            .map_err(from_error)?;
+        let (r, mirror) = on_session(&self.handle, move |s| {
+            let r = f(s, &mut mirror);
+            (r, mirror)
+        })
+        .await
+        .map_err(from_error)?;
         self.mirror = mirror;
         r.map_err(from_error)
     }
@@ -418,17 +417,15 @@ impl Served {
     ) -> std::result::Result<R, RpcError> {
         let mut mirror = std::mem::take(&mut self.mirror);
         let mut record = std::mem::take(&mut self.record);
-        let out = self
-            .handle
-            .with(move |s| {
-                let r = f(s, &mut mirror);
-                let saved = match &r {
-                    Err(crate::error::Error::SessionMoved { .. }) => None,
-                    _ => Some(persist(s, &mut record, &mirror)),
-                };
-                (r, saved, mirror, record)
-            })
-            .await;
+        let out = on_session(&self.handle, move |s| {
+            let r = f(s, &mut mirror);
+            let saved = match &r {
+                Err(crate::error::Error::SessionMoved { .. }) => None,
+                _ => Some(persist(s, &mut record, &mirror)),
+            };
+            (r, saved, mirror, record)
+        })
+        .await;
         match out {
             Ok((r, saved, mirror, record)) => {
                 self.mirror = mirror;
@@ -463,6 +460,31 @@ impl Served {
             _ => json!({ "view": view }),
         }
     }
+}
+
+/// Runs `f` on the session where it does not hold up the runtime: on this thread, inside
+/// `block_in_place`, on a multi-thread runtime's worker (the runtime hands this worker's
+/// other tasks to another thread, off the call's path; the call itself makes no thread
+/// hand-off), else on a blocking thread ([`SessionHandle::with`]). A panic of `f` fails the
+/// call as a blocking thread's would.
+async fn on_session<R: Send + 'static>(
+    handle: &crate::runtime::SessionHandle,
+    f: impl FnOnce(&mut Session) -> R + Send + 'static,
+) -> Result<R> {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if !multi_thread {
+        return handle.with(f).await;
+    }
+    tokio::task::block_in_place(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle.with_here(f)))
+            .unwrap_or_else(|_| {
+                Err(crate::error::Error::Task {
+                    task: "session call",
+                    message: "the session call panicked".into(),
+                })
+            })
+    })
 }
 
 /// Whether a call's save was done in the call's own hand-off ([`Served::with_mirror_saved`]).

@@ -116,6 +116,62 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (peer, writer) = Peer::new(output);
+    run(input, peer, writer, options).await
+}
+
+/// [`serve`] over a client's pipes or Unix sockets (a client that spawned `serve --stdio`;
+/// Node gives its children socket pairs): both ends are driven by the runtime's reactor, not
+/// by blocking threads, and an answer is written by the thread that made it. Each end is set
+/// non-blocking. Fails when either end is neither a pipe nor a Unix stream socket.
+#[cfg(unix)]
+pub async fn serve_pipes(
+    input: std::os::fd::OwnedFd,
+    output: std::os::fd::OwnedFd,
+    options: ServeOptions,
+) -> Result<()> {
+    use tokio::net::UnixStream;
+    use tokio::net::unix::pipe;
+    let io = |e: std::io::Error| crate::error::Error::Task {
+        task: "serve over pipes",
+        message: e.to_string(),
+    };
+    let socket = |fd: std::os::fd::OwnedFd| -> std::io::Result<UnixStream> {
+        let s = std::os::unix::net::UnixStream::from(fd);
+        s.set_nonblocking(true)?;
+        UnixStream::from_std(s)
+    };
+    let output = if is_socket(&output).map_err(io)? {
+        rpc::Pipe::Socket(socket(output).map_err(io)?)
+    } else {
+        rpc::Pipe::Fifo(pipe::Sender::from_owned_fd(output).map_err(io)?)
+    };
+    let (peer, writer) = Peer::direct(output);
+    if is_socket(&input).map_err(io)? {
+        run(socket(input).map_err(io)?, peer, writer, options).await
+    } else {
+        let input = pipe::Receiver::from_owned_fd(input).map_err(io)?;
+        run(input, peer, writer, options).await
+    }
+}
+
+/// Whether a descriptor is a socket.
+#[cfg(unix)]
+fn is_socket(fd: &std::os::fd::OwnedFd) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileTypeExt;
+    let file = std::fs::File::from(fd.try_clone()?);
+    Ok(file.metadata()?.file_type().is_socket())
+}
+
+/// The reading loop, until the input ends or `shutdown` is answered; then the sessions close.
+async fn run<R>(
+    input: R,
+    peer: Peer,
+    writer: tokio::task::JoinHandle<()>,
+    options: ServeOptions,
+) -> Result<()>
+where
+    R: AsyncRead + Unpin + Send,
+{
     let server = Arc::new(Server {
         max_line: options.max_line_bytes,
         names: identity::Names::new(&options.state_dir),

@@ -91,8 +91,26 @@ type Pending = HashMap<Id, oneshot::Sender<Result<Value, RpcError>>>;
 #[derive(Clone, Debug)]
 pub(crate) struct Peer {
     out: mpsc::UnboundedSender<Vec<u8>>,
+    /// A pipe written at once by the thread that makes a frame, when nothing is queued for
+    /// the writer task ([`Peer::direct`]); None: every frame goes through the writer task.
+    #[cfg(unix)]
+    direct: Option<Arc<Direct>>,
     pending: Arc<Mutex<Pending>>,
     next: Arc<AtomicI64>,
+}
+
+/// A non-blocking pipe shared by the threads that answer and the writer task. A frame is
+/// written by the thread that made it (no hand-off to the writer task and from it to a
+/// blocking thread: two thread wake-ups per answer) unless the pipe is full or frames are
+/// queued; then it is queued, and the writer task writes the queue in order as the pipe
+/// drains.
+#[cfg(unix)]
+#[derive(Debug)]
+struct Direct {
+    pipe: Pipe,
+    /// Frames are queued for the writer task (it clears this, under the lock, once the queue
+    /// is empty): a frame made now goes after them.
+    queued: Mutex<bool>,
 }
 
 impl Peer {
@@ -121,6 +139,45 @@ impl Peer {
         });
         let peer = Peer {
             out: tx,
+            #[cfg(unix)]
+            direct: None,
+            pending: Arc::default(),
+            next: Arc::new(AtomicI64::new(1)),
+        };
+        (peer, task)
+    }
+
+    /// A peer writing to a pipe: each frame is written by the thread that makes it while the
+    /// pipe has room and nothing is queued, else queued for the writer task. The returned
+    /// task ends as [`Peer::new`]'s does.
+    #[cfg(unix)]
+    pub(crate) fn direct(pipe: Pipe) -> (Peer, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let direct = Arc::new(Direct {
+            pipe,
+            queued: Mutex::new(false),
+        });
+        let out = Arc::clone(&direct);
+        let task = tokio::spawn(async move {
+            loop {
+                let Some(frame) = rx.recv().await else {
+                    return;
+                };
+                if let Err(e) = out.write_all(&frame).await {
+                    tracing::warn!("stopped writing to the client: {e}");
+                    return;
+                }
+                // The queue is empty when nothing comes while the lock is held: frames made
+                // from here on are written by their own threads.
+                let mut queued = out.queued.lock();
+                if rx.is_empty() {
+                    *queued = false;
+                }
+            }
+        });
+        let peer = Peer {
+            out: tx,
+            direct: Some(direct),
             pending: Arc::default(),
             next: Arc::new(AtomicI64::new(1)),
         };
@@ -131,6 +188,11 @@ impl Peer {
         match serde_json::to_vec(frame) {
             Ok(mut bytes) => {
                 bytes.push(b'\n');
+                #[cfg(unix)]
+                if let Some(direct) = &self.direct {
+                    direct.send(bytes, &self.out);
+                    return;
+                }
                 // The writer is gone only when the connection is: nothing left to tell.
                 let _ = self.out.send(bytes);
             }
@@ -226,6 +288,87 @@ impl Peer {
     /// Fails every request still waiting for the client (the connection closed).
     pub(crate) fn fail_pending(&self) {
         self.pending.lock().clear();
+    }
+}
+
+/// The writing end a client gave: a pipe, or a Unix socket (Node's child processes get
+/// socket pairs), both on the runtime's reactor.
+#[cfg(unix)]
+#[derive(Debug)]
+pub(crate) enum Pipe {
+    /// A pipe (FIFO).
+    Fifo(tokio::net::unix::pipe::Sender),
+    /// A Unix stream socket.
+    Socket(tokio::net::UnixStream),
+}
+
+#[cfg(unix)]
+impl Pipe {
+    fn try_write(&self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Pipe::Fifo(p) => p.try_write(buf),
+            Pipe::Socket(s) => s.try_write(buf),
+        }
+    }
+
+    async fn writable(&self) -> std::io::Result<()> {
+        match self {
+            Pipe::Fifo(p) => p.writable().await,
+            Pipe::Socket(s) => s.writable().await,
+        }
+    }
+}
+
+#[cfg(unix)]
+impl Direct {
+    /// Writes `frame` at once when nothing is queued and the pipe takes it; else queues what
+    /// is left of it (the whole frame, or the rest of a partial write) for the writer task,
+    /// under the lock, so the writer task never finds its queue empty while a frame is on its
+    /// way into it.
+    fn send(&self, frame: Vec<u8>, queue: &mpsc::UnboundedSender<Vec<u8>>) {
+        let mut queued = self.queued.lock();
+        let mut written = 0;
+        if !*queued {
+            while written < frame.len() {
+                match self.pipe.try_write(&frame[written..]) {
+                    Ok(0) => break,
+                    Ok(n) => written += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    // Full (or failed: the writer task meets the error and stops).
+                    Err(_) => break,
+                }
+            }
+            if written == frame.len() {
+                return;
+            }
+        }
+        *queued = true;
+        let rest = if written == 0 {
+            frame
+        } else {
+            frame[written..].to_vec()
+        };
+        // The writer is gone only when the connection is: nothing left to tell.
+        let _ = queue.send(rest);
+    }
+
+    /// Writes a queued frame whole, waiting for room.
+    async fn write_all(&self, frame: &[u8]) -> std::io::Result<()> {
+        let mut written = 0;
+        while written < frame.len() {
+            self.pipe.writable().await?;
+            match self.pipe.try_write(&frame[written..]) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => written += n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }
 

@@ -42,16 +42,55 @@ pub(crate) fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<Outco
         .enable_all()
         .build()
         .context("start the async runtime")?;
-    let output = stdout().context("open stdout")?;
-    let result = runtime.block_on(async move {
-        let output = output.into_async();
-        serve(tokio::io::stdin(), output, options).await
-    });
+    let result = match pipes().context("open stdin and stdout")? {
+        // A client that spawned this process (OpenClaw's bridge): both ends on the reactor,
+        // the reading loop on a worker (the session it wakes runs there next, no thread
+        // hand-off), answers written where they are made.
+        #[cfg(unix)]
+        Some((input, output)) => runtime.block_on(async move {
+            tokio::spawn(ctxhost::serve::serve_pipes(input, output, options))
+                .await
+                .context("the server's task")?
+                .map_err(anyhow::Error::from)
+        }),
+        _ => {
+            let output = stdout().context("open stdout")?;
+            runtime
+                .block_on(async move {
+                    let output = output.into_async();
+                    serve(tokio::io::stdin(), output, options).await
+                })
+                .map_err(anyhow::Error::from)
+        }
+    };
     // tokio's stdin reader is a blocking thread that may still wait for input: do not wait
     // for it (nor for longer than a moment for anything else).
     runtime.shutdown_timeout(EXIT_GRACE);
     result?;
     Ok(Outcome::Ok)
+}
+
+/// Standard input and output as descriptors of their own (duplicated), when both are pipes
+/// or sockets (a client that spawned this process); None when either is not (a terminal,
+/// a file).
+#[cfg(unix)]
+fn pipes() -> std::io::Result<Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let input = std::io::stdin().as_fd().try_clone_to_owned()?;
+    let output = std::io::stdout().as_fd().try_clone_to_owned()?;
+    let fifo = |fd: &std::os::fd::OwnedFd| -> std::io::Result<bool> {
+        let file = std::fs::File::from(fd.try_clone()?);
+        let kind = file.metadata()?.file_type();
+        Ok(kind.is_fifo() || kind.is_socket())
+    };
+    Ok((fifo(&input)? && fifo(&output)?).then_some((input, output)))
+}
+
+/// Elsewhere: no pipes of the reactor's.
+#[cfg(not(unix))]
+fn pipes() -> std::io::Result<Option<()>> {
+    Ok(None)
 }
 
 /// Standard output for the server, written through its own file descriptor: `main` holds the
