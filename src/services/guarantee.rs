@@ -95,7 +95,6 @@ fn check(call: &Call<'_>, sent: &[Arc<Message>]) -> Vec<Violation> {
         summary,
         request,
         addition,
-        ..
     } = *call;
     let mut out = Vec::new();
     // At most two look-ups: a walk of the call, no set built per call.
