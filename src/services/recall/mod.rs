@@ -200,17 +200,27 @@ impl Inner {
 
     /// Packs every summary waiting in `packable` that only this index still holds (the
     /// session's context let it go when a newer summary replaced it).
+    /// A weak reference (the token cache keeps one to every message it counted) does not
+    /// keep a summary whole: it stops upgrading, as it would had the message been dropped.
     fn pack_unshared(&mut self) {
         let messages = &mut self.messages;
         self.packable.retain(|&doc| {
-            let Some(Held::Whole(arc)) = messages.get_mut(doc as usize) else {
+            let Some(held) = messages.get_mut(doc as usize) else {
                 return false;
             };
-            let Some(message) = Arc::get_mut(arc) else {
-                return true;
+            match held {
+                Held::Whole(arc) if Arc::strong_count(arc) == 1 => {}
+                Held::Whole(_) => return true,
+                Held::Packed(_) => return false,
+            }
+            let taken = std::mem::replace(held, Held::Whole(Arc::clone(&NOTHING)));
+            *held = match taken {
+                Held::Whole(arc) => match Arc::try_unwrap(arc) {
+                    Ok(message) => Held::pack(message),
+                    Err(arc) => Held::Whole(arc),
+                },
+                packed => packed,
             };
-            let message = std::mem::replace(message, Message::user(String::new()));
-            messages[doc as usize] = Held::pack(message);
             false
         });
     }
@@ -274,6 +284,10 @@ impl Inner {
             .collect()
     }
 }
+
+/// What a slot holds for the moment a summary is taken out to be packed.
+static NOTHING: std::sync::LazyLock<Arc<Message>> =
+    std::sync::LazyLock::new(|| Arc::new(Message::user(String::new())));
 
 /// Summaries shorter than this stay whole when packed (packing would save little).
 const PACK_AT_LEAST: usize = 1024;

@@ -267,9 +267,12 @@ fn a_summary_nothing_else_holds_is_packed_and_reads_back_the_same() {
     let index = RecallIndex::default();
     let first = long_summary("s1", "the parser rejects nested tables in src/toml.rs");
     let expected = (*first).clone();
+    // The token cache keeps a weak reference to every message it counted.
+    let counted = Arc::downgrade(&first);
     index.add(&[first]);
     index.add(&[stored("u1", Message::user("and now?"))]);
     assert!(packed(&index, 0));
+    assert!(counted.upgrade().is_none());
     let fetched = index.fetch(&["s1"]);
     assert_eq!(fetched.len(), 1);
     assert_eq!(*fetched[0], expected);
