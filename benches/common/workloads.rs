@@ -141,12 +141,12 @@ fn message(i: usize, f: Flat) -> Result<Message, String> {
         "assistant" => {
             let mut content = vec![ContentBlock::text(f.text)];
             content.extend(f.tool_calls.into_iter().map(|c| {
-                ContentBlock::ToolCall(ToolCallBlock {
+                ContentBlock::ToolCall(Box::new(ToolCallBlock {
                     id: c.id,
                     name: c.name,
                     arguments: serde_json::json!({}),
                     extra: Extra::new(),
-                })
+                }))
             }));
             let stop = if content.len() > 1 { "toolUse" } else { "stop" };
             MessageBody::Assistant(AssistantMessage {

@@ -538,7 +538,7 @@ pub(crate) fn pi_message_body(mut m: Map<String, Value>) -> Result<MessageBody, 
                 custom_type: "bashExecution".into(),
                 content,
                 exclude_from_context,
-                extra: m,
+                extra: m.into(),
             }))
         }
         "" => Err("message without a role".into()),

@@ -79,7 +79,8 @@ fn create_append_reopen_round_trip_keeps_unknown_fields() {
     assert!(raw[1]["message"].get("id").is_none());
     match &read[1].body {
         MessageBody::Assistant(AssistantMessage { content, .. }) => match &content[1] {
-            ContentBlock::ToolCall(ToolCallBlock { id, extra, .. }) => {
+            ContentBlock::ToolCall(call) => {
+                let ToolCallBlock { id, extra, .. } = &**call;
                 assert_eq!(id, "call_1");
                 assert_eq!(extra["x"], 1);
             }

@@ -44,7 +44,9 @@ type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 #[derive(Debug, Default)]
 struct Inner {
     /// Every indexed message, in transcript order; a document is its position here.
-    messages: Vec<Arc<Message>>,
+    messages: Vec<Held>,
+    /// Summaries held whole that may be packed once nothing else holds them (documents).
+    packable: Vec<u32>,
     /// Terms of each document.
     lengths: Vec<u32>,
     /// The position of each message id (the first, should an id repeat).
@@ -117,7 +119,7 @@ impl RecallIndex {
             .lock()
             .messages
             .get(n..)
-            .map(<[Arc<Message>]>::to_vec)
+            .map(|held| held.iter().map(Held::message).collect())
             .unwrap_or_default()
     }
 
@@ -127,7 +129,7 @@ impl RecallIndex {
         let inner = self.inner.lock();
         ids.iter()
             .filter_map(|id| inner.by_id.get(id.as_ref()))
-            .map(|&i| Arc::clone(&inner.messages[i as usize]))
+            .map(|&i| inner.messages[i as usize].message())
             .collect()
     }
 
@@ -189,7 +191,38 @@ impl Inner {
         }
         self.lengths.push(length);
         self.total_terms += u64::from(length);
-        self.messages.push(Arc::clone(m));
+        if summary_text(m).is_some_and(|t| t.len() >= PACK_AT_LEAST) {
+            self.packable.push(doc);
+        }
+        self.messages.push(Held::Whole(Arc::clone(m)));
+        self.pack_unshared();
+    }
+
+    /// Packs every summary waiting in `packable` that only this index still holds (the
+    /// session's context let it go when a newer summary replaced it).
+    /// A weak reference (the token cache keeps one to every message it counted) does not
+    /// keep a summary whole: it stops upgrading, as it would had the message been dropped.
+    fn pack_unshared(&mut self) {
+        let messages = &mut self.messages;
+        self.packable.retain(|&doc| {
+            let Some(held) = messages.get_mut(doc as usize) else {
+                return false;
+            };
+            match held {
+                Held::Whole(arc) if Arc::strong_count(arc) == 1 => {}
+                Held::Whole(_) => return true,
+                Held::Packed(_) => return false,
+            }
+            let taken = std::mem::replace(held, Held::Whole(Arc::clone(&NOTHING)));
+            *held = match taken {
+                Held::Whole(arc) => match Arc::try_unwrap(arc) {
+                    Ok(message) => Held::pack(message),
+                    Err(arc) => Held::Whole(arc),
+                },
+                packed => packed,
+            };
+            false
+        });
     }
 
     fn search(&self, query: &str, filter: &SearchFilter, end: usize, limit: usize) -> Vec<Hit> {
@@ -236,7 +269,7 @@ impl Inner {
         ranked
             .into_iter()
             .map(|(doc, score, matched)| {
-                let m = &self.messages[doc as usize];
+                let m = self.messages[doc as usize].bare();
                 Hit {
                     id: m.id.clone(),
                     role: m.role(),
@@ -249,6 +282,109 @@ impl Inner {
                 }
             })
             .collect()
+    }
+}
+
+/// What a slot holds for the moment a summary is taken out to be packed.
+static NOTHING: std::sync::LazyLock<Arc<Message>> =
+    std::sync::LazyLock::new(|| Arc::new(Message::user(String::new())));
+
+/// Summaries shorter than this stay whole when packed (packing would save little).
+const PACK_AT_LEAST: usize = 1024;
+
+/// One stored message as the index holds it.
+#[derive(Debug)]
+enum Held {
+    /// The message itself, shared with the session (its context, the store's answer).
+    Whole(Arc<Message>),
+    /// A summary only the index still holds: its text deflated. A long session writes
+    /// thousands of them (each 10-20 KB at 200,000 messages, ~45 MB in all), each read again
+    /// only when `host.fetch` or `stored_since` asks for it.
+    Packed(Box<Packed>),
+}
+
+/// A summary message with its text deflated.
+#[derive(Debug)]
+struct Packed {
+    /// The message with an empty summary text: id, role and every other field as stored.
+    bare: Message,
+    /// The summary text, deflated (`miniz_oxide`, raw DEFLATE).
+    text: Box<[u8]>,
+}
+
+impl Held {
+    /// `message` held with its summary text deflated (whole when it would not shrink).
+    fn pack(mut message: Message) -> Held {
+        let Some(text) = summary_text_mut(&mut message) else {
+            return Held::Whole(Arc::new(message));
+        };
+        let deflated = miniz_oxide::deflate::compress_to_vec(text.as_bytes(), 1);
+        if deflated.len() >= text.len() / 2 {
+            return Held::Whole(Arc::new(message));
+        }
+        text.clear();
+        text.shrink_to_fit();
+        Held::Packed(Box::new(Packed {
+            bare: message,
+            text: deflated.into_boxed_slice(),
+        }))
+    }
+
+    /// The stored message, whole (a packed summary inflated into a new `Arc`).
+    fn message(&self) -> Arc<Message> {
+        match self {
+            Held::Whole(m) => Arc::clone(m),
+            Held::Packed(p) => {
+                let mut m = p.bare.clone();
+                let inflated = inflate(&p.text, &m.id);
+                if let Some(text) = summary_text_mut(&mut m) {
+                    *text = inflated;
+                }
+                Arc::new(m)
+            }
+        }
+    }
+
+    /// The message without a packed summary's text: its id, role and other fields.
+    fn bare(&self) -> &Message {
+        match self {
+            Held::Whole(m) => m,
+            Held::Packed(p) => &p.bare,
+        }
+    }
+
+    fn role(&self) -> Role {
+        self.bare().role()
+    }
+}
+
+/// The text `deflated` holds. What [`Held::pack`] deflated always inflates; should it not, the
+/// error is logged and the summary reads empty rather than failing the caller's `fetch`.
+fn inflate(deflated: &[u8], id: &str) -> String {
+    match miniz_oxide::inflate::decompress_to_vec(deflated).map(String::from_utf8) {
+        Ok(Ok(text)) => text,
+        failed => {
+            tracing::error!(id, ?failed, "recall: a packed summary does not inflate");
+            String::new()
+        }
+    }
+}
+
+/// A summary message's text.
+fn summary_text(m: &Message) -> Option<&str> {
+    match &m.body {
+        MessageBody::CompactionSummary(s) => Some(&s.summary),
+        MessageBody::BranchSummary(s) => Some(&s.summary),
+        _ => None,
+    }
+}
+
+/// A summary message's text, to change.
+fn summary_text_mut(m: &mut Message) -> Option<&mut String> {
+    match &mut m.body {
+        MessageBody::CompactionSummary(s) => Some(&mut s.summary),
+        MessageBody::BranchSummary(s) => Some(&mut s.summary),
+        _ => None,
     }
 }
 

@@ -246,3 +246,72 @@ fn varints_round_trip_at_their_byte_boundaries() {
     assert_eq!(p.iter().collect::<Vec<_>>(), want);
     assert_eq!(p.len as usize, want.len());
 }
+
+/// A compaction summary of `words` repeated (long enough to be packed).
+fn long_summary(id: &str, words: &str) -> Arc<Message> {
+    let summary = format!("{words} ").repeat(200);
+    let mut m = crate::services::compaction::summary_message(&summary, 9000, Some(900), "k1");
+    if let MessageBody::CompactionSummary(s) = &mut m.body {
+        s.extra
+            .insert("details".into(), serde_json::json!({"readFiles": ["a.rs"]}));
+    }
+    stored(id, m)
+}
+
+fn packed(index: &RecallIndex, doc: usize) -> bool {
+    matches!(index.inner.lock().messages[doc], Held::Packed(_))
+}
+
+#[test]
+fn a_summary_nothing_else_holds_is_packed_and_reads_back_the_same() {
+    let index = RecallIndex::default();
+    let first = long_summary("s1", "the parser rejects nested tables in src/toml.rs");
+    let expected = (*first).clone();
+    // The token cache keeps a weak reference to every message it counted.
+    let counted = Arc::downgrade(&first);
+    index.add(&[first]);
+    index.add(&[stored("u1", Message::user("and now?"))]);
+    assert!(packed(&index, 0));
+    assert!(counted.upgrade().is_none());
+    let fetched = index.fetch(&["s1"]);
+    assert_eq!(fetched.len(), 1);
+    assert_eq!(*fetched[0], expected);
+    assert_eq!(
+        serde_json::to_string(&*fetched[0]).unwrap(),
+        serde_json::to_string(&expected).unwrap()
+    );
+    assert_eq!(*index.since(0)[0], expected);
+    let hits = index.search("src/toml.rs", &SearchFilter::default(), 5);
+    assert_eq!(hits[0].id, "s1");
+    assert_eq!(hits[0].role, Role::CompactionSummary);
+    let filter = SearchFilter {
+        roles: vec![Role::CompactionSummary],
+        before: None,
+    };
+    assert_eq!(index.search("parser", &filter, 5).len(), 1);
+}
+
+#[test]
+fn a_summary_the_session_still_holds_stays_whole_until_it_lets_go() {
+    let index = RecallIndex::default();
+    let context = long_summary("s1", "the deploy failed on ERR_QUOTA");
+    index.add(&[Arc::clone(&context)]);
+    index.add(&[stored("u1", Message::user("next"))]);
+    assert!(!packed(&index, 0));
+    assert!(Arc::ptr_eq(&index.fetch(&["s1"])[0], &context));
+    let expected = (*context).clone();
+    drop(context);
+    index.add(&[long_summary("s2", "the deploy works again")]);
+    assert!(packed(&index, 0));
+    assert!(!packed(&index, 2), "the newest summary is only just added");
+    assert_eq!(*index.fetch(&["s1"])[0], expected);
+}
+
+#[test]
+fn short_messages_are_never_packed() {
+    let index = RecallIndex::default();
+    let m = crate::services::compaction::summary_message("short", 10, None, "k");
+    index.add(&[stored("s1", m), stored("u1", Message::user("x"))]);
+    assert!(!packed(&index, 0));
+    assert!(!packed(&index, 1));
+}

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::{Import, ImportedSession, inferred_stop_reason, parse_arguments, str_field, tool_call};
 use crate::contract::message::{
-    AssistantMessage, Content, ContentBlock, CustomMessage, Message, MessageBody, TextBlock,
+    AssistantMessage, Content, ContentBlock, CustomMessage, Extra, Message, MessageBody, TextBlock,
     ToolResultMessage, UserMessage,
 };
 use crate::transcript::LineProblem;
@@ -317,13 +317,13 @@ fn call_block(call: Value) -> ContentBlock {
 /// `map` without the room its removed fields took: an object's map keeps its capacity when
 /// fields are taken out, and a 200,000-message import would hold that room for every message
 /// (tens of MB of empty maps) for as long as the messages live.
-fn tight(map: Map<String, Value>) -> Map<String, Value> {
+fn tight(map: Map<String, Value>) -> Extra {
     if map.is_empty() {
-        return Map::new();
+        return Extra::new();
     }
     let mut out = Map::with_capacity(map.len());
     out.extend(map);
-    out
+    Extra::from(out)
 }
 
 /// Content for user-side messages: a string stays a string.
@@ -350,7 +350,7 @@ fn blocks(v: Value) -> Vec<ContentBlock> {
                     let extra = tight(extra);
                     ContentBlock::Text(TextBlock { text, extra })
                 }
-                Value::Object(o) => ContentBlock::Other(o),
+                Value::Object(o) => ContentBlock::Other(o.into()),
                 other => ContentBlock::text(other.as_str().unwrap_or_default()),
             })
             .collect(),

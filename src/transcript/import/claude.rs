@@ -254,7 +254,10 @@ fn assistant_block(v: &Value) -> ContentBlock {
         "thinking" => {
             b.remove("type");
             let thinking = take_string(&mut b, "thinking");
-            ContentBlock::Thinking(ThinkingBlock { thinking, extra: b })
+            ContentBlock::Thinking(ThinkingBlock {
+                thinking,
+                extra: b.into(),
+            })
         }
         _ => user_block(v),
     }
@@ -270,7 +273,10 @@ fn user_block(v: &Value) -> ContentBlock {
         "text" if b.get("text").is_some_and(Value::is_string) => {
             b.remove("type");
             let text = take_string(&mut b, "text");
-            ContentBlock::Text(TextBlock { text, extra: b })
+            ContentBlock::Text(TextBlock {
+                text,
+                extra: b.into(),
+            })
         }
         "image" => {
             let base64 = b
@@ -285,13 +291,13 @@ fn user_block(v: &Value) -> ContentBlock {
                     ContentBlock::Image(ImageBlock {
                         data: str_field(&src, "data").unwrap_or_default().to_owned(),
                         mime_type: str_field(&src, "media_type").unwrap_or_default().to_owned(),
-                        extra: b,
+                        extra: b.into(),
                     })
                 }
-                None => ContentBlock::Other(b),
+                None => ContentBlock::Other(b.into()),
             }
         }
-        _ => ContentBlock::Other(b),
+        _ => ContentBlock::Other(b.into()),
     }
 }
 

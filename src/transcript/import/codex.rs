@@ -256,9 +256,12 @@ fn message_blocks(content: Option<&Value>) -> Vec<ContentBlock> {
                         Some(Value::String(s)) => s,
                         _ => String::new(),
                     };
-                    ContentBlock::Text(TextBlock { text, extra })
+                    ContentBlock::Text(TextBlock {
+                        text,
+                        extra: extra.into(),
+                    })
                 }
-                Some(o) => ContentBlock::Other(o.clone()),
+                Some(o) => ContentBlock::Other(o.clone().into()),
                 None => ContentBlock::text(part.as_str().unwrap_or_default()),
             })
             .collect(),

@@ -21,7 +21,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::LineProblem;
-use crate::contract::message::{ContentBlock, Message, ToolCallBlock};
+use crate::contract::message::{ContentBlock, Extra, Message, ToolCallBlock};
 use crate::error::{Error, Result};
 
 pub use detect::detect_format;
@@ -205,14 +205,14 @@ pub(crate) fn tool_call(
     id: String,
     name: String,
     arguments: Value,
-    extra: Map<String, Value>,
+    extra: impl Into<Extra>,
 ) -> ContentBlock {
-    ContentBlock::ToolCall(ToolCallBlock {
+    ContentBlock::ToolCall(Box::new(ToolCallBlock {
         id,
         name,
         arguments,
-        extra,
-    })
+        extra: extra.into(),
+    }))
 }
 
 /// `toolUse` when the blocks call a tool, else `stop`: for sources that record no stop reason.
