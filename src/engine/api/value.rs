@@ -158,6 +158,9 @@ pub enum HostOut {
     /// Several values (`host.repairPairing`: the list and the number of repairs); a language
     /// whose functions return one value returns the first.
     Many(Vec<HostOut>),
+    /// Named values (`host.fit`: `kept` and `tokens`): Lua returns them in order, as several
+    /// values; Rhai, whose functions return one value, a map of them.
+    Record(Vec<(&'static str, HostOut)>),
 }
 
 /// A failed `host` call: the message the script sees, and whose fault it is.

@@ -115,6 +115,13 @@ impl Bridge {
                 Some(first) => self.value_of(first, given)?,
                 None => Dynamic::UNIT,
             },
+            HostOut::Record(fields) => {
+                let mut map = Map::new();
+                for (name, out) in fields {
+                    map.insert(name.into(), self.value_of(out, given)?);
+                }
+                Dynamic::from_map(map)
+            }
         })
     }
 }
@@ -131,6 +138,9 @@ fn register(module: &mut Module, f: &'static HostFn, bridge: &Arc<Bridge>) -> Re
             0 => module.set_native_fn(*last, move || b.call(f, &n, &[])),
             1 => module.set_native_fn(*last, move |a: Dynamic| b.call(f, &n, &[a])),
             2 => module.set_native_fn(*last, move |a: Dynamic, c: Dynamic| b.call(f, &n, &[a, c])),
+            3 => module.set_native_fn(*last, move |a: Dynamic, c: Dynamic, d: Dynamic| {
+                b.call(f, &n, &[a, c, d])
+            }),
             _ => return Err(format!("{name} takes more arguments than Rhai registers")),
         };
     }
