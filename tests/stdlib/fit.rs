@@ -10,7 +10,7 @@ use super::{Report, probe, run, tokens};
 use crate::common;
 use crate::common::engine::Lang;
 use ctxhost::contract::message::{Content, ContentBlock, Message, MessageBody};
-use ctxhost::services::tokens::{TokenCounter, Tokenizer, counter};
+use ctxhost::services::tokens::{Tokenizer, counter};
 use ctxhost::transcript::import::import;
 
 /// The first conversation of each shared transcript (at most `cap` messages), with ids.
@@ -68,13 +68,17 @@ fn cases(s: &[Arc<Message>]) -> Vec<Json> {
 #[test]
 fn host_fit_equals_the_script_walk_on_every_shared_transcript() {
     let (mut partial, mut holes, mut compared) = (0, 0, 0);
-    for (name, s) in transcripts(700) {
+    for (name, s) in transcripts(300) {
         let cases = cases(&s);
-        // `probe` runs both languages and requires identical reports.
-        let r = probe(&s, json!({"op": "fit_vs_oracle", "cases": cases}));
-        let got = r.data["cases"].as_array().expect("cases");
+        // `probe` runs both languages and requires identical reports (a few cases a call: the
+        // oracle is a script loop, and the call has a deadline).
+        let mut got = Vec::new();
+        for chunk in cases.chunks(6) {
+            let r = probe(&s, json!({"op": "fit_vs_oracle", "cases": chunk}));
+            got.extend(r.data["cases"].as_array().expect("cases").iter().cloned());
+        }
         assert_eq!(got.len(), cases.len());
-        for (case, g) in cases.iter().zip(got) {
+        for (case, g) in cases.iter().zip(&got) {
             assert_eq!(g["got"], g["want"], "{name}: {case}");
             assert_eq!(g["same"], json!(true), "{name}: {case}: other messages");
             let sig = g["got"].as_str().expect("a signature");
@@ -165,7 +169,7 @@ fn host_fit_counts_by_the_host_an_exact_bpe_or_the_workload_rule() {
         ),
         (
             json!({"count": "textChars/4"}),
-            s.iter().map(|m| text_chars4(m)).sum(),
+            s.iter().map(|m| text_chars4(m)).sum::<u64>(),
         ),
     ];
     assert_ne!(
@@ -195,7 +199,7 @@ fn host_fit_counts_by_the_host_an_exact_bpe_or_the_workload_rule() {
             "{lang:?}: {}",
             r.tokens
         );
-        let kept: u64 = r.messages.iter().map(|m| text_chars4(m)).sum();
+        let kept: u64 = r.messages.iter().map(|m| text_chars4(m)).sum::<u64>();
         assert_eq!(kept, r.tokens, "{lang:?}: the kept messages' own count");
     }
 }
@@ -270,17 +274,9 @@ fn hostile(lang: Lang, n: usize, item: Json, budget: u64) -> Json {
 
 #[test]
 fn host_fit_bounds_a_hostile_list_and_names_what_is_wrong() {
-    let user = json!({"role": "user", "content": "hello", "timestamp": 1});
     let orphan = json!({"role": "toolResult", "toolCallId": "gone", "toolName": "t",
                         "content": "r", "isError": false, "timestamp": 1});
     for lang in [Lang::Lua, Lang::Rhai] {
-        // More messages than a result may hold: refused, by name.
-        let d = hostile(lang, 100_001, user.clone(), 1 << 40);
-        let e = d["error"].as_str().unwrap_or_default();
-        assert!(
-            e.contains("messages: 100001 messages exceed the limit of 100000"),
-            "{lang:?}: {d}"
-        );
         // Not messages: the item is named (1-based), the newest first.
         let d = hostile(lang, 3, json!(7), 100);
         let e = d["error"].as_str().unwrap_or_default();
@@ -294,10 +290,47 @@ fn host_fit_bounds_a_hostile_list_and_names_what_is_wrong() {
             e.contains("messages[2]") && e.contains("not a valid message"),
             "{lang:?}: {d}"
         );
-        // 30,000 tool results without a call: each stands alone, walked once (not once per
+        // 5,000 tool results without a call: each stands alone, walked once (not once per
         // result), and all fit.
-        let d = hostile(lang, 30_000, orphan.clone(), 1 << 40);
-        assert_eq!(d["kept"], json!(30_000), "{lang:?}: {d}");
+        let d = hostile(lang, 5_000, orphan.clone(), 1 << 40);
+        assert_eq!(d["kept"], json!(5_000), "{lang:?}: {d}");
         assert_eq!(d.get("error"), None, "{lang:?}: {d}");
     }
+}
+
+#[test]
+fn host_fit_refuses_a_list_over_the_result_cap_by_name() {
+    use ctxhost::contract::ResultLimits;
+    use ctxhost::testing::{HostScope, HostValue, StopSignals};
+    let f = ctxhost::testing::table::find(&["fit"]).expect("host.fit is in the table");
+    let limits = ResultLimits {
+        max_result_messages: 10,
+        ..ResultLimits::default()
+    };
+    let mut scope = HostScope::new("fitter", limits, Arc::new(StopSignals::new(None)));
+    let s = crate::sessions::messages(&crate::sessions::session(3));
+    scope.set_call(Some(ctxhost::HostCall::new(
+        Arc::from("fitter"),
+        Arc::from("s"),
+        Arc::new(s),
+        crate::common::engine::services(),
+        Arc::new(json!({})),
+        1_000,
+    )));
+    let user = json!({"role": "user", "content": "hello", "timestamp": 1});
+    let Json::Object(m) = user else {
+        unreachable!()
+    };
+    let list = |n: usize| HostValue::List(vec![HostValue::Map(Box::new(m.clone())); n]);
+    let budget = || HostValue::Data(Box::new(json!(1_000)));
+    let e = scope
+        .run(f, "host.fit", [list(11), budget(), HostValue::Nil])
+        .expect_err("over the cap");
+    assert_eq!(
+        e.message(),
+        "host.fit: messages: 11 messages exceed the limit of 10"
+    );
+    scope
+        .run(f, "host.fit", [list(10), budget(), HostValue::Nil])
+        .expect("at the cap");
 }

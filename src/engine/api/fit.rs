@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value as Json};
 
-use super::HostCall;
 use super::table::{Args, Ctx};
 use super::value::{HostError, HostOut, HostValue, Kept};
+use super::{HeldMessage, HostCall};
 use crate::contract::message::{Content, ContentBlock, Message, MessageBody, Role};
 use crate::services::tokens::{TokenCounter, Tokenizer, counter};
 
@@ -54,14 +54,19 @@ struct Options {
 pub(super) fn fit(cx: &Ctx<'_>, [messages, budget, opts]: Args) -> Result<HostOut, HostError> {
     let call = cx.call()?;
     let max = cx.scope().limits().max_result_messages;
-    let items = messages
-        .into_items()
-        .map_err(|e| cx.script_error(format!("messages: {e}")))?;
-    if items.len() > max {
-        return Err(cx.script_error(format!(
-            "messages: {} messages exceed the limit of {max}",
-            items.len()
-        )));
+    // The context list comes shared; any other list item by item.
+    let (shared, items) = match messages {
+        HostValue::Resident(list) => (list, Vec::new()),
+        other => (
+            Arc::default(),
+            other
+                .into_items()
+                .map_err(|e| cx.script_error(format!("messages: {e}")))?,
+        ),
+    };
+    let n = shared.len().max(items.len());
+    if n > max {
+        return Err(cx.script_error(format!("messages: {n} messages exceed the limit of {max}")));
     }
     let budget = number(&budget).ok_or_else(|| {
         cx.script_error(format!(
@@ -70,8 +75,9 @@ pub(super) fn fit(cx: &Ctx<'_>, [messages, budget, opts]: Args) -> Result<HostOu
         ))
     })?;
     let opts = Options::read(cx, opts, budget)?;
-    let (from, to) = range(cx, &opts, items.len())?;
+    let (from, to) = range(cx, &opts, n)?;
     let mut list = Items {
+        shared: &shared,
         items: &items,
         call,
         count: &opts.count,
@@ -134,6 +140,9 @@ fn newest_first(
 /// The list `host.fit` walks: resident messages read in place, other items converted when
 /// first read.
 struct Items<'a> {
+    /// The context list, when that is what the script passed (then `items` is empty).
+    shared: &'a [Arc<HeldMessage>],
+    /// Any other list.
     items: &'a [HostValue],
     call: &'a HostCall,
     count: &'a Count,
@@ -146,8 +155,22 @@ struct Items<'a> {
 }
 
 impl Items<'_> {
+    /// The resident message at `i` (0-based), if it is one.
+    fn held(&self, i: usize) -> Option<&Arc<HeldMessage>> {
+        if let Some(m) = self.shared.get(i) {
+            return Some(m);
+        }
+        match self.items.get(i) {
+            Some(HostValue::Message(m)) => Some(m),
+            _ => None,
+        }
+    }
+
     /// The message at `i` (0-based).
     fn message(&mut self, i: usize) -> Result<Arc<Message>, String> {
+        if let Some(m) = self.held(i) {
+            return Ok(m.message().clone());
+        }
         match self.items.get(i) {
             Some(HostValue::Message(m)) => Ok(m.message().clone()),
             Some(other) => {
@@ -166,14 +189,14 @@ impl Items<'_> {
     }
 
     fn role(&mut self, i: usize) -> Result<Role, String> {
-        if let Some(HostValue::Message(m)) = self.items.get(i) {
+        if let Some(m) = self.held(i) {
             return Ok(m.message().role());
         }
         Ok(self.message(i)?.role())
     }
 
     fn calls_tools(&mut self, i: usize) -> Result<bool, String> {
-        if let Some(HostValue::Message(m)) = self.items.get(i) {
+        if let Some(m) = self.held(i) {
             return Ok(m.message().tool_calls().next().is_some());
         }
         Ok(self.message(i)?.tool_calls().next().is_some())
@@ -200,11 +223,11 @@ impl Items<'_> {
     /// The tokens of the message at `i`, by the chosen count.
     fn tokens(&mut self, i: usize) -> Result<u64, String> {
         let call = self.call;
-        if let Some(HostValue::Message(held)) = self.items.get(i) {
+        if let Some(held) = self.held(i) {
             return Ok(match self.count {
                 Count::Host => held.tokens(|m| call.tokens_message(m)),
                 Count::Bpe(c) => c.count_message(held.message()),
-                Count::TextChars4 => held.text_chars4(|m| text_chars4(m)),
+                Count::TextChars4 => held.text_chars4(text_chars4),
             });
         }
         let m = self.message(i)?;

@@ -85,7 +85,7 @@ pub(super) fn tokens(cx: &Ctx<'_>, [x, ..]: Args) -> Result<HostOut, HostError> 
     let call = cx.call()?;
     let n = match x {
         HostValue::Nil => 0,
-        HostValue::List(_) | HostValue::Map(_) if is_list(&x) => {
+        HostValue::List(_) | HostValue::Resident(_) | HostValue::Map(_) if is_list(&x) => {
             let mut total = 0u64;
             for (i, item) in x
                 .into_items()
@@ -119,7 +119,8 @@ pub(super) fn tokens(cx: &Ctx<'_>, [x, ..]: Args) -> Result<HostOut, HostError> 
 
 /// A list, or an empty map (which in Lua is also an empty list).
 fn is_list(v: &HostValue) -> bool {
-    matches!(v, HostValue::List(_)) || matches!(v, HostValue::Map(m) if m.is_empty())
+    matches!(v, HostValue::List(_) | HostValue::Resident(_))
+        || matches!(v, HostValue::Map(m) if m.is_empty())
 }
 
 /// A string or one message.
