@@ -67,18 +67,35 @@ pub fn violations(
     sent: &[Arc<Message>],
     addition: Option<&str>,
 ) -> Vec<Violation> {
-    check(context, newest_summary(context), request, sent, addition)
+    let call = Call {
+        context,
+        summary: newest_summary(context),
+        request,
+        addition,
+    };
+    check(&call, sent)
 }
 
-/// [`violations`] with the context's newest summary given (the session keeps it, so a check
-/// does not walk the whole history on every model call).
-fn check(
-    context: &[Arc<Message>],
-    summary: Option<&Arc<Message>>,
-    request: Option<&Arc<Message>>,
-    sent: &[Arc<Message>],
-    addition: Option<&str>,
-) -> Vec<Violation> {
+/// What a model call is judged against, which the check and its repairs all read: the context
+/// it was assembled from, that context's newest summary (the session keeps it, so a check does
+/// not walk the whole history on every model call), the turn's request and the engine's
+/// `systemPromptAddition`.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    context: &'a [Arc<Message>],
+    summary: Option<&'a Arc<Message>>,
+    request: Option<&'a Arc<Message>>,
+    addition: Option<&'a str>,
+}
+
+/// How `sent` falls short of what `call` needs ([`violations`]).
+fn check(call: &Call<'_>, sent: &[Arc<Message>]) -> Vec<Violation> {
+    let Call {
+        context,
+        summary,
+        request,
+        addition,
+    } = *call;
     let mut out = Vec::new();
     // At most two look-ups: a walk of the call, no set built per call.
     let sends = |id: &str| sent.iter().any(|m| m.id == id);
@@ -147,7 +164,13 @@ pub fn enforce(
     budget: u64,
     tokens: &TokenCache,
 ) -> Enforced {
-    let found = check(context, summary, request, &sent, addition);
+    let call = Call {
+        context,
+        summary,
+        request,
+        addition,
+    };
+    let found = check(&call, &sent);
     if found.is_empty() {
         return Enforced {
             messages: sent,
@@ -155,10 +178,8 @@ pub fn enforce(
             lacking: Vec::new(),
         };
     }
-    let (messages, put_back) = repair(
-        context, summary, request, sent, &found, addition, budget, tokens,
-    );
-    let lacking = check(context, summary, request, &messages, addition);
+    let (messages, put_back) = repair(&call, sent, &found, budget, tokens);
+    let lacking = check(&call, &messages);
     Enforced {
         messages,
         put_back,
@@ -167,17 +188,19 @@ pub fn enforce(
 }
 
 /// [`enforce`]'s repair of `sent`, which lacks what `found` lists.
-#[allow(clippy::too_many_arguments)] // enforce's own arguments, passed on
 fn repair(
-    context: &[Arc<Message>],
-    summary: Option<&Arc<Message>>,
-    request: Option<&Arc<Message>>,
+    call: &Call<'_>,
     sent: Vec<Arc<Message>>,
     found: &[Violation],
-    addition: Option<&str>,
     budget: u64,
     tokens: &TokenCache,
 ) -> (Vec<Arc<Message>>, Vec<Violation>) {
+    let Call {
+        context,
+        summary,
+        request,
+        addition,
+    } = *call;
     let mut repaired: Vec<Violation> = found
         .iter()
         .copied()
@@ -185,7 +208,7 @@ fn repair(
         .collect();
     if repaired.is_empty() {
         if found.contains(&Violation::NoHistory) {
-            return add_history(context, request, sent, addition, budget, tokens);
+            return add_history(call, sent, budget, tokens);
         }
         return (sent, repaired);
     }
@@ -221,8 +244,8 @@ fn repair(
         out = fit_to_budget(&out, room.max(1), tokens).0;
     }
     let out = crate::services::pairing::repair(out).messages;
-    if check(context, summary, request, &out, addition).contains(&Violation::NoHistory) {
-        let (out, history) = add_history(context, request, out, addition, budget, tokens);
+    if check(call, &out).contains(&Violation::NoHistory) {
+        let (out, history) = add_history(call, out, budget, tokens);
         repaired.extend(history);
         return (out, repaired);
     }
@@ -239,13 +262,17 @@ fn repair(
 /// `fit_to_budget` (the request kept, the turn cut from its oldest results inward). Returns
 /// `[NoHistory]` when history was added; the assembly unchanged when none could be.
 fn add_history(
-    context: &[Arc<Message>],
-    request: Option<&Arc<Message>>,
+    call: &Call<'_>,
     sent: Vec<Arc<Message>>,
-    addition: Option<&str>,
     budget: u64,
     tokens: &TokenCache,
 ) -> (Vec<Arc<Message>>, Vec<Violation>) {
+    let Call {
+        context,
+        request,
+        addition,
+        ..
+    } = *call;
     let limit = budget.saturating_sub(addition.map_or(0, |a| tokens.text(a)));
     let mut room = limit.saturating_sub(tokens.messages(&sent));
     // From the end: the request is near it (ids are unique, so it is the same place).

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use super::client::LlmError;
+use super::error::LlmError;
 use super::model::ModelAnswer;
 
 /// The window `maxTokensPerDay` counts over.

@@ -14,7 +14,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use super::client::LlmError;
+use super::error::LlmError;
 use super::model::{ModelAnswer, ModelFuture};
 use crate::services::summarize::{Summarizer, Summary, SummaryRequest};
 use crate::services::tokens::TokenCounter;

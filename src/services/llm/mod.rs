@@ -18,6 +18,7 @@
 pub(crate) mod budget;
 mod client;
 pub(crate) mod drive;
+mod error;
 mod model;
 mod prompt;
 mod summarizer;
@@ -29,7 +30,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::services::summarize::{BuiltinSummarizer, Summarizer};
 
-pub use client::{ApiKey, LlmError, OpenAiClient};
+pub use client::{ApiKey, OpenAiClient};
+pub use error::LlmError;
 pub use model::{ChatMessage, ModelAnswer, ModelClient, ModelFuture, ModelRequest, Usage};
 pub use summarizer::LlmSummarizer;
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::client::LlmError;
+use super::error::LlmError;
 
 /// The future a [`ModelClient`] returns: the answer, or why there is none.
 pub type ModelFuture = Pin<Box<dyn Future<Output = Result<ModelAnswer, LlmError>> + Send>>;

@@ -20,8 +20,9 @@ use crate::services::tokens::TokenCounter;
 #[cfg(test)]
 use super::budget::DAY;
 use super::budget::{self, DayLedger};
-use super::client::{ApiKey, LlmError, OpenAiClient};
+use super::client::{ApiKey, OpenAiClient};
 use super::drive;
+use super::error::LlmError;
 use super::model::{ChatMessage, ModelAnswer, ModelClient, ModelRequest};
 use super::prompt;
 use super::{LlmSettings, ModelLimits};

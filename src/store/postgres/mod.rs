@@ -16,6 +16,7 @@
 //! `PGPASSWORD`), so a config file holds none; a password written in the URL is used but
 //! never shown.
 
+mod catalog;
 mod driver;
 mod lease;
 mod schema;
@@ -299,7 +300,7 @@ impl Backend for PgBackend {
     }
 
     fn sessions(&self) -> Result<Vec<SessionSummary>> {
-        session::list(&self.shared)
+        catalog::list(&self.shared)
     }
 
     fn import(
@@ -309,7 +310,7 @@ impl Backend for PgBackend {
         state: Option<&Value>,
         meta: &SessionMeta,
     ) -> Result<bool> {
-        session::import(&self.shared, id, messages, state, meta)
+        catalog::import(&self.shared, id, messages, state, meta)
     }
 
     fn size_bytes(&self) -> Option<u64> {
