@@ -236,6 +236,8 @@ fn table(
     let order = [
         "lua",
         "rhai",
+        "lua host.fit",
+        "rhai host::fit",
         "rust",
         "lua no-op",
         "rhai no-op",

@@ -11,6 +11,10 @@
 --         systemPromptAddition).
 --       opts.from, opts.to (default 1, #messages): only consider messages[from..to]; a group
 --         that starts before `from` is not taken.
+--       opts.count (default "host"): how a message's tokens are counted: "host" (host.tokens),
+--         "o200k_base" / "cl100k_base" (that exact BPE), "textChars/4" (ceil(chars / 4) of the
+--         message's text, text blocks joined by "\n").
+--       It is host.fit(messages, budget, opts), which walks the list in the host.
 --   fit.squeeze(messages, budget) -> kept, tokens
 --       The last resort, for when even the part you must send is over budget (a 40,000-token
 --       file read in an 8,000-token window). Guarantees tokens <= budget: returns `messages`
@@ -20,7 +24,7 @@
 --       arguments, images) is left out and the rest squeezed again. Empty only if nothing fits.
 --   fit.total(messages) -> the sum of host.tokens over the list
 --
--- newest_first is O(kept messages); squeeze is O(n) plus the cost of trimming.
+-- newest_first is O(kept messages), in the host; squeeze is O(n) plus the cost of trimming.
 
 local groups = require("groups")
 local msg = require("msg")
@@ -46,42 +50,8 @@ function M.total(messages)
 end
 
 function M.newest_first(messages, budget, opts)
-  opts = opts or {}
-  local from = opts.from or 1
-  local to = opts.to or #messages
-  local avail = budget - (opts.reserve or 0)
-  local picked = {} -- ranges, newest first
-  local used = 0
-  local i = to
-  while i >= from do
-    -- Only a tool result can belong to a group that starts earlier.
-    local first = i
-    if messages[i].role == "toolResult" then
-      first = groups.group_start(messages, i)
-    end
-    if first < from then
-      break
-    end
-    local size = 0
-    for j = first, i do
-      size += host.tokens(messages[j])
-    end
-    if used + size <= avail then
-      used += size
-      picked[#picked + 1] = first
-      picked[#picked + 1] = i
-    elseif not opts.gaps then
-      break
-    end
-    i = first - 1
-  end
-  local out = {}
-  for k = #picked - 1, 1, -2 do
-    for j = picked[k], picked[k + 1] do
-      out[#out + 1] = messages[j]
-    end
-  end
-  return out, used
+  -- The walk runs in the host (host.fit: the same rule, without a script loop per message).
+  return host.fit(messages, budget, opts)
 end
 
 -- The largest cap c such that the sizes, each limited to c, add up to at most budget.

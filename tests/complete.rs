@@ -382,7 +382,7 @@ fn run_complete(
     );
     scope.set_call(Some(call(services, &json!({}))));
     let arg = HostValue::Data(Box::new(request));
-    match scope.run(f, "host.complete", [arg, HostValue::Nil])? {
+    match scope.run(f, "host.complete", [arg, HostValue::Nil, HostValue::Nil])? {
         ctxhost::testing::HostOut::Data(v) => Ok(v),
         other => panic!("{other:?}"),
     }

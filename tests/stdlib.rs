@@ -26,6 +26,7 @@ use ctxhost::services::tokens::{Estimate, TokenCounter};
 use ctxhost::testing::pairing;
 
 mod dag;
+mod fit;
 
 const LANGS: &[Lang] = &[Lang::Lua, Lang::Rhai];
 

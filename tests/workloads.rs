@@ -70,6 +70,16 @@ fn rust_keep_recent_reproduces_the_reference_outputs() {
     reproduces_the_reference("rust");
 }
 
+#[test]
+fn lua_keep_recent_by_host_fit_reproduces_the_reference_outputs() {
+    reproduces_the_reference("lua host.fit");
+}
+
+#[test]
+fn rhai_keep_recent_by_host_fit_reproduces_the_reference_outputs() {
+    reproduces_the_reference("rhai host::fit");
+}
+
 /// Two `assemble`s of each workload by the keep-recent fit as `pipeline` hooks in `lang` (the fit
 /// alone as one `project` hook, then among the four cheap hooks of `benches/pipeline.rs`), each
 /// checked against the reference: the session's own messages, no hook quarantined, and the

@@ -386,8 +386,10 @@ pub fn reference(what: &str, w: &Workload, got: Outcome) -> Result<Outcome, Stri
 /// Makes one engine instance, given the crate root.
 pub type MakeEngine = fn(&Path) -> Box<dyn Engine>;
 
-/// The three implementations: name and how to make an instance.
-pub fn implementations() -> [(&'static str, MakeEngine); 3] {
+/// The implementations: name and how to make an instance. `lua` and `rhai` walk the messages
+/// in a script loop; `lua host.fit` and `rhai host::fit` are the same policy by the host's fit
+/// primitive (`benches/engines/keep_recent_fit.*`).
+pub fn implementations() -> [(&'static str, MakeEngine); 5] {
     [
         ("lua", |root| {
             super::lua_engine(&root.join("benches/engines/keep_recent.lua"))
@@ -396,5 +398,11 @@ pub fn implementations() -> [(&'static str, MakeEngine); 3] {
             super::rhai_engine(&root.join("benches/engines/keep_recent.rhai"))
         }),
         ("rust", |_| Box::new(KeepRecent::default())),
+        ("lua host.fit", |root| {
+            super::lua_engine(&root.join("benches/engines/keep_recent_fit.lua"))
+        }),
+        ("rhai host::fit", |root| {
+            super::rhai_engine(&root.join("benches/engines/keep_recent_fit.rhai"))
+        }),
     ]
 }

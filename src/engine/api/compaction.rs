@@ -115,7 +115,7 @@ impl HostCall {
 /// `host.delegateCompaction(p)` → the built-in compaction's `CompactResult` (or the client's,
 /// when the call carries a [`ClientCompaction`]); `p` is the script's `compact` params (their
 /// [`COMPACT_FIELDS`]).
-pub(super) fn delegate(cx: &Ctx<'_>, [p, _]: Args) -> Result<HostOut, HostError> {
+pub(super) fn delegate(cx: &Ctx<'_>, [p, ..]: Args) -> Result<HostOut, HostError> {
     let HostValue::Map(fields) = p else {
         return Err(cx.script_error(format!("expects p, got {}", p.describe())));
     };

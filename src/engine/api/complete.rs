@@ -286,7 +286,7 @@ impl HostCall {
 /// `host.complete(request)` → `{text, usage = {input, output}, model}` (plus `json`, the
 /// parsed answer, when a JSON response was asked and the answer parses), or `{error, reason}`
 /// when the model gave none. Bad arguments are the script's error.
-pub(super) fn complete(cx: &Ctx<'_>, [request, _]: Args) -> Result<HostOut, HostError> {
+pub(super) fn complete(cx: &Ctx<'_>, [request, ..]: Args) -> Result<HostOut, HostError> {
     let call = cx.call()?;
     let request: CompleteRequest = match request.into_json() {
         Some(v @ Value::Object(_)) => {

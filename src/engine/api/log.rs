@@ -206,7 +206,7 @@ impl HostCall {
 }
 
 /// `host.log.<level>(msg)`: inside a call or not (a file's top level logs too).
-fn write(cx: &Ctx<'_>, level: LogLevel, [text, _]: Args) -> Result<HostOut, HostError> {
+fn write(cx: &Ctx<'_>, level: LogLevel, [text, ..]: Args) -> Result<HostOut, HostError> {
     let text = match text {
         HostValue::Text(s) => s,
         HostValue::Nil => String::new(),

@@ -4,7 +4,7 @@
 //! Rust function over plain values ([`HostValue`] in, [`HostOut`] back). The Lua and Rhai
 //! adapters only register each entry under the name scripts use (`host.tokens` /
 //! `host::tokens`) and convert values to and from their VM; every behaviour lives here, one
-//! module per surface: [`tokens`], [`summarize`], [`complete`], [`compaction`], [`pairing`],
+//! module per surface: [`tokens`], [`fit`], [`summarize`], [`complete`], [`compaction`], [`pairing`],
 //! [`recall`], [`log`](mod@log) and [`clock`]. `host.config` is a value, not a function: each
 //! adapter installs the entry config
 //! ([`HostCall::config`]) as its language shows a map.
@@ -17,6 +17,7 @@
 pub(crate) mod clock;
 pub(crate) mod compaction;
 pub(crate) mod complete;
+pub(crate) mod fit;
 pub(crate) mod forward;
 pub(crate) mod log;
 pub(crate) mod pairing;

@@ -18,7 +18,7 @@ impl HostCall {
 
 /// `host.repairPairing(messages)` → the repaired list (kept messages as the script's own
 /// values) and the number of repairs.
-pub(super) fn repair(cx: &Ctx<'_>, [messages, _]: Args) -> Result<HostOut, HostError> {
+pub(super) fn repair(cx: &Ctx<'_>, [messages, ..]: Args) -> Result<HostOut, HostError> {
     let max = cx.scope().limits().max_result_messages;
     let input = messages
         .into_messages(max)

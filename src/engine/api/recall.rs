@@ -38,7 +38,7 @@ pub(crate) struct SearchOptions {
 }
 
 /// `host.search(query, opts)` → a list of `{id, role, score, position, matched}`, best first.
-pub(super) fn search(cx: &Ctx<'_>, [query, opts]: Args) -> Result<HostOut, HostError> {
+pub(super) fn search(cx: &Ctx<'_>, [query, opts, _]: Args) -> Result<HostOut, HostError> {
     let HostValue::Text(mut query) = query else {
         return Err(cx.script_error(format!("query must be a string, got {}", query.describe())));
     };
@@ -92,7 +92,7 @@ pub(super) fn search(cx: &Ctx<'_>, [query, opts]: Args) -> Result<HostOut, HostE
 
 /// `host.fetch(ids)` → the stored messages with these ids, in the order asked (ids that name no
 /// stored message are left out), as read-only messages.
-pub(super) fn fetch(cx: &Ctx<'_>, [ids, _]: Args) -> Result<HostOut, HostError> {
+pub(super) fn fetch(cx: &Ctx<'_>, [ids, ..]: Args) -> Result<HostOut, HostError> {
     let items = match ids {
         HostValue::List(items) => items,
         HostValue::Map(m) if m.is_empty() => Vec::new(),

@@ -103,7 +103,7 @@ fn json_bytes(v: &serde_json::Value) -> usize {
 
 /// `host.summarize(messages, opts)` → `{text, tokens}`. Bad arguments are the script's fault; a
 /// failing summarizer (an LLM endpoint down) is the host's.
-pub(super) fn summarize(cx: &Ctx<'_>, [messages, opts]: Args) -> Result<HostOut, HostError> {
+pub(super) fn summarize(cx: &Ctx<'_>, [messages, opts, _]: Args) -> Result<HostOut, HostError> {
     let max = cx.scope().limits().max_result_messages;
     let messages = messages
         .into_messages(max)

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::value::{HostError, HostOut, HostValue};
 use super::{
-    HostCall, LogLevel, clock, compaction, complete, log, pairing, recall, summarize, tokens,
+    HostCall, LogLevel, clock, compaction, complete, fit, log, pairing, recall, summarize, tokens,
 };
 use crate::contract::ResultLimits;
 use crate::sandbox::StopSignals;
@@ -51,19 +51,30 @@ pub struct HostFn {
 }
 
 /// The most parameters a `host` function has.
-pub(crate) const MAX_PARAMS: usize = 2;
+pub(crate) const MAX_PARAMS: usize = 3;
 
 /// The converted arguments of one call (on the stack: `host.tokens` is called per message).
 pub(crate) type Args = [HostValue; MAX_PARAMS];
 
 /// Every `host` function scripts can call.
-pub(crate) static API: [HostFn; 11] = [
+pub(crate) static API: [HostFn; 12] = [
     HostFn {
         path: &["tokens"],
         params: &[Param::Value("x")],
         required: 1,
         per_message: true,
         run: tokens::tokens,
+    },
+    HostFn {
+        path: &["fit"],
+        params: &[
+            Param::Value("messages"),
+            Param::Value("budget"),
+            Param::Value("opts"),
+        ],
+        required: 2,
+        per_message: false,
+        run: fit::fit,
     },
     HostFn {
         path: &["summarize"],
@@ -236,6 +247,12 @@ impl Ctx<'_> {
     /// The function as the script spelled it (`host.tokens`, `host::tokens`).
     pub fn name(&self) -> &str {
         self.name
+    }
+
+    /// The index scripts of this language give the first item of a list: 0 in Rhai (which
+    /// spells host functions `host::name`), 1 in Lua (`host.name`).
+    pub fn first_index(&self) -> i64 {
+        if self.name.contains("::") { 0 } else { 1 }
     }
 
     /// The VM's scope.

@@ -17,6 +17,9 @@ pub struct HeldMessage {
     message: Arc<Message>,
     /// `u64::MAX`: not counted yet.
     tokens: AtomicU64,
+    /// Its tokens by the keep-recent workload's rule (`host.fit`'s `count = "textChars/4"`);
+    /// `u64::MAX`: not counted yet.
+    text_chars4: AtomicU64,
 }
 
 impl HeldMessage {
@@ -25,6 +28,7 @@ impl HeldMessage {
         HeldMessage {
             message,
             tokens: AtomicU64::new(u64::MAX),
+            text_chars4: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -39,6 +43,19 @@ impl HeldMessage {
             u64::MAX => {
                 let n = count(&self.message);
                 self.tokens.store(n, Ordering::Relaxed);
+                n
+            }
+            n => n,
+        }
+    }
+
+    /// Its tokens by the workload's rule (see [`text_chars4`](super::fit::text_chars4)),
+    /// counted by `count` the first time.
+    pub fn text_chars4(&self, count: impl FnOnce(&Message) -> u64) -> u64 {
+        match self.text_chars4.load(Ordering::Relaxed) {
+            u64::MAX => {
+                let n = count(&self.message);
+                self.text_chars4.store(n, Ordering::Relaxed);
                 n
             }
             n => n,
@@ -64,11 +81,11 @@ impl HostCall {
 }
 
 /// `host.tokens(x)`: `x` a string, a message or a list of them; nothing counts 0.
-pub(super) fn tokens(cx: &Ctx<'_>, [x, _]: Args) -> Result<HostOut, HostError> {
+pub(super) fn tokens(cx: &Ctx<'_>, [x, ..]: Args) -> Result<HostOut, HostError> {
     let call = cx.call()?;
     let n = match x {
         HostValue::Nil => 0,
-        HostValue::List(_) | HostValue::Map(_) if is_list(&x) => {
+        HostValue::List(_) | HostValue::Resident(_) | HostValue::Map(_) if is_list(&x) => {
             let mut total = 0u64;
             for (i, item) in x
                 .into_items()
@@ -102,7 +119,8 @@ pub(super) fn tokens(cx: &Ctx<'_>, [x, _]: Args) -> Result<HostOut, HostError> {
 
 /// A list, or an empty map (which in Lua is also an empty list).
 fn is_list(v: &HostValue) -> bool {
-    matches!(v, HostValue::List(_)) || matches!(v, HostValue::Map(m) if m.is_empty())
+    matches!(v, HostValue::List(_) | HostValue::Resident(_))
+        || matches!(v, HostValue::Map(m) if m.is_empty())
 }
 
 /// A string or one message.

@@ -22,6 +22,10 @@ pub enum HostValue {
     Message(Arc<HeldMessage>),
     /// A list (a Lua array, a Rhai array or message list).
     List(Vec<HostValue>),
+    /// A list of resident messages the VM keeps as a whole (its context list, `p.messages`),
+    /// shared rather than converted item by item: `host.fit(p.messages, …)` at 10,000 messages
+    /// reads a hundred of them.
+    Resident(Arc<Vec<Arc<HeldMessage>>>),
     /// Named fields (a Lua table with string keys, a Rhai map), as JSON. Lua cannot tell an
     /// empty list from an empty map, so where a list is expected an empty map is an empty list.
     /// (Boxed, like `Data`, to keep the value small: `host.tokens` is called per message.)
@@ -39,7 +43,7 @@ impl HostValue {
             HostValue::Nil => "nothing".into(),
             HostValue::Text(_) => "a string".into(),
             HostValue::Message(_) => "a message".into(),
-            HostValue::List(_) => "a list".into(),
+            HostValue::List(_) | HostValue::Resident(_) => "a list".into(),
             HostValue::Map(_) => "a map".into(),
             HostValue::Data(j) if j.is_boolean() => "a boolean".into(),
             HostValue::Data(_) => "a number".into(),
@@ -57,6 +61,11 @@ impl HostValue {
                 items
                     .into_iter()
                     .map(HostValue::into_json)
+                    .collect::<Option<_>>()?,
+            ),
+            HostValue::Resident(list) => Json::Array(
+                list.iter()
+                    .map(|m| serde_json::to_value(&**m.message()).ok())
                     .collect::<Option<_>>()?,
             ),
             HostValue::Map(m) => Json::Object(*m),
@@ -79,6 +88,7 @@ impl HostValue {
     pub fn into_items(self) -> Result<Vec<HostValue>, String> {
         match self {
             HostValue::List(items) => Ok(items),
+            HostValue::Resident(list) => Ok(list.iter().cloned().map(HostValue::Message).collect()),
             HostValue::Map(m) if m.is_empty() => Ok(Vec::new()),
             HostValue::Map(_) | HostValue::Message(_) => {
                 Err("expected a list of messages, got one message".into())
@@ -158,6 +168,9 @@ pub enum HostOut {
     /// Several values (`host.repairPairing`: the list and the number of repairs); a language
     /// whose functions return one value returns the first.
     Many(Vec<HostOut>),
+    /// Named values (`host.fit`: `kept` and `tokens`): Lua returns them in order, as several
+    /// values; Rhai, whose functions return one value, a map of them.
+    Record(Vec<(&'static str, HostOut)>),
 }
 
 /// A failed `host` call: the message the script sees, and whose fault it is.

@@ -280,6 +280,9 @@ pub enum HostOutWire {
     Messages(Vec<Result<usize, Arc<Message>>>),
     /// Several values.
     Many(Vec<HostOutWire>),
+    /// Named values (`host.fit`'s `kept` and `tokens`); names the host does not know come back
+    /// as `value`.
+    Record(Vec<(String, HostOutWire)>),
 }
 
 impl From<HostOut> for HostOutWire {
@@ -298,6 +301,12 @@ impl From<HostOut> for HostOutWire {
                     .collect(),
             ),
             HostOut::Many(all) => HostOutWire::Many(all.into_iter().map(Into::into).collect()),
+            HostOut::Record(fields) => HostOutWire::Record(
+                fields
+                    .into_iter()
+                    .map(|(name, out)| (name.to_owned(), out.into()))
+                    .collect(),
+            ),
         }
     }
 }
@@ -318,7 +327,23 @@ impl From<HostOutWire> for HostOut {
                     .collect(),
             ),
             HostOutWire::Many(all) => HostOut::Many(all.into_iter().map(Into::into).collect()),
+            HostOutWire::Record(fields) => HostOut::Record(
+                fields
+                    .into_iter()
+                    .map(|(name, out)| (record_name(&name), out.into()))
+                    .collect(),
+            ),
         }
+    }
+}
+
+/// A record field's name as the host API spells it (the names are the host's own, so a name
+/// from the wire is one of them).
+fn record_name(name: &str) -> &'static str {
+    match name {
+        "kept" => "kept",
+        "tokens" => "tokens",
+        _ => "value",
     }
 }
 

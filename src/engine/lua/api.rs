@@ -166,6 +166,12 @@ fn push_out(
             }
             return Ok(());
         }
+        HostOut::Record(fields) => {
+            for (_, o) in fields {
+                push_out(lua, o, given, results)?;
+            }
+            return Ok(());
+        }
     };
     results.push_back(v);
     Ok(())

@@ -106,6 +106,9 @@ pub(crate) struct Resident {
     pending: PtrMap<(Arc<Message>, Table)>,
     /// Tables made during one call (e.g. by `host.repairPairing`); dropped when the call ends.
     temps: Vec<Table>,
+    /// The context's held messages, in order, made once per version of `array` when a `host`
+    /// function is first passed `p.messages` (then shared, not converted item by item).
+    held: parking_lot::Mutex<Option<Arc<Vec<Arc<HeldMessage>>>>>,
 }
 
 impl Resident {
@@ -129,6 +132,7 @@ impl Resident {
             by_msg: PtrMap::default(),
             pending: PtrMap::default(),
             temps: Vec::new(),
+            held: parking_lot::Mutex::new(None),
         })
     }
 
@@ -209,6 +213,26 @@ impl Resident {
         Ok(t)
     }
 
+    /// The held messages of `t` when it is the context array (`p.messages`, frozen), shared:
+    /// made once per version of the context. `None` for any other table.
+    pub(crate) fn context_list(&self, t: &Table) -> Option<Arc<Vec<Arc<HeldMessage>>>> {
+        if self.array.as_ref()?.to_pointer() != t.to_pointer() {
+            return None;
+        }
+        let mut held = self.held.lock();
+        if let Some(list) = &*held {
+            return Some(list.clone());
+        }
+        let list: Vec<Arc<HeldMessage>> = self
+            .entries
+            .iter()
+            .map(|e| self.lookup(e).cloned())
+            .collect::<Option<_>>()?;
+        let list = Arc::new(list);
+        *held = Some(list.clone());
+        Some(list)
+    }
+
     /// A call-scoped table for a message that is not resident (dropped at [`Resident::end_call`]).
     pub(crate) fn temp_for(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
         if let Some(&i) = self.by_msg.get(&msg_key(m))
@@ -251,6 +275,7 @@ impl Resident {
         if let (script::ContextChange::Same, Some(array)) = (change, &self.array) {
             return Ok(array.clone());
         }
+        *self.held.lock() = None;
         let n_old = self.entries.len();
         let is_prefix = matches!(change, script::ContextChange::Appended(_));
         let array = if is_prefix && let Some(array) = self.array.clone() {

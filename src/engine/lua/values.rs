@@ -282,6 +282,10 @@ pub(crate) fn host_value(
         Value::Table(t) if let Some(held) = resident.lookup(t) => {
             Ok(HostValue::Message(held.clone()))
         }
+        // The context array is passed whole, shared (`host.fit(p.messages, …)`).
+        Value::Table(t) if let Some(list) = resident.context_list(t) => {
+            Ok(HostValue::Resident(list))
+        }
         _ => {
             let array_mt = lua.array_metatable().to_pointer() as usize;
             host_value_in(resident, v, budget, &mut Nesting::default(), array_mt)

@@ -15,10 +15,11 @@ use parking_lot::Mutex;
 use rhai::{Array, Dynamic, EvalAltResult, FLOAT, INT, Map, Module, Position, Shared};
 use serde_json::Value as Json;
 
+use super::messages::MessageList;
 use super::values::{self, Resident};
 use crate::contract::ResultLimits;
 use crate::engine::api::{
-    API, Args, HostError, HostFn, HostOut, HostScope, HostValue, Kept, LogLevel, Param,
+    API, Args, HeldMessage, HostError, HostFn, HostOut, HostScope, HostValue, Kept, LogLevel, Param,
 };
 use crate::engine::script::Budget;
 use crate::sandbox::StopSignals;
@@ -75,6 +76,10 @@ impl Bridge {
             let mut values = Args::default();
             for ((param, v), slot) in f.params.iter().zip(args).zip(&mut values) {
                 let converted = match param {
+                    // The context list is passed whole, shared (`host::fit(p.messages, …)`).
+                    Param::Value(_) if let Some(held) = self.context_list(v) => {
+                        Ok(HostValue::Resident(held))
+                    }
                     Param::Value(p) => {
                         values::host_value(v, &mut budget).map_err(|e| e.describe(p))
                     }
@@ -88,6 +93,12 @@ impl Bridge {
             scope.run(f, name, values).map_err(rhai_error)?
         };
         self.value_of(out, args.first())
+    }
+
+    /// The held messages of `v` when it is the context list (`p.messages`).
+    fn context_list(&self, v: &Dynamic) -> Option<Arc<Vec<Arc<HeldMessage>>>> {
+        let list = v.read_lock::<MessageList>()?;
+        self.resident.lock().held_list(&list)
     }
 
     /// What a host function returned, as a Rhai value (the first of several); messages the
@@ -115,6 +126,13 @@ impl Bridge {
                 Some(first) => self.value_of(first, given)?,
                 None => Dynamic::UNIT,
             },
+            HostOut::Record(fields) => {
+                let mut map = Map::new();
+                for (name, out) in fields {
+                    map.insert(name.into(), self.value_of(out, given)?);
+                }
+                Dynamic::from_map(map)
+            }
         })
     }
 }
@@ -131,6 +149,9 @@ fn register(module: &mut Module, f: &'static HostFn, bridge: &Arc<Bridge>) -> Re
             0 => module.set_native_fn(*last, move || b.call(f, &n, &[])),
             1 => module.set_native_fn(*last, move |a: Dynamic| b.call(f, &n, &[a])),
             2 => module.set_native_fn(*last, move |a: Dynamic, c: Dynamic| b.call(f, &n, &[a, c])),
+            3 => module.set_native_fn(*last, move |a: Dynamic, c: Dynamic, d: Dynamic| {
+                b.call(f, &n, &[a, c, d])
+            }),
             _ => return Err(format!("{name} takes more arguments than Rhai registers")),
         };
     }

@@ -18,7 +18,7 @@ use serde_json::{Map as JsonMap, Value as Json};
 
 use super::messages::{MessageList, ScriptMessage};
 use crate::contract::message::Message;
-use crate::engine::api::HostValue;
+use crate::engine::api::{HeldMessage, HostValue};
 use crate::engine::script::{self, Budget, ConvError, Nesting};
 
 /// The messages resident in one VM.
@@ -30,6 +30,9 @@ pub(crate) struct Resident {
     ctx: Option<script::ContextSeen>,
     /// The handles of the context, handed to scripts as `p.messages`.
     list: Option<Arc<Vec<Dynamic>>>,
+    /// The context's held messages, in order, made once per version of `list` when a `host`
+    /// function is first passed `p.messages` (then shared, not converted item by item).
+    held: Option<Arc<Vec<Arc<HeldMessage>>>>,
     /// Messages made resident for one call only (ingest, batches, `host::repairPairing`).
     temps: Vec<Arc<Message>>,
 }
@@ -67,6 +70,25 @@ impl Resident {
         Ok(list_value(&Arc::new(out)))
     }
 
+    /// The held messages of `l` when it is the context list (`p.messages`), shared: made once
+    /// per version of the context. `None` for any other list.
+    pub(crate) fn held_list(&mut self, l: &MessageList) -> Option<Arc<Vec<Arc<HeldMessage>>>> {
+        let list = self.list.as_ref()?;
+        if !Arc::ptr_eq(list, &l.0) {
+            return None;
+        }
+        if let Some(held) = &self.held {
+            return Some(held.clone());
+        }
+        let held: Vec<Arc<HeldMessage>> = list
+            .iter()
+            .map(|d| d.read_lock::<ScriptMessage>().map(|m| m.held().clone()))
+            .collect::<Option<_>>()?;
+        let held = Arc::new(held);
+        self.held = Some(held.clone());
+        Some(held)
+    }
+
     /// Forgets the call's temporaries that did not join the context.
     pub(crate) fn end_call(&mut self) {
         if self.temps.is_empty() {
@@ -100,8 +122,12 @@ impl Resident {
                 self.list = Some(list);
                 return Ok(out);
             }
-            (script::ContextChange::Appended(_), Some(list)) => list,
+            (script::ContextChange::Appended(_), Some(list)) => {
+                self.held = None;
+                list
+            }
             _ => {
+                self.held = None;
                 let kept: HashSet<usize> = ctx.iter().map(msg_key).collect();
                 self.by_msg.retain(|k, _| kept.contains(k));
                 Arc::new(Vec::with_capacity(ctx.len()))
