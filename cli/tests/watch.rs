@@ -379,8 +379,8 @@ fn watch_replays_again_after_a_save_and_prints_what_changed() {
     lines.wait_for("run 1 (generation 0)");
     // Each run says where the engine's time went, the host functions it called included.
     lines.wait_for("engine time per method:");
-    let tokens = lines.wait_for("host.tokens");
-    assert!(tokens.contains("calls  p50"), "{tokens}");
+    let host_fn = lines.wait_for("host.fit");
+    assert!(host_fn.contains("calls  p50"), "{host_fn}");
     lines.wait_for("waiting for changes");
 
     // A broken save: reported with file:line, no replay, the old version keeps serving.
