@@ -6,8 +6,8 @@
 //! they use for that, so the rest of the crate's internals stay `pub(crate)`.
 
 pub use crate::engine::api::{
-    Completions, HostError, HostOut, HostScope, HostValue, SessionModel, SessionServices,
-    SummarizeOptions,
+    Completions, HeldMessage, HostError, HostOut, HostScope, HostValue, SessionModel,
+    SessionServices, SummarizeOptions,
 };
 pub use crate::engine::legacy::{Legacy, LegacyFactory};
 pub use crate::engine::script::{ScriptInstance, ScriptVm, info_from_json};

@@ -333,4 +333,24 @@ fn host_fit_refuses_a_list_over_the_result_cap_by_name() {
     scope
         .run(f, "host.fit", [list(10), budget(), HostValue::Nil])
         .expect("at the cap");
+    // The context (`p.messages`, passed shared) is the host's own list: a session may hold more
+    // messages than one result may carry (the engine fell back to legacy past 100,000 before).
+    let context: Vec<Arc<ctxhost::testing::HeldMessage>> = (0..11)
+        .map(|i| {
+            Arc::new(ctxhost::testing::HeldMessage::new(Arc::new(Message::user(
+                format!("message {i}"),
+            ))))
+        })
+        .collect();
+    scope
+        .run(
+            f,
+            "host.fit",
+            [
+                HostValue::Resident(Arc::new(context)),
+                budget(),
+                HostValue::Nil,
+            ],
+        )
+        .expect("the context over the result cap");
 }

@@ -64,10 +64,15 @@ pub(super) fn fit(cx: &Ctx<'_>, [messages, budget, opts]: Args) -> Result<HostOu
                 .map_err(|e| cx.script_error(format!("messages: {e}")))?,
         ),
     };
-    let n = shared.len().max(items.len());
-    if n > max {
-        return Err(cx.script_error(format!("messages: {n} messages exceed the limit of {max}")));
+    // A list the script built is bounded like a result; the context itself is the host's own
+    // (a session may hold more messages than one result may carry).
+    if items.len() > max {
+        return Err(cx.script_error(format!(
+            "messages: {} messages exceed the limit of {max}",
+            items.len()
+        )));
     }
+    let n = shared.len().max(items.len());
     let budget = number(&budget).ok_or_else(|| {
         cx.script_error(format!(
             "budget must be a number, got {}",

@@ -48,7 +48,7 @@ pub use table::HostScope;
 pub(crate) use table::{API, Args, HostFn, MAX_PARAMS, Param};
 pub(crate) use timing::CallTimes;
 pub use timing::MethodTimes;
-pub(crate) use tokens::HeldMessage;
+pub use tokens::HeldMessage;
 pub use value::{HostError, HostOut, HostValue};
 pub(crate) use value::{Kept, message_from_json};
 
