@@ -106,8 +106,8 @@ pub(crate) struct Resident {
     pending: PtrMap<(Arc<Message>, Table)>,
     /// Tables made during one call (e.g. by `host.repairPairing`); dropped when the call ends.
     temps: Vec<Table>,
-    /// The context's held messages, in order, made once per version of `array` when a `host`
-    /// function is first passed `p.messages` (then shared, not converted item by item).
+    /// The context's held messages, in order, made when a `host` function is first passed
+    /// `p.messages` (then shared, not converted item by item) and extended after appends.
     held: parking_lot::Mutex<Option<Arc<Vec<Arc<HeldMessage>>>>>,
 }
 
@@ -214,23 +214,29 @@ impl Resident {
     }
 
     /// The held messages of `t` when it is the context array (`p.messages`, frozen), shared:
-    /// made once per version of the context. `None` for any other table.
+    /// kept from call to call and extended by what was appended since (a call costs what is
+    /// new, not the history). `None` for any other table.
     pub(crate) fn context_list(&self, t: &Table) -> Option<Arc<Vec<Arc<HeldMessage>>>> {
         if self.array.as_ref()?.to_pointer() != t.to_pointer() {
             return None;
         }
-        let mut held = self.held.lock();
-        if let Some(list) = &*held {
-            return Some(list.clone());
+        let mut slot = self.held.lock();
+        let held = slot.get_or_insert_with(Arc::default);
+        if held.len() > self.entries.len() {
+            *held = Arc::default();
         }
-        let list: Vec<Arc<HeldMessage>> = self
-            .entries
-            .iter()
-            .map(|e| self.lookup(e).cloned())
-            .collect::<Option<_>>()?;
-        let list = Arc::new(list);
-        *held = Some(list.clone());
-        Some(list)
+        if held.len() < self.entries.len() {
+            // Copies the list only when a caller still holds the previous version.
+            let items = Arc::make_mut(held);
+            for e in &self.entries[items.len()..] {
+                let Some(m) = self.lookup(e).cloned() else {
+                    *slot = None;
+                    return None;
+                };
+                items.push(m);
+            }
+        }
+        Some(held.clone())
     }
 
     /// A call-scoped table for a message that is not resident (dropped at [`Resident::end_call`]).
@@ -275,9 +281,12 @@ impl Resident {
         if let (script::ContextChange::Same, Some(array)) = (change, &self.array) {
             return Ok(array.clone());
         }
-        *self.held.lock() = None;
         let n_old = self.entries.len();
         let is_prefix = matches!(change, script::ContextChange::Appended(_));
+        // An append keeps the held list (a prefix of the new one, extended when asked for).
+        if !is_prefix {
+            *self.held.lock() = None;
+        }
         let array = if is_prefix && let Some(array) = self.array.clone() {
             array.set_readonly(false);
             let appended = self.append(lua, &array, &ctx[n_old..]);

@@ -30,8 +30,8 @@ pub(crate) struct Resident {
     ctx: Option<script::ContextSeen>,
     /// The handles of the context, handed to scripts as `p.messages`.
     list: Option<Arc<Vec<Dynamic>>>,
-    /// The context's held messages, in order, made once per version of `list` when a `host`
-    /// function is first passed `p.messages` (then shared, not converted item by item).
+    /// The context's held messages, in order, made when a `host` function is first passed
+    /// `p.messages` (then shared, not converted item by item) and extended after appends.
     held: Option<Arc<Vec<Arc<HeldMessage>>>>,
     /// Messages made resident for one call only (ingest, batches, `host::repairPairing`).
     temps: Vec<Arc<Message>>,
@@ -70,23 +70,30 @@ impl Resident {
         Ok(list_value(&Arc::new(out)))
     }
 
-    /// The held messages of `l` when it is the context list (`p.messages`), shared: made once
-    /// per version of the context. `None` for any other list.
+    /// The held messages of `l` when it is the context list (`p.messages`), shared: kept from
+    /// call to call and extended by what was appended since (a call costs what is new, not the
+    /// history). `None` for any other list.
     pub(crate) fn held_list(&mut self, l: &MessageList) -> Option<Arc<Vec<Arc<HeldMessage>>>> {
         let list = self.list.as_ref()?;
         if !Arc::ptr_eq(list, &l.0) {
             return None;
         }
-        if let Some(held) = &self.held {
-            return Some(held.clone());
+        let held = self.held.get_or_insert_with(Arc::default);
+        if held.len() > list.len() {
+            *held = Arc::default();
         }
-        let held: Vec<Arc<HeldMessage>> = list
-            .iter()
-            .map(|d| d.read_lock::<ScriptMessage>().map(|m| m.held().clone()))
-            .collect::<Option<_>>()?;
-        let held = Arc::new(held);
-        self.held = Some(held.clone());
-        Some(held)
+        if held.len() < list.len() {
+            // Copies the list only when a caller still holds the previous version.
+            let items = Arc::make_mut(held);
+            for d in &list[items.len()..] {
+                let Some(m) = d.read_lock::<ScriptMessage>().map(|m| m.held().clone()) else {
+                    self.held = None;
+                    return None;
+                };
+                items.push(m);
+            }
+        }
+        Some(held.clone())
     }
 
     /// Forgets the call's temporaries that did not join the context.
@@ -122,10 +129,8 @@ impl Resident {
                 self.list = Some(list);
                 return Ok(out);
             }
-            (script::ContextChange::Appended(_), Some(list)) => {
-                self.held = None;
-                list
-            }
+            // The held list stays: it is a prefix of the new one (extended when asked for).
+            (script::ContextChange::Appended(_), Some(list)) => list,
             _ => {
                 self.held = None;
                 let kept: HashSet<usize> = ctx.iter().map(msg_key).collect();
