@@ -54,13 +54,8 @@ impl SessionHandle {
         &self,
         f: impl FnOnce(&mut Session) -> R + Send + 'static,
     ) -> Result<R> {
-        let inner = Arc::clone(&self.inner);
-        blocking(move || inner.session.lock().as_mut().map(f))
-            .await?
-            .ok_or(Error::Task {
-                task: "session call",
-                message: "the session was dropped".into(),
-            })
+        let handle = self.clone();
+        blocking(move || handle.with_here(f)).await?
     }
 
     /// [`SessionHandle::with`] on the calling thread, for a caller that may block it (a

@@ -220,23 +220,9 @@ impl Resident {
         if self.array.as_ref()?.to_pointer() != t.to_pointer() {
             return None;
         }
-        let mut slot = self.held.lock();
-        let held = slot.get_or_insert_with(Arc::default);
-        if held.len() > self.entries.len() {
-            *held = Arc::default();
-        }
-        if held.len() < self.entries.len() {
-            // Copies the list only when a caller still holds the previous version.
-            let items = Arc::make_mut(held);
-            for e in &self.entries[items.len()..] {
-                let Some(m) = self.lookup(e).cloned() else {
-                    *slot = None;
-                    return None;
-                };
-                items.push(m);
-            }
-        }
-        Some(held.clone())
+        script::held_context(&mut self.held.lock(), self.entries.len(), |i| {
+            self.lookup(&self.entries[i]).cloned()
+        })
     }
 
     /// A call-scoped table for a message that is not resident (dropped at [`Resident::end_call`]).

@@ -78,22 +78,11 @@ impl Resident {
         if !Arc::ptr_eq(list, &l.0) {
             return None;
         }
-        let held = self.held.get_or_insert_with(Arc::default);
-        if held.len() > list.len() {
-            *held = Arc::default();
-        }
-        if held.len() < list.len() {
-            // Copies the list only when a caller still holds the previous version.
-            let items = Arc::make_mut(held);
-            for d in &list[items.len()..] {
-                let Some(m) = d.read_lock::<ScriptMessage>().map(|m| m.held().clone()) else {
-                    self.held = None;
-                    return None;
-                };
-                items.push(m);
-            }
-        }
-        Some(held.clone())
+        script::held_context(&mut self.held, list.len(), |i| {
+            list[i]
+                .read_lock::<ScriptMessage>()
+                .map(|m| m.held().clone())
+        })
     }
 
     /// Forgets the call's temporaries that did not join the context.

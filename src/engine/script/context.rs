@@ -4,6 +4,7 @@
 use std::sync::{Arc, Weak};
 
 use crate::contract::message::Message;
+use crate::engine::api::HeldMessage;
 
 /// How the session context changed since the resident copy was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,4 +82,31 @@ pub(crate) fn context_change(
         }
         _ => ContextChange::Rebuilt,
     }
+}
+
+/// The context's held messages as `host` functions are passed them (`p.messages`, shared),
+/// kept in `slot` from call to call: extended by the `len - held` messages appended since
+/// (`item(i)` is the i-th message of the resident copy), started afresh when the copy is
+/// shorter than what is held. `None`, and `slot` emptied, when an item is not a resident
+/// message. The list is copied only when a caller still holds its previous version.
+pub(crate) fn held_context(
+    slot: &mut Option<Arc<Vec<Arc<HeldMessage>>>>,
+    len: usize,
+    mut item: impl FnMut(usize) -> Option<Arc<HeldMessage>>,
+) -> Option<Arc<Vec<Arc<HeldMessage>>>> {
+    let held = slot.get_or_insert_with(Arc::default);
+    if held.len() > len {
+        *held = Arc::default();
+    }
+    if held.len() < len {
+        let items = Arc::make_mut(held);
+        for i in items.len()..len {
+            let Some(m) = item(i) else {
+                *slot = None;
+                return None;
+            };
+            items.push(m);
+        }
+    }
+    slot.clone()
 }

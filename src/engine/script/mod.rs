@@ -24,7 +24,7 @@ pub(crate) mod result;
 pub(crate) mod rollbacks;
 pub(crate) mod site;
 
-pub(crate) use context::{ContextChange, ContextSeen, context_change};
+pub(crate) use context::{ContextChange, ContextSeen, context_change, held_context};
 pub(crate) use convert::{Budget, ConvError, Nesting, number, written_len};
 pub use instance::ScriptInstance;
 pub use language::ScriptVm;
