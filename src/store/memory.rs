@@ -8,6 +8,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
+use super::pending::Pending;
 use super::{Backend, Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
 use crate::contract::message::Message;
 use crate::error::Result;
@@ -41,10 +42,7 @@ impl MemoryBackend {
 pub struct MemoryStore {
     id: String,
     sessions: Arc<Mutex<BTreeMap<String, Committed>>>,
-    committed_len: usize,
-    pending: Vec<Arc<Message>>,
-    next_id: u64,
-    last_id: Option<String>,
+    pending: Pending,
     meta: SessionMeta,
 }
 
@@ -66,10 +64,7 @@ impl Backend for MemoryBackend {
         let store = MemoryStore {
             id: id.to_owned(),
             sessions: Arc::clone(&self.sessions),
-            committed_len: committed.messages.len(),
-            pending: Vec::new(),
-            next_id: committed.next_id,
-            last_id: committed.messages.last().map(|m| m.id.clone()),
+            pending: Pending::after(&committed.messages, committed.next_id),
             meta: committed.meta.clone(),
         };
         Ok(Opened {
@@ -126,25 +121,15 @@ impl Backend for MemoryBackend {
 
 impl SessionStore for MemoryStore {
     fn append(&mut self, messages: Vec<Message>) -> Result<Vec<Arc<Message>>> {
-        let mut stored = Vec::with_capacity(messages.len());
-        for mut m in messages {
-            m.id = format!("{:08x}", self.next_id);
-            self.next_id += 1;
-            let m = Arc::new(m);
-            self.last_id = Some(m.id.clone());
-            stored.push(Arc::clone(&m));
-            self.pending.push(m);
-        }
-        Ok(stored)
+        Ok(self.pending.stamp(messages))
     }
 
     fn commit(&mut self, commit: Commit<'_>) -> Result<()> {
         let mut sessions = self.sessions.lock();
         let c = sessions.entry(self.id.clone()).or_default();
-        c.messages.truncate(self.committed_len);
-        c.messages.append(&mut self.pending);
-        self.committed_len = c.messages.len();
-        c.next_id = self.next_id;
+        c.messages.truncate(self.pending.committed_len());
+        c.next_id = self.pending.next_id();
+        c.messages.extend(self.pending.committed());
         if let Some(state) = commit.state {
             c.state = Some(Value::clone(state));
         }
@@ -156,16 +141,11 @@ impl SessionStore for MemoryStore {
     }
 
     fn len(&self) -> usize {
-        self.committed_len + self.pending.len()
+        self.pending.len()
     }
 
     fn cursor(&self) -> StorageCursor {
-        StorageCursor {
-            backend: KIND.into(),
-            session_id: self.id.clone(),
-            seq: self.len() as u64,
-            entry_id: self.last_id.clone(),
-        }
+        self.pending.cursor(KIND, &self.id)
     }
 
     fn meta(&self) -> SessionMeta {

@@ -21,6 +21,7 @@
 
 pub mod jsonl;
 pub mod memory;
+mod pending;
 pub mod postgres;
 pub mod sqlite;
 

@@ -25,6 +25,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
 
+use super::pending::Pending;
 use super::{Backend, Commit, Opened, SessionMeta, SessionStore, SessionSummary, StorageCursor};
 use crate::contract::message::{Message, MessageBody};
 use crate::error::{Error, Result};
@@ -254,10 +255,7 @@ impl Backend for SqliteBackend {
         let store = SqliteStore {
             id: id.to_owned(),
             conn: Arc::clone(&self.conn),
-            committed: messages.len() as u64,
-            pending: Vec::new(),
-            next_id: row.next_id.max(1),
-            last_id: messages.last().map(|m| m.id.clone()),
+            pending: Pending::after(&messages, row.next_id),
             created_at: row.created_at,
             turns: row.turns,
             state: state.clone().map(Arc::new),
@@ -393,11 +391,7 @@ fn insert_entries(
 pub struct SqliteStore {
     id: String,
     conn: Arc<Mutex<Connection>>,
-    /// Messages committed.
-    committed: u64,
-    pending: Vec<Arc<Message>>,
-    next_id: u64,
-    last_id: Option<String>,
+    pending: Pending,
     created_at: String,
     turns: u64,
     /// The state as last committed, to skip writing one that did not change.
@@ -406,16 +400,7 @@ pub struct SqliteStore {
 
 impl SessionStore for SqliteStore {
     fn append(&mut self, messages: Vec<Message>) -> Result<Vec<Arc<Message>>> {
-        let mut stored = Vec::with_capacity(messages.len());
-        for mut m in messages {
-            m.id = format!("{:08x}", self.next_id);
-            self.next_id += 1;
-            let m = Arc::new(m);
-            self.last_id = Some(m.id.clone());
-            stored.push(Arc::clone(&m));
-            self.pending.push(m);
-        }
-        Ok(stored)
+        Ok(self.pending.stamp(messages))
     }
 
     fn commit(&mut self, commit: Commit<'_>) -> Result<()> {
@@ -429,13 +414,18 @@ impl SessionStore for SqliteStore {
             .map(|s| serde_json::to_string(&**s))
             .transpose()
             .map_err(|e| err("encode state", Some(&self.id), e))?;
-        let seq = self.committed + self.pending.len() as u64;
+        let seq = self.pending.len() as u64;
         let turns = self.turns + u64::from(commit.turn_ended);
         let mut conn = self.conn.lock();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| err("commit", Some(&self.id), e))?;
-        insert_entries(&tx, &self.id, self.committed, &self.pending)?;
+        insert_entries(
+            &tx,
+            &self.id,
+            self.pending.committed_len() as u64,
+            self.pending.messages(),
+        )?;
         let updated = match &state_text {
             Some(text) => tx.execute(
                 "UPDATE sessions SET seq = ?2, turns = ?3, next_id = ?4, state = ?5 WHERE id = ?1",
@@ -443,13 +433,18 @@ impl SessionStore for SqliteStore {
                     &self.id,
                     seq as i64,
                     turns as i64,
-                    self.next_id as i64,
+                    self.pending.next_id() as i64,
                     text
                 ],
             ),
             None => tx.execute(
                 "UPDATE sessions SET seq = ?2, turns = ?3, next_id = ?4 WHERE id = ?1",
-                params![&self.id, seq as i64, turns as i64, self.next_id as i64],
+                params![
+                    &self.id,
+                    seq as i64,
+                    turns as i64,
+                    self.pending.next_id() as i64
+                ],
             ),
         }
         .map_err(|e| err("commit", Some(&self.id), e))?;
@@ -462,8 +457,7 @@ impl SessionStore for SqliteStore {
         }
         tx.commit().map_err(|e| err("commit", Some(&self.id), e))?;
         drop(conn);
-        self.committed = seq;
-        self.pending.clear();
+        self.pending.committed();
         self.turns = turns;
         if let Some(s) = new_state {
             self.state = Some(Arc::clone(s));
@@ -472,16 +466,11 @@ impl SessionStore for SqliteStore {
     }
 
     fn len(&self) -> usize {
-        (self.committed as usize) + self.pending.len()
+        self.pending.len()
     }
 
     fn cursor(&self) -> StorageCursor {
-        StorageCursor {
-            backend: KIND.into(),
-            session_id: self.id.clone(),
-            seq: self.len() as u64,
-            entry_id: self.last_id.clone(),
-        }
+        self.pending.cursor(KIND, &self.id)
     }
 
     fn meta(&self) -> SessionMeta {

@@ -17,6 +17,7 @@ use super::lease::{self, Take};
 use super::{KIND, Shared};
 use crate::contract::message::Message;
 use crate::error::{Error, Result};
+use crate::store::pending::Pending;
 use crate::store::{Commit, Opened, SessionMeta, SessionStore, StorageCursor};
 
 /// One session's store over a [`super::PgBackend`], holding its lease.
@@ -27,10 +28,7 @@ pub struct PgStore {
     token: i64,
     /// Set once a renewal or a commit found the lease gone.
     lost: Arc<AtomicBool>,
-    committed_len: usize,
-    pending: Vec<Arc<Message>>,
-    next_id: u64,
-    last_id: Option<String>,
+    pending: Pending,
     meta: SessionMeta,
     /// Commits the session row counted when this store last read or wrote it.
     commits: i64,
@@ -63,10 +61,7 @@ pub(super) fn open(shared: &Arc<Shared>, id: &str, cwd: &str) -> Result<Opened> 
         id: id.to_owned(),
         token,
         lost,
-        committed_len: loaded.messages.len(),
-        pending: Vec::new(),
-        next_id: loaded.next_id.max(1) as u64,
-        last_id: loaded.messages.last().map(|m| m.id.clone()),
+        pending: Pending::after(&loaded.messages, loaded.next_id.max(1) as u64),
         meta: SessionMeta {
             created_at: Some(loaded.created_at),
             turns: Some(loaded.turns.max(0) as u64),
@@ -277,16 +272,7 @@ impl SessionStore for PgStore {
                 "this process's lease was lost (expired or taken over)".into(),
             ));
         }
-        let mut stored = Vec::with_capacity(messages.len());
-        for mut m in messages {
-            m.id = format!("{:08x}", self.next_id);
-            self.next_id += 1;
-            let m = Arc::new(m);
-            self.last_id = Some(m.id.clone());
-            stored.push(Arc::clone(&m));
-            self.pending.push(m);
-        }
-        Ok(stored)
+        Ok(self.pending.stamp(messages))
     }
 
     fn commit(&mut self, commit: Commit<'_>) -> Result<()> {
@@ -306,21 +292,22 @@ impl SessionStore for PgStore {
             message: format!("{what}: {e}"),
         };
         let mut w = Write {
-            seqs: Vec::with_capacity(self.pending.len()),
-            ids: Vec::with_capacity(self.pending.len()),
-            bodies: Vec::with_capacity(self.pending.len()),
+            seqs: Vec::with_capacity(self.pending.messages().len()),
+            ids: Vec::with_capacity(self.pending.messages().len()),
+            bodies: Vec::with_capacity(self.pending.messages().len()),
             state: commit
                 .state
                 .map(|s| serde_json::to_string(&**s))
                 .transpose()
                 .map_err(|e| encode("state", e))?,
             turn: i64::from(commit.turn_ended),
-            last_seq: (self.committed_len + self.pending.len()) as i64,
-            next_id: self.next_id as i64,
+            last_seq: self.pending.len() as i64,
+            next_id: self.pending.next_id() as i64,
             commits: self.commits,
         };
-        for (i, m) in self.pending.iter().enumerate() {
-            w.seqs.push((self.committed_len + i + 1) as i64);
+        let committed = self.pending.committed_len();
+        for (i, m) in self.pending.messages().iter().enumerate() {
+            w.seqs.push((committed + i + 1) as i64);
             w.ids.push(m.id.clone());
             w.bodies
                 .push(serde_json::to_string(&**m).map_err(|e| encode("message", e))?);
@@ -387,8 +374,7 @@ impl SessionStore for PgStore {
         });
         match written {
             Ok(()) => {
-                self.committed_len += self.pending.len();
-                self.pending.clear();
+                self.pending.committed();
                 self.commits += 1;
                 if commit.turn_ended {
                     self.meta.turns = Some(self.meta.turns.unwrap_or(0) + 1);
@@ -405,16 +391,11 @@ impl SessionStore for PgStore {
     }
 
     fn len(&self) -> usize {
-        self.committed_len + self.pending.len()
+        self.pending.len()
     }
 
     fn cursor(&self) -> StorageCursor {
-        StorageCursor {
-            backend: KIND.into(),
-            session_id: self.id.clone(),
-            seq: self.len() as u64,
-            entry_id: self.last_id.clone(),
-        }
+        self.pending.cursor(KIND, &self.id)
     }
 
     fn meta(&self) -> SessionMeta {
