@@ -245,7 +245,7 @@ impl<T: Transport> Engine for Instance<T> {
                 };
                 map.insert("messages".into(), Json::Array(Vec::new()));
                 let mut out: AssembleResult =
-                    typed(&map, &json!({"messages": [], "estimatedTokens": 0}))?;
+                    typed(&map, || json!({"messages": [], "estimatedTokens": 0}))?;
                 out.messages = messages;
                 Ok(out)
             },

@@ -143,6 +143,15 @@ fn push_out(
         HostOut::Count(n) => n.into_lua(lua)?,
         HostOut::Number(n) => Value::Number(n),
         HostOut::Data(j) => values::to_lua(lua, &j)?,
+        HostOut::Messages(kept)
+            if let (Some(Value::Table(list)), Some(indices)) = (given, given_only(&kept)) =>
+        {
+            // All of them the script's own (`host.fit`): gathered inside the VM.
+            let resident = lua
+                .app_data_ref::<Resident>()
+                .ok_or_else(|| rt("no resident state"))?;
+            Value::Table(resident.gather(lua, list, &indices)?)
+        }
         HostOut::Messages(kept) => {
             let out = lua.create_table_with_capacity(kept.len(), 0)?;
             out.set_metatable(Some(lua.array_metatable()))?;
@@ -175,6 +184,16 @@ fn push_out(
     };
     results.push_back(v);
     Ok(())
+}
+
+/// The positions in the given list of every kept message, when each is one of the list's.
+fn given_only(kept: &[Kept]) -> Option<Vec<usize>> {
+    kept.iter()
+        .map(|k| match k {
+            Kept::Given(j) => Some(*j),
+            Kept::New(_) => None,
+        })
+        .collect()
 }
 
 /// Lua values as `print` shows them, tab-separated.

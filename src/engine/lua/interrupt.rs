@@ -15,8 +15,9 @@
 
 #![allow(unsafe_code)]
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use mlua::{Lua, ffi};
@@ -25,18 +26,30 @@ use crate::sandbox::StopSignals;
 
 type InterruptProc = unsafe extern "C-unwind" fn(*mut ffi::lua_State, c_int);
 
+/// The entry of the VM whose call this thread runs: plain values, so that the check at every
+/// interrupt is a thread-local read and two loads (it runs at every loop back-edge).
+#[derive(Clone, Copy)]
 struct Installed {
-    /// `lua_callbacks(L)` of the VM this entry is for.
+    /// `lua_callbacks(L)` of the VM this entry is for (0: none).
     callbacks: usize,
-    signals: Arc<StopSignals>,
+    /// The VM's [`StopSignals::cancel`] and [`StopSignals::expired`] flags, kept alive by the
+    /// [`Entered`] guard that set this entry.
+    cancel: *const AtomicBool,
+    expired: *const AtomicBool,
 }
+
+const NONE: Installed = Installed {
+    callbacks: 0,
+    cancel: std::ptr::null(),
+    expired: std::ptr::null(),
+};
 
 /// mlua's interrupt procedure (one function for every VM: it finds the closure through the
 /// VM's own extra data), called whenever a flag is set or the VM has no entry here.
 static SLOW: OnceLock<InterruptProc> = OnceLock::new();
 
 thread_local! {
-    static INSTALLED: RefCell<Option<Installed>> = const { RefCell::new(None) };
+    static INSTALLED: Cell<Installed> = const { Cell::new(NONE) };
 }
 
 unsafe extern "C-unwind" fn fast_interrupt(state: *mut ffi::lua_State, gc: c_int) {
@@ -47,10 +60,12 @@ unsafe extern "C-unwind" fn fast_interrupt(state: *mut ffi::lua_State, gc: c_int
     // SAFETY: `state` is the running Luau thread handed to us by the VM; `lua_callbacks` only
     // reads its global state.
     let callbacks = unsafe { ffi::lua_callbacks(state) } as usize;
-    let quiet = INSTALLED.with(|cell| {
-        matches!(cell.borrow().as_ref(),
-            Some(e) if e.callbacks == callbacks && e.signals.check().is_none())
-    });
+    let e = INSTALLED.get();
+    // SAFETY: a non-zero entry's flags are kept alive by the `Entered` guard that set it, which
+    // resets the entry before it lets them go.
+    let quiet = callbacks != 0
+        && e.callbacks == callbacks
+        && unsafe { !(*e.cancel).load(Ordering::Relaxed) && !(*e.expired).load(Ordering::Relaxed) };
     if quiet {
         return;
     }
@@ -68,25 +83,29 @@ pub(super) struct Fast {
     signals: Arc<StopSignals>,
 }
 
-/// Removes this thread's entry when the call ends.
-pub(super) struct Entered(());
+/// Removes this thread's entry when the call ends (and keeps the flags it points to alive
+/// until then).
+pub(super) struct Entered {
+    _signals: Arc<StopSignals>,
+}
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        let _ = INSTALLED.try_with(|cell| cell.borrow_mut().take());
+        let _ = INSTALLED.try_with(|cell| cell.set(NONE));
     }
 }
 
 impl Fast {
     /// Makes the fast path serve this VM on the current thread until the guard is dropped.
     pub(super) fn enter(&self) -> Entered {
-        INSTALLED.with(|cell| {
-            *cell.borrow_mut() = Some(Installed {
-                callbacks: self.callbacks,
-                signals: Arc::clone(&self.signals),
-            });
+        INSTALLED.set(Installed {
+            callbacks: self.callbacks,
+            cancel: Arc::as_ptr(&self.signals.cancel),
+            expired: Arc::as_ptr(&self.signals.expired),
         });
-        Entered(())
+        Entered {
+            _signals: Arc::clone(&self.signals),
+        }
     }
 }
 

@@ -51,7 +51,9 @@ pub(super) fn table_key(t: &Table) -> usize {
 /// resident table to its slab id; `map` turns a list into a buffer of ids (0 = not resident)
 /// plus whether the list is a pure array; `memoize(f)` keeps the result of `f`, a function of
 /// one argument, per resident message table (frozen, so the result cannot go stale:
-/// `host.tokens`).
+/// `host.tokens`); `gather(list, runs, n)` makes a new list of `n` items of `list` taken (raw)
+/// in runs, a buffer of u32 pairs (first index, count): a kept list without one host-to-VM
+/// crossing per item (`host.fit`'s result).
 const HELPERS: &str = r#"
 local ids = ...
 local function memoize(f)
@@ -73,12 +75,22 @@ local function map(list)
   for _ in next, list do count += 1 end
   local buf = buffer.create(n * 4)
   for i = 1, n do
-    local id = ids[rawget(list, i)]
+    local id = rawget(ids, rawget(list, i))
     if id then buffer.writeu32(buf, (i - 1) * 4, id) end
   end
   return buf, count == n
 end
-return memoize, map
+local function gather(list, runs, n)
+  local out = table.create(n)
+  local at = 1
+  for r = 0, buffer.len(runs) - 8, 8 do
+    local first, count = buffer.readu32(runs, r), buffer.readu32(runs, r + 4)
+    table.move(list, first, first + count - 1, at, out)
+    at += count
+  end
+  return out
+end
+return memoize, map, gather
 "#;
 
 /// The messages resident in one VM (kept in the VM's app data so `host.*` can see them).
@@ -90,6 +102,8 @@ pub(crate) struct Resident {
     map_fn: Function,
     /// The `memoize` helper.
     memoize_fn: Function,
+    /// The `gather` helper.
+    gather_fn: Function,
     /// Slab of resident messages; id `n` is `slab[n - 1]`.
     slab: Vec<Option<Arc<HeldMessage>>>,
     /// Free slab ids.
@@ -115,7 +129,7 @@ impl Resident {
     /// An empty set of resident messages for `lua`, with its helpers compiled.
     pub(crate) fn new(lua: &Lua) -> mlua::Result<Self> {
         let ids = lua.create_table()?;
-        let (memoize_fn, map_fn): (Function, Function) = lua
+        let (memoize_fn, map_fn, gather_fn): (Function, Function, Function) = lua
             .load(HELPERS)
             .set_name("=host")
             .set_mode(mlua::chunk::ChunkMode::Text)
@@ -124,6 +138,7 @@ impl Resident {
             ids,
             map_fn,
             memoize_fn,
+            gather_fn,
             slab: Vec::new(),
             free: Vec::new(),
             ctx: None,
@@ -140,6 +155,30 @@ impl Resident {
     /// [`HostFn::per_message`](crate::engine::api::HostFn::per_message) functions).
     pub(crate) fn memoized(&self, f: Function) -> mlua::Result<Function> {
         self.memoize_fn.call(f)
+    }
+
+    /// The items of `list` at the 0-based `indices`, in order, as a new Lua array (raw reads,
+    /// as `list[i]` with `rawget`), made inside the VM: consecutive indices are moved as one run.
+    pub(crate) fn gather(&self, lua: &Lua, list: &Table, indices: &[usize]) -> mlua::Result<Table> {
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for &i in indices {
+            let first =
+                u32::try_from(i + 1).map_err(|_| mlua::Error::runtime("index too large"))?;
+            match runs.last_mut() {
+                Some((start, count)) if start.checked_add(*count) == Some(first) => *count += 1,
+                _ => runs.push((first, 1)),
+            }
+        }
+        let mut bytes = Vec::with_capacity(runs.len() * 8);
+        for (first, count) in runs {
+            bytes.extend_from_slice(&first.to_le_bytes());
+            bytes.extend_from_slice(&count.to_le_bytes());
+        }
+        let out: Table = self
+            .gather_fn
+            .call((list, lua.create_buffer(bytes)?, indices.len()))?;
+        out.set_metatable(Some(lua.array_metatable()))?;
+        Ok(out)
     }
 
     fn register(&mut self, t: &Table, m: &Arc<Message>) -> mlua::Result<()> {

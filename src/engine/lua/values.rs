@@ -248,6 +248,10 @@ pub(crate) fn messages_from(
     }
     let len = t.raw_len();
     script::check_count(len, max)?;
+    if len == 0 && t.is_empty() {
+        // An empty list: nothing to map (and no call into the VM to learn so).
+        return Ok(Vec::new());
+    }
     let (ids, pure) = resident.ids_of(t).map_err(|e| e.to_string())?;
     if !pure {
         return Err(

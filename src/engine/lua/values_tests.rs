@@ -81,7 +81,7 @@ fn typed_names_the_bad_field() {
     let mut m = Map::new();
     m.insert("ingestedCount".into(), serde_json::json!("x"));
     let e =
-        typed::<crate::contract::IngestBatchResult>(&m, &serde_json::json!({"ingestedCount": 0}))
+        typed::<crate::contract::IngestBatchResult>(&m, || serde_json::json!({"ingestedCount": 0}))
             .unwrap_err();
     assert!(e.starts_with("`ingestedCount`"), "{e}");
 }

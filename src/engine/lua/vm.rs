@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use mlua::{Function, Lua, LuaSerdeExt, Table, Value, VmState};
+use mlua::{Function, Lua, LuaSerdeExt, LuaString, Table, Value, VmState};
 use serde_json::{Map, Value as Json};
 
 use super::api;
@@ -34,6 +34,25 @@ pub struct Vm {
     host_bytes: usize,
     /// The interrupt's fast path for this VM, entered for each call.
     fast: Option<interrupt::Fast>,
+    /// The keys the host sets in every `p`, interned once (not made again per call).
+    keys: ParamKeys,
+}
+
+/// The keys of `p` the host sets itself, as VM strings.
+struct ParamKeys {
+    message: LuaString,
+    messages: LuaString,
+    state: LuaString,
+}
+
+impl ParamKeys {
+    fn new(lua: &Lua) -> mlua::Result<Self> {
+        Ok(ParamKeys {
+            message: lua.create_string("message")?,
+            messages: lua.create_string("messages")?,
+            state: lua.create_string("state")?,
+        })
+    }
 }
 
 /// A stop raised by the interrupt.
@@ -284,12 +303,14 @@ impl Vm {
         let state = lua
             .create_table()
             .map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
+        let keys = ParamKeys::new(&lua).map_err(|e| err(Op::Load, &e, EngineErrorKind::Runtime))?;
         if site.name_by(&info)
             && let Some(mut scope) = lua.app_data_mut::<HostScope>()
         {
             scope.rename(&info.id);
         }
         let vm = Vm {
+            keys,
             lua,
             site,
             functions,
@@ -345,10 +366,7 @@ impl Vm {
         // The host's own input does not count against the engine's memory cap.
         self.lua.set_memory_limit(0).map_err(host_err)?;
         let before = self.lua.used_memory();
-        let p = match values::to_lua(&self.lua, &Json::Object(fields)).map_err(host_err)? {
-            Value::Table(t) => t,
-            _ => self.lua.create_table().map_err(host_err)?,
-        };
+        let p = params_table(&self.lua, &fields).map_err(host_err)?;
         let after_params = self.lua.used_memory();
         {
             let mut res = self
@@ -359,20 +377,26 @@ impl Vm {
             match feed {
                 Feed::Nothing => {}
                 Feed::One(m) => p
-                    .raw_set("message", res.table_for(lua, &m).map_err(host_err)?)
+                    .raw_set(
+                        &self.keys.message,
+                        res.table_for(lua, &m).map_err(host_err)?,
+                    )
                     .map_err(host_err)?,
                 Feed::List(list) => p
                     .raw_set(
-                        "messages",
+                        &self.keys.messages,
                         message_list(lua, &mut res, &list).map_err(host_err)?,
                     )
                     .map_err(host_err)?,
                 Feed::Context => p
-                    .raw_set("messages", res.sync(lua, call.context()).map_err(host_err)?)
+                    .raw_set(
+                        &self.keys.messages,
+                        res.sync(lua, call.context()).map_err(host_err)?,
+                    )
                     .map_err(host_err)?,
             }
         }
-        p.raw_set("state", &self.state).map_err(host_err)?;
+        p.raw_set(&self.keys.state, &self.state).map_err(host_err)?;
         let after = self.lua.used_memory();
         // The cap is for the VM's whole life: what the script keeps between calls counts, what
         // the host put in does not (the resident messages it keeps, this call's params).
@@ -440,8 +464,8 @@ impl Vm {
             let key = match &k {
                 Value::String(s) => s
                     .to_str()
-                    .map_err(|_| "a key is not valid UTF-8".to_string())?
-                    .to_string(),
+                    .map(|k| String::from(&*k))
+                    .map_err(|_| "a key is not valid UTF-8".to_string())?,
                 Value::Integer(_) | Value::Number(_) => {
                     return Err(
                         "assemble must return a table with named fields (`messages`, `estimatedTokens`), got a list: return { messages = ..., estimatedTokens = ... }"
@@ -580,6 +604,21 @@ impl ScriptVm for Vm {
         };
         Ok(())
     }
+}
+
+/// `p` with the call's `fields`, sized for the host's own keys too (`messages`, `state`), so
+/// that setting them grows nothing; text fields are set straight from the host's strings.
+fn params_table(lua: &Lua, fields: &Map<String, Json>) -> mlua::Result<Table> {
+    let p = lua.create_table_with_capacity(0, fields.len() + 2)?;
+    for (k, v) in fields {
+        match v {
+            // `None` becomes nil (see `values::ser_opts`): the key is left out.
+            Json::Null => {}
+            Json::String(s) => p.raw_set(k.as_str(), s.as_str())?,
+            other => p.raw_set(k.as_str(), values::to_lua(lua, other)?)?,
+        }
+    }
+    Ok(p)
 }
 
 /// A list of host messages as a frozen Lua array of resident tables.

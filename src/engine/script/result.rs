@@ -8,15 +8,16 @@ use super::convert::ConvError;
 use super::language::Returned;
 use crate::contract::{EngineInfo, Method};
 
-/// Deserializes `obj` into `T`; on failure, names the field at fault by trying each field
-/// alone over a known-good `template`.
+/// Deserializes `obj` into `T` (read in place, not copied); on failure, names the field at
+/// fault by trying each field alone over a known-good template (made only then).
 pub(crate) fn typed<T: DeserializeOwned>(
     obj: &Map<String, Json>,
-    template: &Json,
+    template: impl FnOnce() -> Json,
 ) -> Result<T, String> {
-    match serde_json::from_value::<T>(Json::Object(obj.clone())) {
+    match T::deserialize(obj) {
         Ok(v) => Ok(v),
         Err(e) => {
+            let template = &template();
             for (k, v) in obj {
                 let mut probe = template.clone();
                 if let Json::Object(m) = &mut probe {
@@ -140,7 +141,7 @@ pub(crate) fn result_of<T: DeserializeOwned>(
         Returned::Nothing => Json::Null,
         other => return Err(format!("{method}: unexpected result {other:?}")),
     };
-    typed(&object(v, method, noun)?, &template)
+    typed(&object(v, method, noun)?, || template)
 }
 
 /// The `info` record from a converted script value (`id` / `name` default to empty strings so
@@ -154,7 +155,7 @@ pub fn info_from_json(v: Json, noun: &str) -> Result<EngineInfo, String> {
             map.insert(f.into(), Json::String(String::new()));
         }
     }
-    typed::<EngineInfo>(&map, &json!({"id": "", "name": ""}))
+    typed::<EngineInfo>(&map, || json!({"id": "", "name": ""}))
         .map_err(|e| format!("info.{}", e.trim_start_matches('`').replacen('`', "", 1)))
 }
 
