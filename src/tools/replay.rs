@@ -25,7 +25,10 @@ mod guarantees;
 mod session;
 mod view;
 
-pub use drive::{DrivenTurn, RecordedTurn, TurnFault, drive, drive_turn, model_steps, split_turns};
+pub use drive::{
+    DrivenTurn, RecordedTurn, RecordedTurns, TurnFault, drive, drive_turn, model_steps,
+    recorded_turns, split_turns,
+};
 pub use guarantees::{CallGuarantees, GuaranteeCounts};
 pub use session::{SessionTimes, replay_session, replay_session_in};
 pub use view::{ContextMessage, ContextTracker, ContextView, GoneMessage, Origin, first_line};

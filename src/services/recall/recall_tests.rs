@@ -247,6 +247,23 @@ fn varints_round_trip_at_their_byte_boundaries() {
     assert_eq!(p.len as usize, want.len());
 }
 
+#[test]
+fn a_pair_seen_once_a_few_documents_on_takes_one_byte() {
+    let mut p = Postings::default();
+    for doc in [5u32, 6, 69] {
+        p.push(doc, 1);
+    }
+    assert_eq!(p.bytes.len(), 3);
+    // More than one occurrence, or a gap of 64 documents or more: one byte more each.
+    p.push(70, 2);
+    p.push(134, 1);
+    assert_eq!(p.bytes.len(), 7);
+    assert_eq!(
+        p.iter().collect::<Vec<_>>(),
+        [(5, 1), (6, 1), (69, 1), (70, 2), (134, 1)]
+    );
+}
+
 /// A compaction summary of `words` repeated (long enough to be packed).
 fn long_summary(id: &str, words: &str) -> Arc<Message> {
     let summary = format!("{words} ").repeat(200);

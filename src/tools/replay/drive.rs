@@ -6,6 +6,7 @@
 //! It runs on a [`Session`] on this thread; a [`crate::runtime::SessionHandle`] drives a turn
 //! with `handle.with(move |s| drive_turn(s, turn, ..))`.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 
 use crate::contract::message::{Message, Role};
@@ -143,7 +144,7 @@ pub fn drive(
     messages: Vec<Message>,
     mut on_call: impl FnMut(&Session, &Assembly),
 ) -> Result<()> {
-    let (preamble, turns) = split_turns(messages);
+    let (preamble, turns) = recorded_turns(messages);
     session.record(preamble)?;
     for turn in turns {
         drive_turn(session, turn, |s, _, a| {
@@ -171,20 +172,50 @@ pub fn model_steps(replies: Vec<Message>) -> Vec<Vec<Message>> {
 /// Splits a conversation into the messages before the first user message and its turns (a
 /// user message and everything up to the next one).
 pub fn split_turns(messages: Vec<Message>) -> (Vec<Message>, Vec<RecordedTurn>) {
-    let mut preamble = Vec::new();
-    let mut turns: Vec<(Message, Vec<Message>)> = Vec::new();
-    for m in messages {
-        if m.role() == Role::User {
-            turns.push((m, Vec::new()));
-        } else if let Some((_, replies)) = turns.last_mut() {
-            replies.push(m);
-        } else {
-            preamble.push(m);
-        }
-    }
-    let turns = turns
-        .into_iter()
-        .map(|(user, replies)| RecordedTurn::new(user, replies))
-        .collect();
-    (preamble, turns)
+    let (preamble, turns) = recorded_turns(messages);
+    (preamble, turns.collect())
 }
+
+/// [`split_turns`] with the turns cut one at a time, as they are taken: a replay of a long
+/// conversation holds its messages once (the recorded ones not yet driven, and the session's),
+/// not a second list of every turn beside them.
+pub fn recorded_turns(messages: Vec<Message>) -> (Vec<Message>, RecordedTurns) {
+    let mut pending = VecDeque::from(messages);
+    let first_user = pending
+        .iter()
+        .position(|m| m.role() == Role::User)
+        .unwrap_or(pending.len());
+    let preamble = pending.drain(..first_user).collect();
+    (preamble, RecordedTurns { pending })
+}
+
+/// The turns of a conversation not yet taken (see [`recorded_turns`]).
+#[derive(Debug)]
+pub struct RecordedTurns {
+    /// The messages of those turns, each turn starting with its user message.
+    pending: VecDeque<Message>,
+}
+
+impl Iterator for RecordedTurns {
+    type Item = RecordedTurn;
+
+    fn next(&mut self) -> Option<RecordedTurn> {
+        let user = self.pending.pop_front()?;
+        let end = self
+            .pending
+            .iter()
+            .position(|m| m.role() == Role::User)
+            .unwrap_or(self.pending.len());
+        let replies = self.pending.drain(..end).collect();
+        // The room of the messages taken is given back as it halves (copying each pending
+        // message about once more in all), so it does not stay with the session to the end.
+        if self.pending.len() < self.pending.capacity() / 2 {
+            self.pending.shrink_to_fit();
+        }
+        Some(RecordedTurn::new(user, replies))
+    }
+}
+
+#[cfg(test)]
+#[path = "drive_tests.rs"]
+mod tests;

@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{CallGuarantees, CallReport, ContextTracker, TurnReport, drive_turn, split_turns};
+use super::{CallGuarantees, CallReport, ContextTracker, TurnReport, drive_turn, recorded_turns};
 use super::{RecordedTurn, TurnFault};
 use crate::error::{Error, Result};
 use crate::runtime::{Host, SessionHandle, SessionSpec};
@@ -80,7 +80,7 @@ async fn replay_opened(
     contexts: bool,
     mut on_turn: impl FnMut(TurnReport),
 ) -> Result<SessionTimes> {
-    let (preamble, turns) = split_turns(source.messages);
+    let (preamble, turns) = recorded_turns(source.messages);
     session.record(preamble).await?;
     let mut tracker = if contexts {
         let counter = crate::services::tokens::counter(host.config().host.tokenizer)?;
@@ -88,7 +88,7 @@ async fn replay_opened(
     } else {
         None
     };
-    for (n, recorded) in turns.into_iter().enumerate() {
+    for (n, recorded) in turns.enumerate() {
         let turn = Turn {
             name: name.clone(),
             number: n as u64 + 1,

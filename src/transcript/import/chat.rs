@@ -3,15 +3,18 @@
 //! The message conversion is shared with the SWE-agent importer.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{Import, ImportedSession, inferred_stop_reason, parse_arguments, str_field, tool_call};
+use super::{
+    Format, Import, ImportedSession, inferred_stop_reason, parse_arguments, str_field, tool_call,
+};
 use crate::contract::message::{
     AssistantMessage, Content, ContentBlock, CustomMessage, Extra, Message, MessageBody, TextBlock,
     ToolResultMessage, UserMessage,
 };
-use crate::transcript::LineProblem;
+use crate::transcript::{LineProblem, MAX_TRANSCRIPT_BYTES};
 
 /// Imports a Chat Completions JSON document.
 pub(super) fn import(name: String, doc: Value, out: &mut Import) -> Result<(), String> {
@@ -44,12 +47,64 @@ pub(super) fn import_array(
 ) -> Result<(), serde_json::Error> {
     use serde::de::Deserializer as _;
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let session = de.deserialize_seq(Elements { name, out })?;
+    let session = de.deserialize_seq(Elements {
+        name,
+        out,
+        detecting: false,
+    })?;
     de.end()?;
     if let Some(s) = session {
         out.sessions.push(s);
     }
     Ok(())
+}
+
+/// Imports the file at `path` when it is a Chat Completions array, read from the file as it
+/// is parsed: the file's bytes are never held whole beside the messages made of them (at
+/// 200,000 messages that was 117 MB more at the import, the replay's peak). `None` when the
+/// file is not a regular file within [`MAX_TRANSCRIPT_BYTES`] holding one JSON array whose
+/// first element detection takes for a chat message or a τ-bench conversation, or when it
+/// cannot be read: the caller then reads it whole and detects its format, so what is imported,
+/// and every error, is what that path gives. What it makes is what [`import_array`] makes of
+/// the file's bytes.
+pub(super) fn import_array_file(path: &Path, name: String) -> Option<Import> {
+    use serde::de::Deserializer as _;
+    use std::io::{BufRead, Read};
+    let file = std::fs::File::open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_TRANSCRIPT_BYTES {
+        return None;
+    }
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file.take(MAX_TRANSCRIPT_BYTES));
+    // What detection skips: a byte-order mark, then whitespace; an array must come next.
+    if reader.fill_buf().ok()?.starts_with(b"\xEF\xBB\xBF") {
+        reader.consume(3);
+    }
+    loop {
+        let buf = reader.fill_buf().ok()?;
+        let blank = buf.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        match buf.get(blank) {
+            Some(b'[') => break,
+            Some(_) => return None,
+            None if buf.is_empty() => return None,
+            None => reader.consume(blank),
+        }
+    }
+    let mut out = Import::empty(Format::ChatCompletions);
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let session = de
+        .deserialize_seq(Elements {
+            name,
+            out: &mut out,
+            detecting: true,
+        })
+        .ok()?;
+    de.end().ok()?;
+    if let Some(s) = session {
+        out.sessions.push(s);
+    }
+    out.problems.sort_by_key(|p| p.line);
+    Some(out)
 }
 
 /// The elements of the top-level array, handled as [`import`] handles them: τ-bench
@@ -58,6 +113,9 @@ pub(super) fn import_array(
 struct Elements<'o> {
     name: String,
     out: &'o mut Import,
+    /// The format is not known yet: an array whose first element detection would not take
+    /// for Chat Completions is an error here (see [`import_array_file`]).
+    detecting: bool,
 }
 
 impl<'de> serde::de::Visitor<'de> for Elements<'_> {
@@ -69,8 +127,14 @@ impl<'de> serde::de::Visitor<'de> for Elements<'_> {
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let Some(first) = seq.next_element::<Value>()? else {
+            if self.detecting {
+                return Err(serde::de::Error::custom("an empty array"));
+            }
             return Ok(Some(Converter::new("").finish(self.name)));
         };
+        if self.detecting && super::detect::array_format(std::slice::from_ref(&first)).is_none() {
+            return Err(serde::de::Error::custom("not a Chat Completions array"));
+        }
         let tau = first.as_object().is_some_and(|o| o.contains_key("traj"));
         if !tau {
             let mut c = Converter::new("");

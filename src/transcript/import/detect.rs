@@ -147,7 +147,7 @@ impl<'de> serde::de::Visitor<'de> for Kind {
 }
 
 /// τ-bench arrays hold `{task_id, trial, traj}`; a plain chat array holds `{role, ...}`.
-fn array_format(items: &[Value]) -> Option<Format> {
+pub(super) fn array_format(items: &[Value]) -> Option<Format> {
     let first = items.first()?.as_object()?;
     if first.get("traj").is_some_and(Value::is_array)
         || first.get("role").is_some_and(Value::is_string)

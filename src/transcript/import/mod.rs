@@ -97,6 +97,12 @@ pub struct Import {
 
 /// Reads a transcript file, detecting its format from its content.
 pub fn import(path: &Path) -> Result<Import> {
+    // A Chat Completions array is read as it is parsed, without the file's bytes in memory
+    // beside the messages made of them; anything else (and any array that does not read
+    // cleanly that way) is read whole, detected and imported as before.
+    if let Some(imported) = chat::import_array_file(path, session_name(path)) {
+        return Ok(imported);
+    }
     let bytes = crate::transcript::read_capped(path)?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::Transcript {
@@ -127,17 +133,8 @@ pub fn import_as(path: &Path, format: Format) -> Result<Import> {
 
 /// Reads transcript bytes as the given format; `path` names the sessions and errors.
 pub fn import_bytes(path: &Path, bytes: &[u8], format: Format) -> Result<Import> {
-    let name = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "session".to_owned());
-    let mut out = Import {
-        format,
-        sessions: Vec::new(),
-        problems: Vec::new(),
-        dropped_compactions: 0,
-        warnings: Vec::new(),
-    };
+    let name = session_name(path);
+    let mut out = Import::empty(format);
     match format {
         Format::PiSession | Format::ClaudeCode | Format::CodexRollout => {
             let parsed = super::read_json_lines(bytes);
@@ -186,6 +183,26 @@ pub fn import_bytes(path: &Path, bytes: &[u8], format: Format) -> Result<Import>
     }
     out.problems.sort_by_key(|p| p.line);
     Ok(out)
+}
+
+/// The name of a file's session: its stem (`session` when it has none).
+fn session_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "session".to_owned())
+}
+
+impl Import {
+    /// Nothing imported yet, in `format`.
+    fn empty(format: Format) -> Self {
+        Import {
+            format,
+            sessions: Vec::new(),
+            problems: Vec::new(),
+            dropped_compactions: 0,
+            warnings: Vec::new(),
+        }
+    }
 }
 
 /// Parses a tool call's JSON-string arguments; keeps `{"raw": s}` when they are not JSON.

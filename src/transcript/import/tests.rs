@@ -359,3 +359,64 @@ fn an_imported_assistant_message_keeps_no_room_for_more_blocks() {
     }
     assert!(with_calls > 0, "no assistant message called a tool");
 }
+
+#[test]
+fn a_chat_array_read_from_its_file_imports_as_its_bytes_do() {
+    // `import` reads a Chat Completions array from the file as it parses it; what it makes, and
+    // every error, is what detecting and importing the file's bytes gives.
+    let dir = tempfile::tempdir().unwrap();
+    let chat = json!([
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"p\":1}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.rs"},
+        {"role": "narrator", "content": "?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "a.rs", "x": 1}]}
+    ]);
+    let tau = json!([
+        {"task_id": 7, "trial": 1, "traj": [{"role": "user", "content": "hi"}]},
+        {"task_id": 8, "traj": 3},
+        {"task_id": 9, "trial": 0, "traj": [{"role": "user", "content": "yo"}]}
+    ]);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("chat", chat.to_string().into_bytes()),
+        ("pretty", format!("\u{feff}\n  {chat:#}\n").into_bytes()),
+        ("tau", tau.to_string().into_bytes()),
+        ("empty", b"[]".to_vec()),
+        ("numbers", b"[1, 2]".to_vec()),
+        (
+            "cut",
+            b"[{\"role\": \"user\", \"content\": \"hi\"}, {\"ro".to_vec(),
+        ),
+        (
+            "trailing",
+            b"[{\"role\": \"user\", \"content\": \"hi\"}] x".to_vec(),
+        ),
+        (
+            "bad_utf8",
+            b"[{\"role\": \"user\", \"content\": \"h\xffi\"}]".to_vec(),
+        ),
+    ];
+    for (name, bytes) in cases {
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, &bytes).unwrap();
+        let from_bytes = match detect_format(&bytes) {
+            Some(f) => import_bytes(&path, &bytes, f).map_err(|e| e.to_string()),
+            None => Err("not detected".to_owned()),
+        };
+        let from_file = import(&path).map_err(|e| e.to_string());
+        match (&from_bytes, &from_file) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{name}"),
+            (Err(_), Err(e))
+                if from_bytes.as_ref().err().map(String::as_str) == Some("not detected") =>
+            {
+                assert!(
+                    e.contains("not a recognised transcript format"),
+                    "{name}: {e}"
+                )
+            }
+            _ => assert_eq!(from_bytes, from_file, "{name}"),
+        }
+    }
+}
