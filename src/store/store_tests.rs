@@ -233,10 +233,12 @@ fn a_torn_journal_record_leaves_the_commit_before_it() {
         .collect();
     assert_eq!(written.len(), 1, "one journal slot per commit: {written:?}");
 
-    // The process died while writing the second record: it is torn, the state file old.
+    // The process died while writing the second record: it is torn (cut in its middle; the
+    // zeros its slot grew by after it), the state file old.
     let slot = dir.path().join(&written[0]);
     let mut torn = std::fs::read(&slot).unwrap();
-    torn.truncate(torn.len() / 2);
+    let record = torn.iter().rposition(|b| *b != 0).map_or(0, |end| end + 1);
+    torn.truncate(record / 2);
     std::fs::write(&slot, torn).unwrap();
     std::fs::write(state_path(&file), &after_first["t.jsonl.state.json"]).unwrap();
 
@@ -275,6 +277,35 @@ fn a_commit_syncs_the_transcript_only_past_its_unsynced_limit() {
     let again = JsonlStore::open(&file, "s1", Durability::Entry).unwrap();
     assert_eq!(again.messages.len(), 300);
     assert_eq!(again.store.meta().turns, Some(300));
+}
+
+#[test]
+fn journal_slots_grow_in_steps_not_with_every_longer_record() {
+    // A session's records grow call by call (each carries the transcript bytes since its last
+    // sync): a slot that grew with every one would make every commit's sync record a new
+    // size. The slots grow seldom; every commit still opens again.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.jsonl");
+    let mut opened = JsonlStore::create(&file, "s1", "", Durability::Entry).unwrap();
+    let mut sizes = std::collections::BTreeSet::new();
+    for n in 0..60 {
+        opened
+            .store
+            .append(vec![Message::user(format!("{n}: {}", "x".repeat(200)))])
+            .unwrap();
+        commit_turn(&mut *opened.store, &json!({"engine": "e", "state": n}));
+        for slot in 0..2 {
+            let path = dir.path().join(format!("t.jsonl.commit-{slot}"));
+            sizes.insert((slot, std::fs::metadata(path).unwrap().len()));
+        }
+    }
+    drop(opened);
+    // Each slot: empty before its first record, then one size.
+    let grown: Vec<_> = sizes.iter().filter(|(_, len)| *len > 0).collect();
+    assert_eq!(grown.len(), 2, "slot sizes seen: {sizes:?}");
+    let again = JsonlStore::open(&file, "s1", Durability::Entry).unwrap();
+    assert_eq!(again.messages.len(), 60);
+    assert_eq!(again.state, Some(json!({"engine": "e", "state": 59})));
 }
 
 /// Files of a directory, by name.

@@ -13,6 +13,8 @@
 //! stands on its own: after a power loss the transcript is restored to what the newest record
 //! accounts for. A commit overwrites the slot of the commit before the previous one; a record
 //! torn by a crash fails its digest and the other slot, one commit older and synced, stands.
+//! After a record, a slot holds the end of an older, longer one or the zeros it grew by
+//! (slots grow in steps, so that most records are written in place); neither is read.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -78,12 +80,21 @@ fn digest(seq: u64, state: &[u8], tail_from: u64, tail: &[u8]) -> String {
         .collect()
 }
 
+/// The step a slot file grows by: a record longer than its slot is written followed by zeros
+/// up to the next multiple of this, so the records after it (up to that length) are written
+/// in place. A commit's records carry at most [`super::UNSYNCED_MAX`] of transcript, so with a
+/// small state a slot grows once.
+const SLOT_STEP: u64 = 32 << 10;
+
 /// Writes a record into its slot (`seq` mod 2) and syncs that file: the commit's one durable
 /// sync. On an error the other slot still holds the commit before. The record is written over
 /// the slot's old one in place, never truncated first: a slot keeps its blocks, so the sync
 /// writes data only (no size or block change to record, no discard of freed blocks), and
 /// what an older, longer record leaves after the new one is not read (the header gives the
-/// record's length; the digest tells a torn one).
+/// record's length; the digest tells a torn one). A record longer than the slot grows it by
+/// whole [`SLOT_STEP`]s of zeros in the same sync, so that only one sync in many (not every
+/// one of a session whose records grow) records a new size and new blocks: on ext4 such a
+/// sync also commits the file system's journal, about twice the cost of a sync in place.
 pub(super) fn write(
     transcript: &Path,
     seq: u64,
@@ -105,11 +116,19 @@ pub(super) fn write(
         .truncate(false)
         .open(&path)
         .map_err(io)?;
+    let len = (header.len() + state.len() + tail.len()) as u64;
+    let room = file.metadata().map_err(io)?.len();
+    let zeros = if len > room {
+        len.div_ceil(SLOT_STEP) * SLOT_STEP - len
+    } else {
+        0
+    };
     // Written piece by piece, not gathered into one buffer first: a state near the result cap
     // would otherwise be held twice (the digest tells a torn record anyway).
     file.write_all(header.as_bytes())
         .and_then(|()| file.write_all(state))
         .and_then(|()| file.write_all(tail))
+        .and_then(|()| std::io::copy(&mut std::io::repeat(0).take(zeros), &mut file).map(drop))
         .and_then(|()| file.sync_data())
         .map_err(io)
 }
@@ -143,7 +162,8 @@ fn read(path: &Path) -> Option<Record> {
     let state_len: usize = state_len.parse().ok()?;
     let tail_from: u64 = tail_from.parse().ok()?;
     let tail_len: usize = tail_len.parse().ok()?;
-    // Bytes after the record are an older, longer record's end (slots are written in place).
+    // Bytes after the record are an older, longer record's end or zeros (slots are written in
+    // place and grow in steps).
     let body = bytes[end + 1..].get(..state_len.checked_add(tail_len)?)?;
     let (state, tail) = body.split_at(state_len);
     if digest(seq, state, tail_from, tail) != sha {
