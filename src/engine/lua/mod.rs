@@ -9,6 +9,7 @@
 //! or loop iteration and the memory cap stops allocation bombs.
 
 pub(crate) mod api;
+mod fault;
 mod guards;
 mod hints;
 mod interrupt;

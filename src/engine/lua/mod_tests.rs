@@ -1,4 +1,4 @@
-use super::vm::find_line;
+use super::fault::find_line;
 
 #[test]
 fn finds_the_first_line_of_the_script() {
