@@ -11,9 +11,12 @@ use common::engine::{
     self, Lang, assemble_params, assert_kind, attack, attack_with, host_call, line, session,
     test_limits,
 };
+use std::sync::Arc;
+
 use ctxhost::EngineErrorKind;
 use ctxhost::contract::Method;
 use ctxhost::contract::limits::Limits;
+use ctxhost::contract::message::Message;
 use serde_json::json;
 
 const LANG: Lang = Lang::Lua;
@@ -213,4 +216,89 @@ fn error_objects_that_are_tables_still_classify() {
 #[test]
 fn a_stopped_vm_is_still_usable_and_other_instances_are_unaffected() {
     engine::a_stopped_engine_is_still_usable_and_other_instances_are_unaffected(LANG);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results mapped back to the host's messages
+
+/// Where each returned message is in `ctx`, by identity (`None`: a new message).
+fn positions(ctx: &[Arc<Message>], got: &[Arc<Message>]) -> Vec<Option<usize>> {
+    got.iter()
+        .map(|m| ctx.iter().position(|c| Arc::ptr_eq(c, m)))
+        .collect()
+}
+
+#[test]
+fn result_lists_map_back_to_the_hosts_messages_in_every_shape() {
+    // The session plus a message whose content is an empty array (copies keep it an array).
+    let mut ctx = session();
+    ctx.push(Arc::new(
+        serde_json::from_value::<Message>(json!({"id": "m6", "role": "assistant",
+            "content": [], "stopReason": "stop", "timestamp": 6}))
+        .unwrap(),
+    ));
+    let all: Vec<Option<usize>> = (0..ctx.len()).map(Some).collect();
+    let cases: Vec<(&str, Vec<Option<usize>>)> = vec![
+        ("context", all.clone()),
+        ("newest", (2..6).map(Some).collect()),
+        ("clone", all.clone()),
+        ("middle", vec![Some(1), Some(2)]),
+        ("first_and_newest", vec![Some(0), Some(4), Some(5)]),
+        ("newest_twice", vec![Some(5), Some(5)]),
+        ("reversed", vec![Some(5), Some(4)]),
+        ("newest_behind_a_metatable", vec![Some(4), Some(5)]),
+        ("new_then_newest", vec![None, Some(5)]),
+        ("copies", vec![None; 6]),
+        ("empty", vec![]),
+    ];
+    for (shape, want) in cases {
+        let config = json!({ "shape": shape });
+        let mut e = LANG.instance("list_shapes", config.clone());
+        let r = e
+            .assemble(&host_call(&ctx, config.clone()), &assemble_params())
+            .unwrap_or_else(|e| panic!("{shape}: {e}"));
+        assert_eq!(positions(&ctx, &r.messages), want, "{shape}");
+        if shape == "copies" {
+            for (copy, m) in r.messages.iter().zip(&ctx) {
+                assert_eq!(
+                    serde_json::to_value(&**copy).unwrap(),
+                    serde_json::to_value(&**m).unwrap(),
+                    "a copy reads back as the message it copies"
+                );
+            }
+        }
+        if shape == "new_then_newest" {
+            assert_eq!(r.messages[0].text(), "new");
+        }
+        // The next call's context has one more message (appended, not rebuilt): the newest run
+        // is found against the grown context.
+        let mut grown = ctx.clone();
+        grown.push(Arc::new(
+            serde_json::from_value::<Message>(
+                json!({"id": "m7", "role": "user", "content": "and then?", "timestamp": 7}),
+            )
+            .unwrap(),
+        ));
+        let r = e
+            .assemble(&host_call(&grown, config), &assemble_params())
+            .unwrap_or_else(|e| panic!("{shape}, grown: {e}"));
+        let got = positions(&grown, &r.messages);
+        match shape {
+            "newest" => assert_eq!(got, (2..7).map(Some).collect::<Vec<_>>()),
+            "context" | "clone" => assert_eq!(got, (0..7).map(Some).collect::<Vec<_>>()),
+            "newest_twice" => assert_eq!(got, vec![Some(6), Some(6)]),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn a_result_list_with_other_keys_is_refused_even_when_its_items_are_the_newest() {
+    let config = json!({ "shape": "newest_and_a_key" });
+    let mut e = LANG.instance("list_shapes", config.clone());
+    let err = e
+        .assemble(&host_call(&session(), config), &assemble_params())
+        .unwrap_err();
+    assert_eq!(err.kind, EngineErrorKind::InvalidResult, "{err}");
+    assert!(err.message.contains("other keys or holes"), "{err}");
 }

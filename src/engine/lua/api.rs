@@ -5,7 +5,7 @@
 //! ([`values::host_value`]) and [`HostOut`]s back. The VM's [`HostScope`] (engine, caps and
 //! the running lifecycle call) sits in its app data. `print` is `host.log.info`.
 
-use mlua::{Function, IntoLua, Lua, LuaSerdeExt, MultiValue, Table, Value};
+use mlua::{Function, IntoLua, Lua, MultiValue, Table, Value};
 use serde_json::Value as Json;
 
 use super::values::{self, Resident};
@@ -154,7 +154,7 @@ fn push_out(
         }
         HostOut::Messages(kept) => {
             let out = lua.create_table_with_capacity(kept.len(), 0)?;
-            out.set_metatable(Some(lua.array_metatable()))?;
+            values::mark_array(lua, &out, kept.len())?;
             for (i, k) in kept.into_iter().enumerate() {
                 let t = match (k, given) {
                     (Kept::Given(j), Some(Value::Table(list))) => list.raw_get::<Value>(j + 1)?,

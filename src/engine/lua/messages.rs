@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-use mlua::{Function, Lua, LuaSerdeExt, Table, Value};
+use mlua::{Function, Lua, Table, Value};
 
-use super::values::message_table;
+use super::values::{mark_array, message_table};
 use crate::contract::message::Message;
 use crate::engine::api::HeldMessage;
 use crate::engine::script;
@@ -48,8 +48,11 @@ pub(super) fn table_key(t: &Table) -> usize {
 }
 
 /// Lua helpers that run inside the VM, where touching tables is cheapest. `ids` maps each
-/// resident table to its slab id; `map` turns a list into a buffer of ids (0 = not resident)
-/// plus whether the list is a pure array; `memoize(f)` keeps the result of `f`, a function of
+/// resident table to its slab id; `map(list, ctx)` turns a list into a buffer of ids (0 = not
+/// resident), whether the list is a pure array, and how many of its last items are the last
+/// items of the context array `ctx`, in order (the newest messages a policy keeps: compared
+/// by identity, not looked up, and left out of the buffer; a list with a metatable is only
+/// looked up, so that no metamethod of the script's runs here); `memoize(f)` keeps the result of `f`, a function of
 /// one argument, per resident message table (frozen, so the result cannot go stale:
 /// `host.tokens`); `gather(list, runs, n)` makes a new list of `n` items of `list` taken (raw)
 /// in runs, a buffer of u32 pairs (first index, count): a kept list without one host-to-VM
@@ -69,16 +72,25 @@ local function memoize(f)
     return f(x)
   end
 end
-local function map(list)
+local function map(list, ctx)
   local n = rawlen(list)
   local count = 0
   for _ in next, list do count += 1 end
-  local buf = buffer.create(n * 4)
-  for i = 1, n do
+  local tail = 0
+  if ctx and getmetatable(list) == nil then
+    local m = rawlen(ctx)
+    local k = math.min(n, m)
+    while tail < k and rawequal(list[n - tail], ctx[m - tail]) do
+      tail += 1
+    end
+  end
+  local head = n - tail
+  local buf = buffer.create(head * 4)
+  for i = 1, head do
     local id = rawget(ids, rawget(list, i))
     if id then buffer.writeu32(buf, (i - 1) * 4, id) end
   end
-  return buf, count == n
+  return buf, count == n, tail
 end
 local function gather(list, runs, n)
   local out = table.create(n)
@@ -92,6 +104,13 @@ local function gather(list, runs, n)
 end
 return memoize, map, gather
 "#;
+
+/// A resident message table and its slab id.
+#[derive(Debug, Clone)]
+struct Entry {
+    table: Table,
+    id: u32,
+}
 
 /// The messages resident in one VM (kept in the VM's app data so `host.*` can see them).
 #[derive(Debug)]
@@ -111,13 +130,13 @@ pub(crate) struct Resident {
     /// The context the array mirrors (see [`script::ContextSeen`]).
     ctx: Option<script::ContextSeen>,
     /// The message tables, aligned with `ctx`.
-    entries: Vec<Table>,
+    entries: Vec<Entry>,
     /// The frozen Lua array handed to scripts as `p.messages`.
     array: Option<Table>,
     /// Message `Arc` pointer → index in `entries`.
     by_msg: PtrMap<usize>,
     /// Tables marshalled outside the context (ingest, batches), adopted by the next sync.
-    pending: PtrMap<(Arc<Message>, Table)>,
+    pending: PtrMap<(Arc<Message>, Entry)>,
     /// Tables made during one call (e.g. by `host.repairPairing`); dropped when the call ends.
     temps: Vec<Table>,
     /// The context's held messages, in order, made when a `host` function is first passed
@@ -177,11 +196,11 @@ impl Resident {
         let out: Table = self
             .gather_fn
             .call((list, lua.create_buffer(bytes)?, indices.len()))?;
-        out.set_metatable(Some(lua.array_metatable()))?;
+        mark_array(lua, &out, indices.len())?;
         Ok(out)
     }
 
-    fn register(&mut self, t: &Table, m: &Arc<Message>) -> mlua::Result<()> {
+    fn register(&mut self, t: &Table, m: &Arc<Message>) -> mlua::Result<u32> {
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
@@ -193,7 +212,8 @@ impl Resident {
         if let Some(slot) = self.slab.get_mut(id as usize - 1) {
             *slot = Some(Arc::new(HeldMessage::new(m.clone())));
         }
-        self.ids.raw_set(t, id)
+        self.ids.raw_set(t, id)?;
+        Ok(id)
     }
 
     fn unregister(&mut self, t: &Table) {
@@ -222,33 +242,44 @@ impl Resident {
     /// The resident id of each item of the list `t` in one crossing (0 = not resident), and
     /// whether `t` is a pure array (no other keys, no holes).
     pub(super) fn ids_of(&self, t: &Table) -> mlua::Result<(Vec<u32>, bool)> {
-        let (buf, pure): (mlua::Buffer, bool) = self.map_fn.call(t.clone())?;
-        let ids = buf
-            .to_vec()
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let (buf, pure, tail): (mlua::Buffer, bool, usize) =
+            self.map_fn.call((t, self.array.as_ref()))?;
+        // The newest run is the context's last entries, whose ids are known here.
+        let newest = self
+            .entries
+            .len()
+            .checked_sub(tail)
+            .and_then(|from| self.entries.get(from..))
+            .ok_or_else(|| mlua::Error::runtime("a list has more newest items than the context"))?;
+        let head = buf.to_vec();
+        let mut ids = Vec::with_capacity(head.len() / 4 + tail);
+        ids.extend(
+            head.chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        ids.extend(newest.iter().map(|e| e.id));
         Ok((ids, pure))
     }
 
-    fn marshal(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
-        let t = message_table(lua, m)?;
-        self.register(&t, m)?;
-        Ok(t)
+    fn marshal(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Entry> {
+        let table = message_table(lua, m)?;
+        let id = self.register(&table, m)?;
+        Ok(Entry { table, id })
     }
 
     /// The resident table of a host message, marshalling (and keeping) it when new.
     pub(crate) fn table_for(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
         if let Some(&i) = self.by_msg.get(&msg_key(m))
-            && let Some(t) = self.entries.get(i)
+            && let Some(e) = self.entries.get(i)
         {
-            return Ok(t.clone());
+            return Ok(e.table.clone());
         }
-        if let Some((_, t)) = self.pending.get(&msg_key(m)) {
-            return Ok(t.clone());
+        if let Some((_, e)) = self.pending.get(&msg_key(m)) {
+            return Ok(e.table.clone());
         }
-        let t = self.marshal(lua, m)?;
-        self.pending.insert(msg_key(m), (m.clone(), t.clone()));
+        let e = self.marshal(lua, m)?;
+        let t = e.table.clone();
+        self.pending.insert(msg_key(m), (m.clone(), e));
         Ok(t)
     }
 
@@ -260,20 +291,20 @@ impl Resident {
             return None;
         }
         script::held_context(&mut self.held.lock(), self.entries.len(), |i| {
-            self.lookup(&self.entries[i]).cloned()
+            self.known_id(self.entries.get(i)?.id).cloned()
         })
     }
 
     /// A call-scoped table for a message that is not resident (dropped at [`Resident::end_call`]).
     pub(crate) fn temp_for(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
         if let Some(&i) = self.by_msg.get(&msg_key(m))
-            && let Some(t) = self.entries.get(i)
+            && let Some(e) = self.entries.get(i)
         {
-            return Ok(t.clone());
+            return Ok(e.table.clone());
         }
-        let t = self.marshal(lua, m)?;
-        self.temps.push(t.clone());
-        Ok(t)
+        let e = self.marshal(lua, m)?;
+        self.temps.push(e.table.clone());
+        Ok(e.table)
     }
 
     /// Forgets the call's temporaries (their identity mapping ends with the call).
@@ -287,7 +318,7 @@ impl Resident {
     }
 
     fn drop_pending(&mut self) {
-        let pending: Vec<Table> = self.pending.drain().map(|(_, (_, t))| t).collect();
+        let pending: Vec<Table> = self.pending.drain().map(|(_, (_, e))| e.table).collect();
         for t in pending {
             self.unregister(&t);
         }
@@ -314,11 +345,16 @@ impl Resident {
         }
         let array = if is_prefix && let Some(array) = self.array.clone() {
             array.set_readonly(false);
-            let appended = self.append(lua, &array, &ctx[n_old..]);
+            let appended = self
+                .append(lua, &array, &ctx[n_old..])
+                .and_then(|()| mark_array(lua, &array, self.entries.len()));
             array.set_readonly(true);
             appended?;
             array
         } else {
+            // Until the rebuild is done, no array is aligned with `entries` (a failed one leaves
+            // them half made, and the next sync rebuilds again).
+            self.array = None;
             self.rebuild(lua, ctx)?
         };
         self.drop_pending();
@@ -327,20 +363,20 @@ impl Resident {
         Ok(array)
     }
 
-    fn adopt(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Table> {
-        if let Some((_, t)) = self.pending.remove(&msg_key(m)) {
-            return Ok(t);
+    fn adopt(&mut self, lua: &Lua, m: &Arc<Message>) -> mlua::Result<Entry> {
+        if let Some((_, e)) = self.pending.remove(&msg_key(m)) {
+            return Ok(e);
         }
         self.marshal(lua, m)
     }
 
     fn append(&mut self, lua: &Lua, array: &Table, new: &[Arc<Message>]) -> mlua::Result<()> {
         for m in new {
-            let t = self.adopt(lua, m)?;
+            let e = self.adopt(lua, m)?;
             let i = self.entries.len();
-            array.raw_set(i + 1, &t)?;
+            array.raw_set(i + 1, &e.table)?;
             self.by_msg.insert(msg_key(m), i);
-            self.entries.push(t);
+            self.entries.push(e);
         }
         Ok(())
     }
@@ -349,26 +385,26 @@ impl Resident {
         let old_entries = std::mem::take(&mut self.entries);
         let old_by_msg = std::mem::take(&mut self.by_msg);
         let array = lua.create_table_with_capacity(ctx.len(), 0)?;
-        array.set_metatable(Some(lua.array_metatable()))?;
+        mark_array(lua, &array, ctx.len())?;
         for (i, m) in ctx.iter().enumerate() {
             let reused = old_by_msg
                 .get(&msg_key(m))
                 .and_then(|&j| old_entries.get(j))
                 .cloned();
-            let t = match reused {
-                Some(t) => t,
+            let e = match reused {
+                Some(e) => e,
                 None => self.adopt(lua, m)?,
             };
-            array.raw_set(i + 1, &t)?;
+            array.raw_set(i + 1, &e.table)?;
             self.by_msg.insert(msg_key(m), i);
-            self.entries.push(t);
+            self.entries.push(e);
         }
         // Tables of messages that left the context are forgotten.
         let kept: std::collections::HashSet<usize, BuildHasherDefault<PtrHasher>> =
-            self.entries.iter().map(table_key).collect();
-        for t in &old_entries {
-            if !kept.contains(&table_key(t)) {
-                self.unregister(t);
+            self.entries.iter().map(|e| table_key(&e.table)).collect();
+        for e in &old_entries {
+            if !kept.contains(&table_key(&e.table)) {
+                self.unregister(&e.table);
             }
         }
         array.set_readonly(true);

@@ -21,8 +21,8 @@ use crate::contract::message::Message;
 use crate::engine::api::HostValue;
 use crate::engine::script::{self, Budget, ConvError, Nesting};
 
-/// How host values become Lua values: `None` and `()` become `nil`, arrays keep the array
-/// metatable so `{}` round-trips as an array.
+/// How host values become Lua values: `None` and `()` become `nil`, arrays get the array
+/// metatable (then [`to_lua`] keeps it on the empty ones only, see [`mark_array`]).
 pub(crate) fn ser_opts() -> SerializeOptions {
     SerializeOptions::new()
         .serialize_none_to_null(false)
@@ -32,7 +32,36 @@ pub(crate) fn ser_opts() -> SerializeOptions {
 
 /// A host value as a Lua value.
 pub(crate) fn to_lua<T: Serialize + ?Sized>(lua: &Lua, value: &T) -> mlua::Result<Value> {
-    lua.to_value_with(value, ser_opts())
+    let v = lua.to_value_with(value, ser_opts())?;
+    if let Value::Table(t) = &v {
+        unmark_full_arrays(t, lua.array_metatable().to_pointer() as usize, false)?;
+    }
+    Ok(v)
+}
+
+/// Marks `t`, an array of `len` items the host made, as an array only when it is empty: the
+/// mark is needed only there (an empty table goes back as `[]`, not `{}`), and a table with any
+/// metatable takes the script's `t[i]` off Luau's fast path, several times slower.
+pub(crate) fn mark_array(lua: &Lua, t: &Table, len: usize) -> mlua::Result<()> {
+    t.set_metatable((len == 0).then(|| lua.array_metatable()))
+}
+
+/// Takes the array metatable off every non-empty array in `t` (see [`mark_array`]), and
+/// freezes every table when `freeze` is set (one walk for both).
+fn unmark_full_arrays(t: &Table, array_mt: usize, freeze: bool) -> mlua::Result<()> {
+    t.for_each(|_: Value, v: Value| {
+        if let Value::Table(inner) = v {
+            unmark_full_arrays(&inner, array_mt, freeze)?;
+        }
+        Ok(())
+    })?;
+    if t.raw_len() > 0 && is_array_mt(t, array_mt) {
+        t.set_metatable(None)?;
+    }
+    if freeze {
+        t.set_readonly(true);
+    }
+    Ok(())
 }
 
 /// Makes a table and every table inside it read-only (metatables are left alone).
@@ -52,9 +81,9 @@ pub(crate) fn deep_freeze(t: &Table) -> mlua::Result<()> {
 
 /// A message as a frozen Lua table.
 pub(crate) fn message_table(lua: &Lua, m: &Message) -> mlua::Result<Table> {
-    match to_lua(lua, m)? {
+    match lua.to_value_with(m, ser_opts())? {
         Value::Table(t) => {
-            deep_freeze(&t)?;
+            unmark_full_arrays(&t, lua.array_metatable().to_pointer() as usize, true)?;
             Ok(t)
         }
         other => Err(mlua::Error::runtime(format!(

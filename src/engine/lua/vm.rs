@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use mlua::{Function, Lua, LuaSerdeExt, LuaString, Table, Value, VmState};
+use mlua::{Function, Lua, LuaString, Table, Value, VmState};
 use serde_json::{Map, Value as Json};
 
 use super::api;
@@ -373,33 +373,28 @@ impl Vm {
         let mut budget = self.site.budget();
         let mut map = Map::new();
         let mut raw = Value::Nil;
-        for pair in t.pairs::<Value, Value>() {
-            let (k, v) = pair.map_err(|e| e.to_string())?;
-            let key = match &k {
-                Value::String(s) => s
-                    .to_str()
-                    .map(|k| String::from(&*k))
-                    .map_err(|_| "a key is not valid UTF-8".to_string())?,
-                Value::Integer(_) | Value::Number(_) => {
-                    return Err(
-                        "assemble must return a table with named fields (`messages`, `estimatedTokens`), got a list: return { messages = ..., estimatedTokens = ... }"
-                            .to_string(),
-                    );
+        let mut failure = None;
+        // `for_each` walks the table in one borrow of the VM (`pairs` pays a crossing per key).
+        let walked = t.for_each(|k: Value, v: Value| {
+            let field = result_key(&k).and_then(|key| {
+                if key == "messages" {
+                    raw = v;
+                    return Ok(());
                 }
-                other => {
-                    return Err(format!(
-                        "assemble result has a non-string key ({})",
-                        other.type_name()
-                    ));
-                }
-            };
-            if key == "messages" {
-                raw = v;
-                continue;
-            }
-            let j = values::to_json(&self.lua, &v, &mut budget).map_err(|e| e.describe(&key))?;
-            map.insert(key, j);
+                let j =
+                    values::to_json(&self.lua, &v, &mut budget).map_err(|e| e.describe(&key))?;
+                map.insert(key, j);
+                Ok(())
+            });
+            field.map_err(|e| {
+                failure = Some(e);
+                mlua::Error::runtime("assemble result refused")
+            })
+        });
+        if let Some(e) = failure {
+            return Err(e);
         }
+        walked.map_err(|e| e.to_string())?;
         if raw.is_nil() {
             return Err(crate::engine::script::result::missing_messages(
                 map.keys().map(String::as_str),
@@ -520,6 +515,24 @@ impl ScriptVm for Vm {
     }
 }
 
+/// A key of `assemble`'s result table as a field name, or why it cannot be one.
+fn result_key(k: &Value) -> Result<String, String> {
+    match k {
+        Value::String(s) => s
+            .to_str()
+            .map(|k| String::from(&*k))
+            .map_err(|_| "a key is not valid UTF-8".to_string()),
+        Value::Integer(_) | Value::Number(_) => Err(
+            "assemble must return a table with named fields (`messages`, `estimatedTokens`), got a list: return { messages = ..., estimatedTokens = ... }"
+                .to_string(),
+        ),
+        other => Err(format!(
+            "assemble result has a non-string key ({})",
+            other.type_name()
+        )),
+    }
+}
+
 /// `p` with the call's `fields`, sized for the host's own keys too (`messages`, `state`), so
 /// that setting them grows nothing; text fields are set straight from the host's strings.
 fn params_table(lua: &Lua, fields: &Map<String, Json>) -> mlua::Result<Table> {
@@ -538,7 +551,7 @@ fn params_table(lua: &Lua, fields: &Map<String, Json>) -> mlua::Result<Table> {
 /// A list of host messages as a frozen Lua array of resident tables.
 fn message_list(lua: &Lua, res: &mut Resident, messages: &[Arc<Message>]) -> mlua::Result<Table> {
     let t = lua.create_table_with_capacity(messages.len(), 0)?;
-    t.set_metatable(Some(lua.array_metatable()))?;
+    values::mark_array(lua, &t, messages.len())?;
     for (i, m) in messages.iter().enumerate() {
         t.raw_set(i + 1, res.table_for(lua, m)?)?;
     }
