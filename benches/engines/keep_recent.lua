@@ -52,15 +52,17 @@ function M.assemble(p)
   local msgs, budget = p.messages, p.tokenBudget
   local n = #msgs
   local used, first = 0, n + 1
+  -- The call ids still waiting for their assistant message; empty again whenever a unit ends
+  -- (so one table serves every unit, as one `Set` does in the Node peer and one map in Rhai).
+  local pending = {}
   while first > 1 do
-    local j, unit, open, pending = first, 0, 0, nil
+    local j, unit, open = first, 0, 0
     repeat
       j -= 1
       local m = msgs[j]
       unit += tokens(m)
       local role = m.role
       if role == "toolResult" then
-        pending = pending or {}
         if not pending[m.toolCallId] then
           pending[m.toolCallId] = true
           open += 1
