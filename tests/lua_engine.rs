@@ -188,6 +188,7 @@ fn bad_results_are_invalid_results_naming_the_field() {
             ("not_a_table", "must return a table"),
             ("missing_messages", "messages"),
             ("bad_message", "content"),
+            ("one_message", "got one message"),
             ("cyclic", "contextProjection"),
             ("deep", "deeper than 128"),
             ("wrong_type", "estimatedTokens"),

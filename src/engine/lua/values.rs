@@ -272,14 +272,17 @@ pub(crate) fn messages_from(
             v.type_name()
         ));
     };
-    if resident.lookup(t).is_some() {
-        return Err("expected a list of messages, got one message".into());
-    }
     let len = t.raw_len();
     script::check_count(len, max)?;
-    if len == 0 && t.is_empty() {
-        // An empty list: nothing to map (and no call into the VM to learn so).
-        return Ok(Vec::new());
+    if len == 0 {
+        if t.is_empty() {
+            // An empty list: nothing to map (and no call into the VM to learn so).
+            return Ok(Vec::new());
+        }
+        // A message table has named fields only: a list with items is never one.
+        if resident.lookup(t).is_some() {
+            return Err("expected a list of messages, got one message".into());
+        }
     }
     let (ids, pure) = resident.ids_of(t).map_err(|e| e.to_string())?;
     if !pure {
