@@ -212,6 +212,38 @@ fn a_commit_held_up_past_its_lease_expiry_does_not_extend_the_lease() {
     assert_eq!(texts(&b.open("conv", "").unwrap().messages), ["q1", "q2"]);
 }
 
+#[test]
+fn a_lease_whose_release_failed_is_not_renewed_and_expires() {
+    let Some(db) = Scratch::new("unreleased") else {
+        return;
+    };
+    let _server = SERVER.read();
+    let a = PgBackend::connect(db.options()).unwrap();
+    let opened = a.open("conv", "").unwrap();
+    // The server refuses A's release when the session closes (a trigger stands for any failure).
+    db.sql(&format!(
+        "CREATE FUNCTION \"{}\".refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE EXCEPTION 'refused by the test'; END $$",
+        db.schema
+    ));
+    db.sql(&format!(
+        "CREATE TRIGGER refuse BEFORE UPDATE ON \"{s}\".ctxhost_leases FOR EACH ROW
+         WHEN (NEW.expires_at <= clock_timestamp()) EXECUTE FUNCTION \"{s}\".refuse()",
+        s = db.schema
+    ));
+    drop(opened);
+    db.sql(&format!(
+        "DROP TRIGGER refuse ON \"{}\".ctxhost_leases",
+        db.schema
+    ));
+    // A serves the session no more: nothing renews its lease, which runs out by itself.
+    assert_eq!(a.renew_leases().unwrap(), 0);
+    let b = PgBackend::connect(db.options()).unwrap();
+    let mut taken = b.open("conv", "").unwrap();
+    taken.store.append(vec![Message::user("b")]).unwrap();
+    taken.store.commit(Commit::default()).unwrap();
+}
+
 /// A transaction of the test's own that holds the row locks its statement took until dropped.
 struct RowLock {
     release: Option<tokio::sync::oneshot::Sender<()>>,

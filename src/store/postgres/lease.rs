@@ -179,8 +179,10 @@ impl Leases {
         self.held.lock().len()
     }
 
-    /// Renews every lease of this process that is still live, in one statement, and marks
-    /// lost each registered one the database no longer gives this process.
+    /// Renews every lease this process holds (registered) that is still live, in one
+    /// statement, and marks lost each registered one the database no longer gives this
+    /// process. A lease row of this owner that is not registered any more (its release failed)
+    /// is left to expire: renewing by owner alone would keep it, and its session, forever.
     pub(crate) async fn renew(
         &self,
         pool: &deadpool_postgres::Pool,
@@ -188,6 +190,7 @@ impl Leases {
         ttl: Duration,
     ) -> Result<usize, Fail> {
         let before = self.epoch.load(Ordering::SeqCst);
+        let (sessions, tokens): (Vec<String>, Vec<i64>) = self.held.lock().keys().cloned().unzip();
         let client = pool.get().await?;
         let rows = client
             .query(
@@ -195,9 +198,10 @@ impl Leases {
                     "UPDATE {s}.ctxhost_leases
                      SET expires_at = clock_timestamp() + make_interval(secs => $2)
                      WHERE owner = $1 AND expires_at > clock_timestamp()
+                       AND (session_id, token) IN (SELECT * FROM unnest($3::text[], $4::bigint[]))
                      RETURNING session_id, token"
                 ),
-                &[&self.owner, &ttl.as_secs_f64()],
+                &[&self.owner, &ttl.as_secs_f64(), &sessions, &tokens],
             )
             .await?;
         let mut kept = HashSet::new();
