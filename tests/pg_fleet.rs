@@ -184,6 +184,11 @@ impl Fleet {
         self.answers.recv_timeout(timeout).ok()
     }
 
+    /// Worker `w`'s process id (its backend's owner id and connections name it).
+    pub fn pid(&self, w: usize) -> u32 {
+        self.workers[w].child.id()
+    }
+
     /// Sends a signal (`KILL`, `STOP`, `CONT`) to worker `w`, by its pid.
     pub fn signal(&mut self, w: usize, signal: &str) {
         let pid = self.workers[w].child.id().to_string();

@@ -3,7 +3,9 @@
 //! expiry, then resumed. Their sessions continue on the others from the last committed turn:
 //! every turn is stored exactly once, in order, and no write is accepted under a fencing token
 //! older than one already written (the resumed process's writes are refused: it answers
-//! `moved`). The workers are this program re-run (`pg_fleet`).
+//! `moved`). The workers are this program re-run (`pg_fleet`). A second test stops a worker
+//! in the middle of a commit, right after its lease check, past its lease: on waking it must
+//! not keep the lease.
 //!
 //! A plain `main` (harness = false), so the same binary can be the workers; it prints libtest's
 //! closing line.
@@ -23,6 +25,9 @@ const SESSIONS: usize = 200;
 const TURNS: u64 = 6;
 const LEASE: Duration = Duration::from_secs(2);
 
+/// One test: the server's URL and a schema of its own.
+type Test = fn(&str, &str);
+
 fn main() {
     if pg_fleet::worker_main() {
         return;
@@ -35,27 +40,43 @@ fn main() {
                 "CTXHOST_TEST_PG is not set and CI=true: the 4-process lease test must run (tests/run.sh starts a server)"
             );
             eprintln!("pg_procs: skipped: CTXHOST_TEST_PG is not set (tests/run.sh sets it)");
-            println!("test result: ok. 0 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out");
+            println!("test result: ok. 0 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out");
             return;
         }
     };
-    let schema = format!("t_procs_{}", std::process::id());
-    let outcome = std::panic::catch_unwind(|| four_processes_one_killed_one_paused(&url, &schema));
-    drop_schema(&url, &schema);
-    match outcome {
-        Ok(()) => {
-            println!("test four_processes_one_killed_one_paused_lose_and_double_nothing ... ok");
-            println!("test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
+    let tests: [(&str, Test); 2] = [
+        (
+            "four_processes_one_killed_one_paused_lose_and_double_nothing",
+            four_processes_one_killed_one_paused,
+        ),
+        (
+            "a_process_paused_mid_commit_past_its_lease_gives_the_session_up",
+            paused_mid_commit,
+        ),
+    ];
+    let mut failed = 0;
+    for (i, (name, test)) in tests.into_iter().enumerate() {
+        let schema = format!("t_procs_{}_{i}", std::process::id());
+        let outcome = std::panic::catch_unwind(|| test(&url, &schema));
+        drop_schema(&url, &schema);
+        if outcome.is_ok() {
+            println!("test {name} ... ok");
+        } else {
+            println!("test {name} ... FAILED");
+            failed += 1;
         }
-        Err(_) => {
-            println!(
-                "test four_processes_one_killed_one_paused_lose_and_double_nothing ... FAILED"
-            );
-            println!(
-                "test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out"
-            );
-            std::process::exit(101);
-        }
+    }
+    if failed == 0 {
+        println!(
+            "test result: ok. {} passed; 0 failed; 0 ignored; 0 measured; 0 filtered out",
+            tests.len()
+        );
+    } else {
+        println!(
+            "test result: FAILED. {} passed; {failed} failed; 0 ignored; 0 measured; 0 filtered out",
+            tests.len() - failed
+        );
+        std::process::exit(101);
     }
 }
 
@@ -202,6 +223,122 @@ fn four_processes_one_killed_one_paused(url: &str, schema: &str) {
         tally.get("stale moved").copied().unwrap_or(0) > 0,
         "the resumed process's queued turns were refused (answered moved): {tally:?}"
     );
+}
+
+/// A worker stopped (SIGSTOP) in the middle of a commit, right after its lease check, for
+/// longer than its lease: nobody can take the lease while it sleeps (the commit holds the row),
+/// and on waking it must not extend the lease from then: another worker takes the session
+/// over at once, and the woken one's next write is refused. (Before the commit judged and
+/// renewed its lease in one statement, the woken worker renewed it from its wake-up and kept
+/// it for good: the session's next turns were refused the lease forever.)
+fn paused_mid_commit(url: &str, schema: &str) {
+    drop(
+        ctxhost::store::postgres::PgBackend::connect(ctxhost::store::postgres::PgOptions {
+            schema: schema.to_owned(),
+            ..ctxhost::store::postgres::PgOptions::new(url)
+        })
+        .unwrap(),
+    );
+    let mut fleet = Fleet::spawn(2, url, schema, LEASE);
+    let next_answer = |fleet: &Fleet, w: usize| {
+        let a = fleet
+            .next(Duration::from_secs(60))
+            .expect("an answer within a minute");
+        assert_eq!(a.worker, w, "{a:?}");
+        a
+    };
+    assert!(fleet.send(0, "p", 1));
+    assert_eq!(next_answer(&fleet, 0).kind, "ok");
+
+    // The test locks the session's lease row, so worker 0's next commit waits there; it is
+    // stopped while it waits, the lock let go (its lease check goes through, and the answer
+    // waits for it), and it sleeps past its lease.
+    let lock = RowLock::take(
+        url,
+        format!("SELECT 1 FROM \"{schema}\".ctxhost_leases WHERE session_id = 'p' FOR UPDATE"),
+    );
+    assert!(fleet.send(0, "p", 2));
+    // Its commit's lease statement, not its background renewal (`WHERE owner = $1`).
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE application_name LIKE 'ctxhost %:{}:%' AND wait_event_type = 'Lock'
+           AND query NOT LIKE '%WHERE owner = $1%'",
+        fleet.pid(0)
+    );
+    while query(url, &waiting)[0].get::<_, i64>(0) == 0 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fleet.signal(0, "STOP");
+    drop(lock);
+    std::thread::sleep(LEASE * 2 + Duration::from_millis(500));
+    fleet.signal(0, "CONT");
+    // Judged while its lease was live, with nobody able to take it meanwhile: written.
+    let woke = next_answer(&fleet, 0);
+    assert_eq!((woke.kind.as_str(), woke.turn), ("ok", 2));
+
+    // Worker 1 takes the session over at once and goes on from there.
+    assert!(fleet.send(1, "p", 3));
+    let a = next_answer(&fleet, 1);
+    assert_eq!(
+        (a.kind.as_str(), a.turn),
+        ("ok", 3),
+        "worker 1 took the lease"
+    );
+    // The woken worker's write of that same turn is refused.
+    assert!(fleet.send(0, "p", 3));
+    assert_eq!(next_answer(&fleet, 0).kind, "moved");
+    fleet.close();
+}
+
+/// A transaction of the test's own that holds the row locks its statement took until dropped.
+struct RowLock {
+    release: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RowLock {
+    /// Runs `sql` (a `SELECT .. FOR UPDATE`) in a transaction; returns once it holds the lock.
+    fn take(url: &str, sql: String) -> RowLock {
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let (locked, is_locked) = std::sync::mpsc::channel();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let (mut client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
+                let driver = tokio::spawn(conn);
+                let tx = client.transaction().await.unwrap();
+                let rows = tx.query(&sql, &[]).await.unwrap();
+                assert_eq!(rows.len(), 1, "{sql}: locks one row");
+                locked.send(()).unwrap();
+                let _ = released.await;
+                tx.commit().await.unwrap();
+                drop(client);
+                let _ = driver.await;
+            });
+        });
+        is_locked.recv().unwrap();
+        RowLock {
+            release: Some(release),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for RowLock {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            let _ = release.send(());
+        }
+        if let Some(thread) = self.thread.take()
+            && !std::thread::panicking()
+        {
+            thread.join().unwrap();
+        }
+    }
 }
 
 /// Routes every session of worker `from` to `to` (round robin) and sends its next turn there.

@@ -154,6 +154,148 @@ fn a_lease_that_expired_refuses_the_write_even_when_nobody_took_it() {
 }
 
 #[test]
+fn a_commit_held_up_past_its_lease_expiry_does_not_extend_the_lease() {
+    let Some(db) = Scratch::new("heldup") else {
+        return;
+    };
+    let _server = SERVER.read();
+    let lease = db.options().lease;
+    // A renews its lease only by committing.
+    let a = PgBackend::connect(PgOptions {
+        renew_in_background: false,
+        ..db.options()
+    })
+    .unwrap();
+    let mut opened = a.open("conv", "").unwrap();
+    opened.store.append(vec![Message::user("q1")]).unwrap();
+    // The test locks the lease row, so A's commit waits there after it judged its lease live:
+    // the delay a SIGSTOP, a GC pause or a slow network can put between a commit's statements.
+    let lock = RowLock::take(
+        &db.url,
+        format!(
+            "SELECT 1 FROM \"{}\".ctxhost_leases WHERE session_id = 'conv' FOR UPDATE",
+            db.schema
+        ),
+    );
+    let committing = std::thread::spawn(move || {
+        let written = commit_turn(&mut *opened.store, &json!(1));
+        (opened, written)
+    });
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE application_name = 'ctxhost {}' AND wait_event_type = 'Lock'",
+        a.owner()
+    );
+    while db.sql(&waiting)[0].get::<_, i64>(0) == 0 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The lease runs out while the commit waits (a renewal judged before the wait ends by then).
+    std::thread::sleep(lease + Duration::from_millis(300));
+    drop(lock);
+    let (opened, written) = committing.join().unwrap();
+    // Judged while the lease was live and nobody could take it meanwhile: written.
+    written.unwrap();
+
+    // The lease ended at its expiry: the commit did not extend it from after that.
+    assert_eq!(a.renew_leases().unwrap(), 0);
+    let b = PgBackend::connect(PgOptions {
+        lease_wait: Duration::ZERO,
+        ..db.options()
+    })
+    .unwrap();
+    let mut taken = b.open("conv", "").unwrap();
+    assert_eq!(texts(&taken.messages), ["q1"]);
+    assert_eq!(taken.state, Some(json!(1)));
+    taken.store.append(vec![Message::user("q2")]).unwrap();
+    commit_turn(&mut *taken.store, &json!(2)).unwrap();
+    drop((opened, taken));
+    assert_eq!(texts(&b.open("conv", "").unwrap().messages), ["q1", "q2"]);
+}
+
+#[test]
+fn a_lease_whose_release_failed_is_not_renewed_and_expires() {
+    let Some(db) = Scratch::new("unreleased") else {
+        return;
+    };
+    let _server = SERVER.read();
+    let a = PgBackend::connect(db.options()).unwrap();
+    let opened = a.open("conv", "").unwrap();
+    // The server refuses A's release when the session closes (a trigger stands for any failure).
+    db.sql(&format!(
+        "CREATE FUNCTION \"{}\".refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE EXCEPTION 'refused by the test'; END $$",
+        db.schema
+    ));
+    db.sql(&format!(
+        "CREATE TRIGGER refuse BEFORE UPDATE ON \"{s}\".ctxhost_leases FOR EACH ROW
+         WHEN (NEW.expires_at <= clock_timestamp()) EXECUTE FUNCTION \"{s}\".refuse()",
+        s = db.schema
+    ));
+    drop(opened);
+    db.sql(&format!(
+        "DROP TRIGGER refuse ON \"{}\".ctxhost_leases",
+        db.schema
+    ));
+    // A serves the session no more: nothing renews its lease, which runs out by itself.
+    assert_eq!(a.renew_leases().unwrap(), 0);
+    let b = PgBackend::connect(db.options()).unwrap();
+    let mut taken = b.open("conv", "").unwrap();
+    taken.store.append(vec![Message::user("b")]).unwrap();
+    taken.store.commit(Commit::default()).unwrap();
+}
+
+/// A transaction of the test's own that holds the row locks its statement took until dropped.
+struct RowLock {
+    release: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RowLock {
+    /// Runs `sql` (a `SELECT .. FOR UPDATE`) in a transaction and returns once it holds the lock.
+    fn take(url: &str, sql: String) -> RowLock {
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let (locked, is_locked) = std::sync::mpsc::channel();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let (mut client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
+                let driver = tokio::spawn(conn);
+                let tx = client.transaction().await.unwrap();
+                let rows = tx.query(&sql, &[]).await.unwrap();
+                assert_eq!(rows.len(), 1, "{sql}: locks one row");
+                locked.send(()).unwrap();
+                let _ = released.await;
+                tx.commit().await.unwrap();
+                drop(client);
+                let _ = driver.await;
+            });
+        });
+        is_locked.recv().unwrap();
+        RowLock {
+            release: Some(release),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for RowLock {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            let _ = release.send(());
+        }
+        if let Some(thread) = self.thread.take()
+            && !std::thread::panicking()
+        {
+            thread.join().unwrap();
+        }
+    }
+}
+
+#[test]
 fn a_live_lease_keeps_the_session_to_its_owner_until_it_is_released() {
     let Some(db) = Scratch::new("held") else {
         return;

@@ -84,8 +84,11 @@ pub(crate) async fn take(
 }
 
 /// Checks, inside a commit's transaction, that `token` still holds the lease on `session`
-/// and that the lease is live, locking the lease row until the transaction ends (a takeover
-/// waits for the commit, then finds the lease renewed); renews it on success.
+/// and that the lease is live, and renews it, in one statement: the row stays locked until
+/// the transaction ends (a takeover waits for the commit). Judging and renewing at one
+/// instant matters: were they two statements, a process paused between them (SIGSTOP, a GC,
+/// a slow network; nobody can take the row it locked meanwhile) would on waking extend a
+/// lease that expired while it slept, from then, and keep it with every renewal after.
 pub(crate) async fn check_and_renew(
     tx: &deadpool_postgres::Transaction<'_>,
     s: &str,
@@ -93,39 +96,37 @@ pub(crate) async fn check_and_renew(
     token: i64,
     ttl: Duration,
 ) -> Result<(), Fail> {
+    let renewed = tx
+        .execute(
+            &format!(
+                "UPDATE {s}.ctxhost_leases SET expires_at = clock_timestamp() + make_interval(secs => $3)
+                 WHERE session_id = $1 AND token = $2 AND expires_at > clock_timestamp()"
+            ),
+            &[&session, &token, &ttl.as_secs_f64()],
+        )
+        .await?;
+    if renewed == 1 {
+        return Ok(());
+    }
+    // Refused: only what to say about it is left to find.
     let row = tx
         .query_opt(
-            &format!(
-                "SELECT token, owner, expires_at > clock_timestamp()
-                 FROM {s}.ctxhost_leases WHERE session_id = $1 FOR UPDATE"
-            ),
+            &format!("SELECT token, owner FROM {s}.ctxhost_leases WHERE session_id = $1"),
             &[&session],
         )
         .await?;
     let Some(row) = row else {
         return Err(Fail::Moved("it has no lease any more".into()));
     };
-    let (now, owner, live): (i64, String, bool) =
-        (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+    let (now, owner): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
     if now != token {
         return Err(Fail::Moved(format!(
             "its lease was taken over by {owner} (fencing token {now}; this process held {token}); this write was refused"
         )));
     }
-    if !live {
-        return Err(Fail::Moved(format!(
-            "this process's lease (fencing token {token}) expired before the write; the write was refused"
-        )));
-    }
-    tx.execute(
-        &format!(
-            "UPDATE {s}.ctxhost_leases SET expires_at = clock_timestamp() + make_interval(secs => $2)
-             WHERE session_id = $1"
-        ),
-        &[&session, &ttl.as_secs_f64()],
-    )
-    .await?;
-    Ok(())
+    Err(Fail::Moved(format!(
+        "this process's lease (fencing token {token}) expired before the write; the write was refused"
+    )))
 }
 
 /// The leases this process holds, and which of them it lost.
@@ -178,8 +179,10 @@ impl Leases {
         self.held.lock().len()
     }
 
-    /// Renews every lease of this process that is still live, in one statement, and marks
-    /// lost each registered one the database no longer gives this process.
+    /// Renews every lease this process holds (registered) that is still live, in one
+    /// statement, and marks lost each registered one the database no longer gives this
+    /// process. A lease row of this owner that is not registered any more (its release failed)
+    /// is left to expire: renewing by owner alone would keep it, and its session, forever.
     pub(crate) async fn renew(
         &self,
         pool: &deadpool_postgres::Pool,
@@ -187,6 +190,7 @@ impl Leases {
         ttl: Duration,
     ) -> Result<usize, Fail> {
         let before = self.epoch.load(Ordering::SeqCst);
+        let (sessions, tokens): (Vec<String>, Vec<i64>) = self.held.lock().keys().cloned().unzip();
         let client = pool.get().await?;
         let rows = client
             .query(
@@ -194,9 +198,10 @@ impl Leases {
                     "UPDATE {s}.ctxhost_leases
                      SET expires_at = clock_timestamp() + make_interval(secs => $2)
                      WHERE owner = $1 AND expires_at > clock_timestamp()
+                       AND (session_id, token) IN (SELECT * FROM unnest($3::text[], $4::bigint[]))
                      RETURNING session_id, token"
                 ),
-                &[&self.owner, &ttl.as_secs_f64()],
+                &[&self.owner, &ttl.as_secs_f64(), &sessions, &tokens],
             )
             .await?;
         let mut kept = HashSet::new();
