@@ -14,6 +14,8 @@ mod modes;
 mod sessions;
 // The Postgres server the store tests use (not in `common`: cli/tests include that, and
 // tokio-postgres is not theirs).
+#[path = "common/pg_row_lock.rs"]
+mod pg_row_lock;
 #[path = "common/pg.rs"]
 mod pg_server;
 

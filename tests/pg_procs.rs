@@ -14,11 +14,14 @@
 
 #[path = "pg_fleet.rs"]
 mod pg_fleet;
+#[path = "common/pg_row_lock.rs"]
+mod pg_row_lock;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use pg_fleet::{Fleet, answer, question};
+use pg_row_lock::RowLock;
 
 const WORKERS: usize = 4;
 const SESSIONS: usize = 200;
@@ -288,57 +291,6 @@ fn paused_mid_commit(url: &str, schema: &str) {
     assert!(fleet.send(0, "p", 3));
     assert_eq!(next_answer(&fleet, 0).kind, "moved");
     fleet.close();
-}
-
-/// A transaction of the test's own that holds the row locks its statement took until dropped.
-struct RowLock {
-    release: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl RowLock {
-    /// Runs `sql` (a `SELECT .. FOR UPDATE`) in a transaction; returns once it holds the lock.
-    fn take(url: &str, sql: String) -> RowLock {
-        let config: tokio_postgres::Config = url.parse().unwrap();
-        let (locked, is_locked) = std::sync::mpsc::channel();
-        let (release, released) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let (mut client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
-                let driver = tokio::spawn(conn);
-                let tx = client.transaction().await.unwrap();
-                let rows = tx.query(&sql, &[]).await.unwrap();
-                assert_eq!(rows.len(), 1, "{sql}: locks one row");
-                locked.send(()).unwrap();
-                let _ = released.await;
-                tx.commit().await.unwrap();
-                drop(client);
-                let _ = driver.await;
-            });
-        });
-        is_locked.recv().unwrap();
-        RowLock {
-            release: Some(release),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for RowLock {
-    fn drop(&mut self) {
-        if let Some(release) = self.release.take() {
-            let _ = release.send(());
-        }
-        if let Some(thread) = self.thread.take()
-            && !std::thread::panicking()
-        {
-            thread.join().unwrap();
-        }
-    }
 }
 
 /// Routes every session of worker `from` to `to` (round robin) and sends its next turn there.

@@ -15,6 +15,7 @@ use ctxhost::store::postgres::{PgBackend, PgOptions};
 use ctxhost::store::{Backend, Commit, SessionStore, messages_digest};
 use serde_json::json;
 
+use crate::pg_row_lock::RowLock;
 use crate::pg_server::{SERVER, Scratch};
 
 fn texts(messages: &[Arc<Message>]) -> Vec<String> {
@@ -242,57 +243,6 @@ fn a_lease_whose_release_failed_is_not_renewed_and_expires() {
     let mut taken = b.open("conv", "").unwrap();
     taken.store.append(vec![Message::user("b")]).unwrap();
     taken.store.commit(Commit::default()).unwrap();
-}
-
-/// A transaction of the test's own that holds the row locks its statement took until dropped.
-struct RowLock {
-    release: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl RowLock {
-    /// Runs `sql` (a `SELECT .. FOR UPDATE`) in a transaction and returns once it holds the lock.
-    fn take(url: &str, sql: String) -> RowLock {
-        let config: tokio_postgres::Config = url.parse().unwrap();
-        let (locked, is_locked) = std::sync::mpsc::channel();
-        let (release, released) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let (mut client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
-                let driver = tokio::spawn(conn);
-                let tx = client.transaction().await.unwrap();
-                let rows = tx.query(&sql, &[]).await.unwrap();
-                assert_eq!(rows.len(), 1, "{sql}: locks one row");
-                locked.send(()).unwrap();
-                let _ = released.await;
-                tx.commit().await.unwrap();
-                drop(client);
-                let _ = driver.await;
-            });
-        });
-        is_locked.recv().unwrap();
-        RowLock {
-            release: Some(release),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for RowLock {
-    fn drop(&mut self) {
-        if let Some(release) = self.release.take() {
-            let _ = release.send(());
-        }
-        if let Some(thread) = self.thread.take()
-            && !std::thread::panicking()
-        {
-            thread.join().unwrap();
-        }
-    }
 }
 
 #[test]
