@@ -52,9 +52,9 @@ pub(super) fn table_key(t: &Table) -> usize {
 /// resident), whether the list is a pure array, and how many of its last items are the last
 /// items of the context array `ctx`, in order (the newest messages a policy keeps: compared
 /// by identity, not looked up, and left out of the buffer; a list with a metatable is only
-/// looked up, so that no metamethod of the script's runs here); `memoize(f)` keeps the result of `f`, a function of
-/// one argument, per resident message table (frozen, so the result cannot go stale:
-/// `host.tokens`); `gather(list, runs, n)` makes a new list of `n` items of `list` taken (raw)
+/// looked up, so that no metamethod of the script's runs here); `memoize(f)` keeps the result
+/// of `f`, a function of one argument, per resident message table (frozen, so the result
+/// cannot go stale: `host.tokens`); `gather(list, runs, n)` makes a new list of `n` items of `list` taken (raw)
 /// in runs, a buffer of u32 pairs (first index, count): a kept list without one host-to-VM
 /// crossing per item (`host.fit`'s result).
 const HELPERS: &str = r#"
