@@ -64,7 +64,7 @@ pub(crate) fn install(lua: &Lua, config: &Json) -> mlua::Result<()> {
     let cfg = values::to_lua(lua, config)?;
     lua.set_named_registry_value(CONFIG_KEY, &cfg)?;
     host.raw_set("config", cfg)?;
-    values::deep_freeze(&host)?;
+    values::deep_freeze(lua, &host)?;
     globals.raw_set("host", host)?;
 
     globals.raw_set("require", lua.create_function(require)?)?;

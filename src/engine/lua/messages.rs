@@ -54,9 +54,9 @@ pub(super) fn table_key(t: &Table) -> usize {
 /// by identity, not looked up, and left out of the buffer; a list with a metatable is only
 /// looked up, so that no metamethod of the script's runs here); `memoize(f)` keeps the result
 /// of `f`, a function of one argument, per resident message table (frozen, so the result
-/// cannot go stale: `host.tokens`); `gather(list, runs, n)` makes a new list of `n` items of `list` taken (raw)
-/// in runs, a buffer of u32 pairs (first index, count): a kept list without one host-to-VM
-/// crossing per item (`host.fit`'s result).
+/// cannot go stale: `host.tokens`); `gather(list, runs, n)` makes a new list of `n` items of
+/// `list` taken (raw) in runs, a buffer of u32 pairs (first index, count): a kept list without
+/// one host-to-VM crossing per item (`host.fit`'s result).
 const HELPERS: &str = r#"
 local ids = ...
 local function memoize(f)
@@ -345,9 +345,14 @@ impl Resident {
         }
         let array = if is_prefix && let Some(array) = self.array.clone() {
             array.set_readonly(false);
-            let appended = self
-                .append(lua, &array, &ctx[n_old..])
-                .and_then(|()| mark_array(lua, &array, self.entries.len()));
+            // Only an array that was empty carries the array mark, to come off now.
+            let appended = self.append(lua, &array, &ctx[n_old..]).and_then(|()| {
+                if n_old == 0 {
+                    mark_array(lua, &array, self.entries.len())
+                } else {
+                    Ok(())
+                }
+            });
             array.set_readonly(true);
             appended?;
             array

@@ -46,9 +46,13 @@ pub(crate) fn mark_array(lua: &Lua, t: &Table, len: usize) -> mlua::Result<()> {
     t.set_metatable((len == 0).then(|| lua.array_metatable()))
 }
 
-/// Takes the array metatable off every non-empty array in `t` (see [`mark_array`]), and
-/// freezes every table when `freeze` is set (one walk for both).
+/// Takes the array metatable off every non-empty array in `t` (see [`mark_array`]) and, with
+/// `freeze`, makes every table read-only (one walk for both; a table already read-only is
+/// left as it is, with what is inside it).
 fn unmark_full_arrays(t: &Table, array_mt: usize, freeze: bool) -> mlua::Result<()> {
+    if freeze && t.is_readonly() {
+        return Ok(());
+    }
     t.for_each(|_: Value, v: Value| {
         if let Value::Table(inner) = v {
             unmark_full_arrays(&inner, array_mt, freeze)?;
@@ -64,26 +68,17 @@ fn unmark_full_arrays(t: &Table, array_mt: usize, freeze: bool) -> mlua::Result<
     Ok(())
 }
 
-/// Makes a table and every table inside it read-only (metatables are left alone).
-pub(crate) fn deep_freeze(t: &Table) -> mlua::Result<()> {
-    if t.is_readonly() {
-        return Ok(());
-    }
-    t.for_each(|_: Value, v: Value| {
-        if let Value::Table(inner) = v {
-            deep_freeze(&inner)?;
-        }
-        Ok(())
-    })?;
-    t.set_readonly(true);
-    Ok(())
+/// Makes a table and every table inside it read-only (only the host's array marks on
+/// non-empty arrays are taken off, as [`to_lua`] does; other metatables are left alone).
+pub(crate) fn deep_freeze(lua: &Lua, t: &Table) -> mlua::Result<()> {
+    unmark_full_arrays(t, lua.array_metatable().to_pointer() as usize, true)
 }
 
 /// A message as a frozen Lua table.
 pub(crate) fn message_table(lua: &Lua, m: &Message) -> mlua::Result<Table> {
     match lua.to_value_with(m, ser_opts())? {
         Value::Table(t) => {
-            unmark_full_arrays(&t, lua.array_metatable().to_pointer() as usize, true)?;
+            deep_freeze(lua, &t)?;
             Ok(t)
         }
         other => Err(mlua::Error::runtime(format!(
