@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use pg_fleet::{Fleet, answer, question};
-use pg_row_lock::RowLock;
+use pg_row_lock::{RowLock, wait_for_waiter};
 
 const WORKERS: usize = 4;
 const SESSIONS: usize = 200;
@@ -268,9 +268,9 @@ fn paused_mid_commit(url: &str, schema: &str) {
            AND query NOT LIKE '%WHERE owner = $1%'",
         fleet.pid(0)
     );
-    while query(url, &waiting)[0].get::<_, i64>(0) == 0 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_waiter("worker 0's commit", || {
+        query(url, &waiting)[0].get::<_, i64>(0)
+    });
     fleet.signal(0, "STOP");
     drop(lock);
     std::thread::sleep(LEASE * 2 + Duration::from_millis(500));

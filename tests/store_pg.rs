@@ -15,7 +15,7 @@ use ctxhost::store::postgres::{PgBackend, PgOptions};
 use ctxhost::store::{Backend, Commit, SessionStore, messages_digest};
 use serde_json::json;
 
-use crate::pg_row_lock::RowLock;
+use crate::pg_row_lock::{RowLock, wait_for_waiter};
 use crate::pg_server::{SERVER, Scratch};
 
 fn texts(messages: &[Arc<Message>]) -> Vec<String> {
@@ -187,9 +187,9 @@ fn a_commit_held_up_past_its_lease_expiry_does_not_extend_the_lease() {
          WHERE application_name = 'ctxhost {}' AND wait_event_type = 'Lock'",
         a.owner()
     );
-    while db.sql(&waiting)[0].get::<_, i64>(0) == 0 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_waiter("the held-up commit", || {
+        db.sql(&waiting)[0].get::<_, i64>(0)
+    });
     // The lease runs out while the commit waits (a renewal judged before the wait ends by then).
     std::thread::sleep(lease + Duration::from_millis(300));
     drop(lock);

@@ -42,6 +42,20 @@ impl RowLock {
     }
 }
 
+/// Waits until `waiters()` (a count of `pg_stat_activity` rows waiting on a lock) is above zero:
+/// the statement under test has reached the held lock. Fails after a minute, naming `what`,
+/// rather than hang the test binary when the statement never comes.
+pub fn wait_for_waiter(what: &str, mut waiters: impl FnMut() -> i64) {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while waiters() == 0 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "{what}: no statement waited on the held row lock within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 impl Drop for RowLock {
     fn drop(&mut self) {
         if let Some(release) = self.release.take() {
