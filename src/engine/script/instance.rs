@@ -31,24 +31,21 @@ fn fields_of(
         Json::Object(m) => m,
         _ => Map::new(),
     };
-    map.remove("message");
-    map.remove("messages");
     for (k, v) in client.into_iter().flatten() {
         if !map.contains_key(k) {
             map.insert(k.clone(), v.clone());
         }
     }
-    for (hp, key) in [
-        (HostParam::SessionKey, "sessionKey"),
-        (HostParam::Prompt, "prompt"),
-        (HostParam::RuntimeSettings, "runtimeSettings"),
-        (HostParam::SessionTarget, "sessionTarget"),
-        (HostParam::RuntimeContext, "runtimeContext"),
-    ] {
-        if !info.accepts(hp) {
-            map.remove(key);
-        }
-    }
+    // One pass by name: a `remove` per key hashes each (SipHash), on every call.
+    map.retain(|k, _| match k.as_str() {
+        "message" | "messages" => false,
+        "sessionKey" => info.accepts(HostParam::SessionKey),
+        "prompt" => info.accepts(HostParam::Prompt),
+        "runtimeSettings" => info.accepts(HostParam::RuntimeSettings),
+        "sessionTarget" => info.accepts(HostParam::SessionTarget),
+        "runtimeContext" => info.accepts(HostParam::RuntimeContext),
+        _ => true,
+    });
     map
 }
 
