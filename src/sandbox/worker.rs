@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::gate;
-use super::pool::Pool;
+use super::pool::{self, Pool};
 
 /// What a worker's caller needs to know of the host waits of the running call.
 #[derive(Debug, Default)]
@@ -171,6 +171,7 @@ impl<S: Send + 'static> Worker<S> {
                 gate::admitted(|| job(&mut state))
             }));
             SERVING.with(|w| *w.borrow_mut() = None);
+            pool::free_before_answer();
             match out {
                 Ok(r) => to.put(Ok(r)),
                 Err(_) => {
