@@ -171,7 +171,11 @@ impl<S: Send + 'static> Worker<S> {
                 gate::admitted(|| job(&mut state))
             }));
             SERVING.with(|w| *w.borrow_mut() = None);
-            pool::free_before_answer();
+            if held.life.load(Ordering::Relaxed) == LIVE {
+                // Its caller may call again at once. (An abandoned VM may be dropped below,
+                // which takes a while: its thread is not counted free before that.)
+                pool::free_before_answer();
+            }
             match out {
                 Ok(r) => to.put(Ok(r)),
                 Err(_) => {
