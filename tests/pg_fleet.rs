@@ -191,7 +191,7 @@ impl Fleet {
 
     /// Sends a signal (`KILL`, `STOP`, `CONT`) to worker `w`, by its pid.
     pub fn signal(&mut self, w: usize, signal: &str) {
-        let pid = self.workers[w].child.id().to_string();
+        let pid = self.pid(w).to_string();
         let status = Command::new("kill")
             .args([&format!("-{signal}"), &pid])
             .status()

@@ -83,8 +83,8 @@ fn main() {
     }
 }
 
-fn four_processes_one_killed_one_paused(url: &str, schema: &str) {
-    // One connect first: the tables exist before the workers race for them.
+/// One connect first: the tables exist before the workers race for them.
+fn create_tables(url: &str, schema: &str) {
     drop(
         ctxhost::store::postgres::PgBackend::connect(ctxhost::store::postgres::PgOptions {
             schema: schema.to_owned(),
@@ -92,6 +92,10 @@ fn four_processes_one_killed_one_paused(url: &str, schema: &str) {
         })
         .unwrap(),
     );
+}
+
+fn four_processes_one_killed_one_paused(url: &str, schema: &str) {
+    create_tables(url, schema);
     let mut fleet = Fleet::spawn(WORKERS, url, schema, LEASE);
     let sessions: Vec<String> = (0..SESSIONS).map(|s| format!("s{s:03}")).collect();
     let index: BTreeMap<&str, usize> = sessions
@@ -235,13 +239,7 @@ fn four_processes_one_killed_one_paused(url: &str, schema: &str) {
 /// renewed its lease in one statement, the woken worker renewed it from its wake-up and kept
 /// it for good: the session's next turns were refused the lease forever.)
 fn paused_mid_commit(url: &str, schema: &str) {
-    drop(
-        ctxhost::store::postgres::PgBackend::connect(ctxhost::store::postgres::PgOptions {
-            schema: schema.to_owned(),
-            ..ctxhost::store::postgres::PgOptions::new(url)
-        })
-        .unwrap(),
-    );
+    create_tables(url, schema);
     let mut fleet = Fleet::spawn(2, url, schema, LEASE);
     let next_answer = |fleet: &Fleet, w: usize| {
         let a = fleet
