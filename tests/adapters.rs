@@ -13,6 +13,7 @@ both_languages! {
     cancellation_is_cancelled_not_a_quarantine => engine::cancellation_is_cancelled_not_a_quarantine;
     configured_id_mismatch_warns_and_strict_fails => engine::configured_id_mismatch_warns_and_strict_fails;
     copies_and_new_messages_are_converted => engine::copies_and_new_messages_are_converted;
+    every_call_gets_a_fresh_p_from_its_own_params => engine::every_call_gets_a_fresh_p_from_its_own_params;
     every_lifecycle_method_runs_and_state_persists_across_calls => engine::every_lifecycle_method_runs_and_state_persists_across_calls;
     host_repair_pairing_and_summarize_work_from_scripts => engine::host_repair_pairing_and_summarize_work_from_scripts;
     loads_a_table_engine => engine::loads_a_table_engine;

@@ -44,6 +44,12 @@ pub struct ClientCompaction {
 }
 
 impl ClientCompaction {
+    /// Whether `other` is this very client compaction (see [`HostCall::is_same`](super::HostCall::is_same)).
+    pub(crate) fn is_same(&self, other: &ClientCompaction) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.compactor), Arc::as_ptr(&other.compactor))
+            && Arc::ptr_eq(&self.used, &other.used)
+    }
+
     /// `host.delegateCompaction(p)` goes to `compactor` while this is on the call.
     pub fn new(compactor: Arc<dyn ClientCompactor>) -> Self {
         ClientCompaction {

@@ -135,6 +135,37 @@ impl HostCall {
         }
     }
 
+    /// Whether `other` is this very call (the same shared parts, by address, and the same
+    /// budget): a worker thread that holds it already is not sent it again, which would move
+    /// each of its reference counts between the caller's core and the worker's.
+    pub fn is_same(&self, other: &HostCall) -> bool {
+        fn same<T: ?Sized>(a: &Arc<T>, b: &Arc<T>) -> bool {
+            std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+        }
+        fn same_opt<T: ?Sized>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
+            match (a, b) {
+                (None, None) => true,
+                (Some(a), Some(b)) => same(a, b),
+                _ => false,
+            }
+        }
+        same(&self.engine_id, &other.engine_id)
+            && same(&self.session_id, &other.session_id)
+            && same(&self.context, &other.context)
+            && same(&self.services, &other.services)
+            && same(&self.config, &other.config)
+            && self.token_budget == other.token_budget
+            && match (&self.client_compaction, &other.client_compaction) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.is_same(b),
+                _ => false,
+            }
+            && same_opt(self.client_params.as_ref(), other.client_params.as_ref())
+            && same_opt(self.recall.as_ref(), other.recall.as_ref())
+            && same_opt(self.forward.as_ref(), other.forward.as_ref())
+            && same_opt(self.storage.as_ref(), other.storage.as_ref())
+    }
+
     /// The same call as pipeline hook `hook` sees it: its id (for `host.log` and errors), its
     /// entry config and `context` as `p.messages` (the previous `prune` hook's result, say).
     pub fn for_hook(

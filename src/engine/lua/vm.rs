@@ -250,7 +250,7 @@ impl Vm {
         call: &HostCall,
         method: Method,
         f: &Function,
-        fields: Map<String, Json>,
+        fields: &Map<String, Json>,
         feed: Feed,
     ) -> Result<Value, EngineError> {
         self.set_call(Some(call.clone()));
@@ -271,7 +271,7 @@ impl Vm {
         call: &HostCall,
         method: Method,
         f: &Function,
-        fields: Map<String, Json>,
+        fields: &Map<String, Json>,
         feed: Feed,
     ) -> Result<Value, EngineError> {
         let op = Op::from(method);
@@ -280,7 +280,7 @@ impl Vm {
         // The host's own input does not count against the engine's memory cap.
         self.lua.set_memory_limit(0).map_err(host_err)?;
         let before = self.lua.used_memory();
-        let p = params_table(&self.lua, &fields).map_err(host_err)?;
+        let p = params_table(&self.lua, fields).map_err(host_err)?;
         let after_params = self.lua.used_memory();
         {
             let mut res = self
@@ -462,7 +462,7 @@ impl ScriptVm for Vm {
         &mut self,
         call: &HostCall,
         method: Method,
-        fields: Map<String, Json>,
+        fields: &Map<String, Json>,
         feed: Feed,
         expect: Expect,
     ) -> Result<Option<Reply>, EngineError> {
@@ -486,7 +486,7 @@ impl ScriptVm for Vm {
             call,
             Method::PrepareSubagentSpawn,
             &f,
-            Map::new(),
+            &Map::new(),
             Feed::Nothing,
         );
         self.end_call();

@@ -233,10 +233,10 @@ impl Vm {
     fn params(
         &mut self,
         call: &HostCall,
-        fields: JsonMap<String, Json>,
+        fields: &JsonMap<String, Json>,
         feed: Feed,
     ) -> Result<Dynamic, String> {
-        let p = values::from_json(&Json::Object(fields))?;
+        let p = rhai::serde::to_dynamic(fields).map_err(|e| e.to_string())?;
         let mut map = p.try_cast::<Map>().unwrap_or_default();
         let mut res = self.bridge.resident.lock();
         match feed {
@@ -318,7 +318,7 @@ impl ScriptVm for Vm {
         &mut self,
         call: &HostCall,
         method: Method,
-        fields: JsonMap<String, Json>,
+        fields: &JsonMap<String, Json>,
         feed: Feed,
         expect: Expect,
     ) -> Result<Option<Reply>, EngineError> {

@@ -57,19 +57,72 @@ pub type ScriptInstance<V> = Instance<WorkerVm<V>>;
 pub struct WorkerVm<V: ScriptVm> {
     /// The engine id, for errors.
     engine: String,
-    worker: Worker<Option<V>>,
+    worker: Worker<VmSlot<V>>,
     limits: Limits,
     file: String,
     /// The line where each function is defined.
     lines: HashMap<String, u32>,
     cancel: Arc<AtomicBool>,
+    /// The call the worker's slot holds, as last sent (none when the last job may not have run).
+    sent: Option<HostCall>,
+    /// The fields of `p` the worker's slot holds for each method, as last sent.
+    sent_fields: FieldsByMethod,
+}
+
+/// What a worker thread holds of one engine: its VM, once booted, the call its last job ran
+/// with and the last fields of `p` of each method. What the caller sees unchanged (a turn's
+/// `ingest` and `assemble`s, the bench's loop) is not sent again: a clone made on the caller's
+/// core and dropped on the worker's moves each reference count and each allocation it touches
+/// between the two cores, and on a machine whose cores are far apart (measured: 340 ns a cache
+/// line's round trip instead of 60) those moves were most of a small call.
+#[derive(Debug)]
+pub(crate) struct VmSlot<V> {
+    /// The VM, once booted.
+    pub(super) vm: Option<V>,
+    call: Option<HostCall>,
+    fields: FieldsByMethod,
+}
+
+/// The fields of `p` last sent for each method.
+type FieldsByMethod = HashMap<Method, Map<String, Json>>;
+
+impl<V> VmSlot<V> {
+    /// A slot with no VM booted yet.
+    pub(super) fn empty() -> Self {
+        VmSlot {
+            vm: None,
+            call: None,
+            fields: HashMap::new(),
+        }
+    }
+
+    /// The VM, the call it runs for (once `sent`, a call that changed, is held) and the fields
+    /// held for each method.
+    fn take_call(
+        &mut self,
+        sent: Option<HostCall>,
+    ) -> Result<(&mut V, &HostCall, &FieldsByMethod), Missing> {
+        if let Some(call) = sent {
+            self.call = Some(call);
+        }
+        let vm = self.vm.as_mut().ok_or(Missing::Vm)?;
+        let call = self.call.as_ref().ok_or(Missing::Call)?;
+        Ok((vm, call, &self.fields))
+    }
+}
+
+/// Why a job found nothing to run on.
+enum Missing {
+    Vm,
+    Call,
+    Fields,
 }
 
 impl<V: ScriptVm> WorkerVm<V> {
     /// The transport to a booted VM of engine `engine` (`lines`: where its functions are).
     pub(super) fn new(
         engine: String,
-        worker: Worker<Option<V>>,
+        worker: Worker<VmSlot<V>>,
         limits: Limits,
         file: String,
         lines: HashMap<String, u32>,
@@ -82,40 +135,107 @@ impl<V: ScriptVm> WorkerVm<V> {
             file,
             lines,
             cancel: signals.cancel.clone(),
+            sent: None,
+            sent_fields: HashMap::new(),
         }
     }
 
     /// Runs `f` on the VM under the hard timeout.
     fn on_vm<R: Send + 'static>(
-        &self,
+        &mut self,
         op: Op,
         f: impl FnOnce(&mut V) -> Result<R, EngineError> + Send + 'static,
     ) -> Result<R, EngineError> {
-        let engine = self.engine.clone();
-        let out =
-            self.worker.call(
-                self.limits.hard_timeout(),
-                move |slot: &mut Option<V>| match slot {
-                    Some(vm) => f(vm),
-                    None => Err(EngineError::new(
-                        op,
-                        engine,
-                        EngineErrorKind::Runtime,
-                        "the engine VM is not loaded",
-                    )),
-                },
-            );
-        match out {
-            Ok(r) => r,
-            Err(e) => Err(worker_error(
-                e,
-                op,
-                &self.engine,
-                &self.file,
-                &self.limits,
-                self.cancel.load(Ordering::Relaxed),
-            )),
+        self.on_slot(op, move |slot| slot.vm.as_mut().map(f).ok_or(Missing::Vm))
+    }
+
+    /// Runs `f` on the VM under the hard timeout, with `call`, which is sent to the worker
+    /// only when its slot does not hold that very call already.
+    fn on_vm_for<R: Send + 'static>(
+        &mut self,
+        op: Op,
+        call: &HostCall,
+        f: impl FnOnce(&mut V, &HostCall) -> Result<R, EngineError> + Send + 'static,
+    ) -> Result<R, EngineError> {
+        let call = self.call_to_send(call);
+        self.on_slot(op, move |slot| {
+            let (vm, call, _) = slot.take_call(call)?;
+            Ok(f(vm, call))
+        })
+    }
+
+    /// `call` when the worker's slot does not hold that very call (it holds it from now on).
+    fn call_to_send(&mut self, call: &HostCall) -> Option<HostCall> {
+        match &self.sent {
+            Some(held) if held.is_same(call) => None,
+            _ => {
+                self.sent = Some(call.clone());
+                Some(call.clone())
+            }
         }
+    }
+
+    /// `fields` when the worker's slot does not hold the same for `method` (it holds them
+    /// from now on).
+    fn fields_to_send(
+        &mut self,
+        method: Method,
+        fields: Map<String, Json>,
+    ) -> Option<Map<String, Json>> {
+        // In order: `p` is built in this order (Lua's `pairs` may follow it).
+        let same = self
+            .sent_fields
+            .get(&method)
+            .is_some_and(|held| held.len() == fields.len() && held.iter().eq(fields.iter()));
+        if same {
+            return None;
+        }
+        self.sent_fields.insert(method, fields.clone());
+        Some(fields)
+    }
+
+    /// Runs `job` on the worker's slot under the hard timeout.
+    fn on_slot<R: Send + 'static>(
+        &mut self,
+        op: Op,
+        job: impl FnOnce(&mut VmSlot<V>) -> Result<Result<R, EngineError>, Missing> + Send + 'static,
+    ) -> Result<R, EngineError> {
+        match self.worker.call(self.limits.hard_timeout(), job) {
+            Ok(Ok(r)) => r,
+            Ok(Err(missing)) => {
+                self.forget_sent();
+                Err(EngineError::new(
+                    op,
+                    &self.engine,
+                    EngineErrorKind::Runtime,
+                    match missing {
+                        Missing::Vm => "the engine VM is not loaded",
+                        Missing::Call => "the engine's worker holds no call",
+                        Missing::Fields => "the engine's worker holds no params",
+                    },
+                ))
+            }
+            Err(e) => {
+                // The job may not have run: what the slot holds is not known.
+                self.forget_sent();
+                Err(worker_error(
+                    e,
+                    op,
+                    &self.engine,
+                    &self.file,
+                    &self.limits,
+                    self.cancel.load(Ordering::Relaxed),
+                ))
+            }
+        }
+    }
+}
+
+impl<V: ScriptVm> WorkerVm<V> {
+    /// What the worker's slot holds is not known: the next job sends it all again.
+    fn forget_sent(&mut self) {
+        self.sent = None;
+        self.sent_fields.clear();
     }
 }
 
@@ -147,17 +267,24 @@ impl<V: ScriptVm> Transport for WorkerVm<V> {
         expect: Expect,
     ) -> Result<Option<Reply>, EngineError> {
         let fields = fields_of(params, call.client_params(method), info);
-        let call = call.clone();
-        self.on_vm(method.into(), move |vm| {
-            vm.invoke(&call, method, fields, feed, expect)
+        let fields = self.fields_to_send(method, fields);
+        let call = self.call_to_send(call);
+        self.on_slot(method.into(), move |slot| {
+            if let Some(fields) = fields {
+                slot.fields.insert(method, fields);
+            }
+            let (vm, call, held) = slot.take_call(call)?;
+            let fields = held.get(&method).ok_or(Missing::Fields)?;
+            Ok(vm.invoke(call, method, fields, feed, expect))
         })
     }
 
     fn rollback(&mut self, call: &HostCall, handle: u64) -> Result<(), EngineError> {
-        let call = call.clone();
-        self.on_vm(Method::PrepareSubagentSpawn.into(), move |vm| {
-            vm.rollback(&call, handle)
-        })
+        self.on_vm_for(
+            Method::PrepareSubagentSpawn.into(),
+            call,
+            move |vm, call| vm.rollback(call, handle),
+        )
     }
 
     fn save_state(&mut self) -> Result<Json, EngineError> {

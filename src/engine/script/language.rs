@@ -122,7 +122,7 @@ pub trait ScriptVm: Send + 'static {
         &mut self,
         call: &HostCall,
         method: Method,
-        fields: Map<String, Json>,
+        fields: &Map<String, Json>,
         feed: Feed,
         expect: Expect,
     ) -> Result<Option<Reply>, EngineError>;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value as Json;
 
-use super::instance::WorkerVm;
+use super::instance::{VmSlot, WorkerVm};
 use super::language::{Boot, Language, Loaded};
 use super::located;
 use super::site::worker_error;
@@ -107,7 +107,7 @@ fn validate(
 }
 
 /// The worker thread owning one VM (empty until booted).
-type VmWorker<V> = Worker<Option<V>>;
+type VmWorker<V> = Worker<VmSlot<V>>;
 
 /// Starts a worker and boots a VM of `L` on it.
 fn spawn_vm<L: Language>(
@@ -121,12 +121,12 @@ fn spawn_vm<L: Language>(
     let cancelled = boot.signals.cancel.clone();
     crate::sandbox::admit_worker(limits.max_abandoned_workers)
         .map_err(|m| EngineError::new(op, &label, EngineErrorKind::Limit, m))?;
-    let worker = Worker::spawn(L::THREAD, super::WORKER_STACK, None::<L::Vm>)
+    let worker = Worker::spawn(L::THREAD, super::WORKER_STACK, VmSlot::<L::Vm>::empty())
         .map_err(|m| EngineError::new(op, &label, EngineErrorKind::Runtime, m))?;
     let loaded = worker
-        .call(limits.hard_timeout(), move |slot: &mut Option<L::Vm>| {
+        .call(limits.hard_timeout(), move |slot: &mut VmSlot<L::Vm>| {
             L::boot(&program, &boot).map(|(vm, loaded)| {
-                *slot = Some(vm);
+                slot.vm = Some(vm);
                 loaded
             })
         })

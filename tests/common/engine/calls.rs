@@ -372,3 +372,43 @@ pub fn a_failing_summarizer_is_a_host_fault(lang: Lang) {
     // The engine is fine: the next call works.
     assert!(e.assemble(&call, &assemble_params()).is_ok());
 }
+
+/// Each call's `p` is built from that call's params and context: a script that changes `p`
+/// leaves the next call's alone, and a call with other params or a longer context shows them,
+/// whether or not the host sent the worker anything new since the last call.
+pub fn every_call_gets_a_fresh_p_from_its_own_params(lang: Lang) {
+    let mut e = lang.instance("p_fresh", json!({}));
+    let ctx = session();
+    let call = host_call(&ctx[..4], json!({}));
+    let seen = |e: &mut Box<dyn Engine>, call: &HostCall, p: &AssembleParams| {
+        e.assemble(call, p)
+            .unwrap()
+            .system_prompt_addition
+            .unwrap_or_default()
+    };
+    let mut p = assemble_params();
+    assert_eq!(seen(&mut e, &call, &p), "Thanks|fresh|4|8000");
+    assert_eq!(
+        seen(&mut e, &call, &p),
+        "Thanks|fresh|4|8000",
+        "the same call again"
+    );
+    p.prompt = Some("Next".into());
+    assert_eq!(
+        seen(&mut e, &call, &p),
+        "Next|fresh|4|8000",
+        "another prompt"
+    );
+    let longer = host_call(&ctx, json!({}));
+    assert_eq!(
+        seen(&mut e, &longer, &p),
+        "Next|fresh|5|8000",
+        "a longer context"
+    );
+    p.token_budget = 6000;
+    assert_eq!(
+        seen(&mut e, &call, &p),
+        "Next|fresh|4|6000",
+        "the first call, another budget"
+    );
+}
