@@ -17,8 +17,31 @@ use super::pool::{self, Pool};
 pub(super) struct HostWaits {
     /// A host function of the running call is waiting now.
     pub(super) waiting: AtomicBool,
-    /// Nanoseconds spent in host waits on this worker, ever (callers take differences).
+    /// Nanoseconds the call numbered [`call`](Self::call) spent in host waits so far.
     pub(super) waited_ns: AtomicU64,
+    /// The number of the call whose waits `waited_ns` counts (0 before the first), set by the
+    /// call's task when it starts. A caller reads these only once its call outlasts the first
+    /// poll: read at every call, their line would move between the caller's core and the
+    /// worker's each time.
+    call: AtomicU64,
+}
+
+impl HostWaits {
+    /// The call numbered `n` starts: its waits are counted from zero.
+    fn begin(&self, n: u64) {
+        self.waited_ns.store(0, Ordering::SeqCst);
+        self.call.store(n, Ordering::SeqCst);
+    }
+
+    /// What the call numbered `n` has spent in host waits so far (nothing if it has not
+    /// started).
+    fn waited(&self, n: u64) -> Duration {
+        if self.call.load(Ordering::SeqCst) == n {
+            Duration::from_nanos(self.waited_ns.load(Ordering::SeqCst))
+        } else {
+            Duration::ZERO
+        }
+    }
 }
 
 thread_local! {
@@ -91,6 +114,8 @@ struct Held<S> {
 pub struct Worker<S: Send + 'static> {
     held: Arc<Held<S>>,
     pool: Arc<Pool>,
+    /// Calls made so far (each call's number, for [`HostWaits`]).
+    calls: AtomicU64,
 }
 
 impl<S: Send + 'static> std::fmt::Debug for Worker<S> {
@@ -105,22 +130,45 @@ impl<S: Send + 'static> std::fmt::Debug for Worker<S> {
 struct Answer<R> {
     done: AtomicBool,
     value: Mutex<Option<Result<R, WorkerError>>>,
-    caller: std::thread::Thread,
+    /// The caller, once it stopped polling to sleep: only then is it woken. (Waking a
+    /// polling caller, and handing over its thread handle at every call, moved the handle's
+    /// line between the caller's core and the worker's at every call.)
+    asleep: AtomicBool,
+    caller: Mutex<Option<std::thread::Thread>>,
 }
 
 impl<R> Answer<R> {
+    fn new() -> Self {
+        Answer {
+            done: AtomicBool::new(false),
+            value: Mutex::new(None),
+            asleep: AtomicBool::new(false),
+            caller: Mutex::new(None),
+        }
+    }
+
     fn put(&self, r: Result<R, WorkerError>) {
         *self.value.lock() = Some(r);
-        self.done.store(true, Ordering::Release);
-        self.caller.unpark();
+        self.done.store(true, Ordering::SeqCst);
+        if self.asleep.load(Ordering::SeqCst)
+            && let Some(caller) = &*self.caller.lock()
+        {
+            caller.unpark();
+        }
     }
 
     fn take(&self) -> Option<Result<R, WorkerError>> {
-        if self.done.load(Ordering::Acquire) {
+        if self.done.load(Ordering::SeqCst) {
             self.value.lock().take()
         } else {
             None
         }
+    }
+
+    /// The caller stops polling: from now on, an answer wakes it.
+    fn sleep_from_now(&self) {
+        *self.caller.lock() = Some(std::thread::current());
+        self.asleep.store(true, Ordering::SeqCst);
     }
 }
 
@@ -135,6 +183,7 @@ impl<S: Send + 'static> Worker<S> {
                 waits: Arc::new(HostWaits::default()),
             }),
             pool: Pool::named(name, stack_bytes),
+            calls: AtomicU64::new(0),
         })
     }
 
@@ -157,17 +206,15 @@ impl<S: Send + 'static> Worker<S> {
         }
         // The call's clocks (its deadline, and `timeout` here) start once it has a core.
         let _place = gate::cores().enter();
-        let answer = Arc::new(Answer {
-            done: AtomicBool::new(false),
-            value: Mutex::new(None),
-            caller: std::thread::current(),
-        });
+        let answer = Arc::new(Answer::new());
         let held = Arc::clone(&self.held);
         let to = Arc::clone(&answer);
+        let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let task = Box::new(move || {
             SERVING.with(|w| *w.borrow_mut() = Some(Arc::clone(&held.waits)));
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut state = held.state.lock();
+                held.waits.begin(n);
                 gate::admitted(|| job(&mut state))
             }));
             SERVING.with(|w| *w.borrow_mut() = None);
@@ -179,21 +226,17 @@ impl<S: Send + 'static> Worker<S> {
             match out {
                 Ok(r) => to.put(Ok(r)),
                 Err(_) => {
-                    held.life.store(GONE, Ordering::Relaxed);
+                    // Never used again; if it was abandoned meanwhile, its call has ended.
+                    if held.life.swap(GONE, Ordering::SeqCst) == ABANDONED {
+                        ABANDONED_RUNNING.fetch_sub(1, Ordering::SeqCst);
+                    }
                     to.put(Err(WorkerError::Gone));
                 }
             }
             // Abandoned: the stuck step has ended; it is no longer counted.
-            if held
-                .life
-                .compare_exchange(ABANDONED, ENDED, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            {
-                ABANDONED_RUNNING.fetch_sub(1, Ordering::Relaxed);
-            }
+            end_abandoned(&held.life);
         });
         let sent = Instant::now();
-        let waited_before = self.held.waits.waited_ns.load(Ordering::SeqCst);
         self.pool.submit(task).map_err(|e| {
             tracing::error!("{e}");
             WorkerError::Gone
@@ -201,6 +244,7 @@ impl<S: Send + 'static> Worker<S> {
         if let Some(r) = poll(CALLER_POLL, || answer.take()) {
             return r;
         }
+        answer.sleep_from_now();
         let mut until = sent + timeout;
         loop {
             loop {
@@ -216,28 +260,40 @@ impl<S: Send + 'static> Worker<S> {
             // Time the job spent waiting outside its deadline is not held against it.
             let waits = &self.held.waits;
             let waiting = waits.waiting.load(Ordering::SeqCst);
-            let waited = waits
-                .waited_ns
-                .load(Ordering::SeqCst)
-                .saturating_sub(waited_before);
-            let extended = sent + timeout + Duration::from_nanos(waited);
+            let extended = sent + timeout + waits.waited(n);
             let now = Instant::now();
             if waiting {
                 until = now + HOST_WAIT_POLL;
             } else if extended > now {
                 until = extended;
             } else {
-                if self
-                    .held
-                    .life
-                    .compare_exchange(LIVE, ABANDONED, Ordering::Relaxed, Ordering::Relaxed)
+                let life = &self.held.life;
+                if life
+                    .compare_exchange(LIVE, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok()
                 {
-                    ABANDONED_RUNNING.fetch_add(1, Ordering::Relaxed);
+                    ABANDONED_RUNNING.fetch_add(1, Ordering::SeqCst);
+                    // The answer came just after the last look: its task may have looked at
+                    // `life` before it was abandoned, and would then never take it off the count.
+                    if answer.done.load(Ordering::SeqCst) {
+                        end_abandoned(life);
+                    }
                 }
                 return Err(WorkerError::TimedOut);
             }
         }
+    }
+}
+
+/// An abandoned worker whose call has ended (its task answered) is no longer counted as
+/// running. Both the task, after it answers, and a caller that abandons it just as the answer
+/// comes try this: whichever comes second finds it done.
+fn end_abandoned(life: &AtomicU8) {
+    if life
+        .compare_exchange(ABANDONED, ENDED, Ordering::SeqCst, Ordering::SeqCst)
+        .is_ok()
+    {
+        ABANDONED_RUNNING.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
