@@ -243,6 +243,17 @@ impl<T: Transport> Engine for Instance<T> {
                 let Returned::Assembled(mut map, messages) = r else {
                     return Err(format!("assemble: unexpected result {r:?}"));
                 };
+                let context = call.context();
+                let messages = messages
+                    .into_iter()
+                    .map(|m| m.resolve(context))
+                    .collect::<Result<Vec<_>, usize>>()
+                    .map_err(|i| {
+                        format!(
+                            "assemble: the result names context message {i} of {}",
+                            context.len()
+                        )
+                    })?;
                 map.insert("messages".into(), Json::Array(Vec::new()));
                 let mut out: AssembleResult =
                     typed(&map, || json!({"messages": [], "estimatedTokens": 0}))?;

@@ -317,17 +317,25 @@ impl Child {
                 value: handle.map_or(Json::Null, Json::from),
             },
             Returned::Assembled(fields, messages) => {
-                let at: HashMap<*const Message, usize> = call
-                    .context()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, m)| (Arc::as_ptr(m), i))
-                    .collect();
+                // A context message the VM returned as itself goes back by position too.
+                let mut at: Option<HashMap<*const Message, usize>> = None;
                 let messages = messages
                     .into_iter()
-                    .map(|m| match at.get(&Arc::as_ptr(&m)) {
-                        Some(&i) => MessageRef::Context(i),
-                        None => MessageRef::New(m),
+                    .map(|r| match r {
+                        MessageRef::New(m) => {
+                            let at = at.get_or_insert_with(|| {
+                                call.context()
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, m)| (Arc::as_ptr(m), i))
+                                    .collect()
+                            });
+                            match at.get(&Arc::as_ptr(&m)) {
+                                Some(&i) => MessageRef::Context(i),
+                                None => MessageRef::New(m),
+                            }
+                        }
+                        context => context,
                     })
                     .collect();
                 FromChild::Assembled {

@@ -211,24 +211,21 @@ impl Transport for InChild {
                     return Err(unexpected(op, &self.engine, &FromChild::Done { value }));
                 };
                 let context = call.context();
-                let messages = messages
-                    .into_iter()
-                    .map(|r| match r {
-                        MessageRef::Context(i) => context.get(i).cloned().ok_or(i),
-                        MessageRef::New(m) => Ok(m),
-                    })
-                    .collect::<Result<_, usize>>()
-                    .map_err(|i| {
-                        EngineError::new(
-                            op,
-                            &self.engine,
-                            EngineErrorKind::Host,
-                            format!(
-                                "the engine process named context message {i} of {}",
-                                context.len()
-                            ),
-                        )
-                    })?;
+                let beyond = messages.iter().find_map(|r| match r {
+                    MessageRef::Context(i) if *i >= context.len() => Some(*i),
+                    _ => None,
+                });
+                if let Some(i) = beyond {
+                    return Err(EngineError::new(
+                        op,
+                        &self.engine,
+                        EngineErrorKind::Host,
+                        format!(
+                            "the engine process named context message {i} of {}",
+                            context.len()
+                        ),
+                    ));
+                }
                 Returned::Assembled(fields, messages)
             }
             (Expect::Nothing, FromChild::Done { .. }) => Returned::Nothing,

@@ -193,16 +193,7 @@ pub(crate) enum FromChild {
     },
 }
 
-/// A message of an `assemble` result: a position in the call's context (the very message the
-/// parent holds), or a message the engine made.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(untagged)]
-pub(crate) enum MessageRef {
-    /// The context message at this position.
-    Context(usize),
-    /// A new message.
-    New(Arc<Message>),
-}
+pub(crate) use crate::engine::script::MessageRef;
 
 /// An [`EngineError`] on the wire (the parent names the operation itself).
 #[derive(Debug, Serialize, Deserialize)]

@@ -283,6 +283,15 @@ impl Resident {
         Ok(t)
     }
 
+    /// A resident message as a result names it: its position in the context the VM mirrors
+    /// when it is there (a call fed the context: the caller's own), else the message.
+    pub(crate) fn message_ref(&self, m: &Arc<Message>) -> script::MessageRef {
+        match self.by_msg.get(&msg_key(m)) {
+            Some(&i) if self.entries.get(i).is_some() => script::MessageRef::Context(i),
+            _ => script::MessageRef::New(m.clone()),
+        }
+    }
+
     /// The held messages of `t` when it is the context array (`p.messages`, frozen), shared:
     /// kept from call to call and extended by what was appended since (a call costs what is
     /// new, not the history). `None` for any other table.

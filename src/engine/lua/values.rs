@@ -260,7 +260,7 @@ pub(crate) fn messages_from(
     v: &Value,
     budget: &mut Budget,
     max: usize,
-) -> Result<Vec<Arc<Message>>, String> {
+) -> Result<Vec<script::MessageRef>, String> {
     let Value::Table(t) = v else {
         return Err(format!(
             "expected a list of messages, got {}",
@@ -288,11 +288,12 @@ pub(crate) fn messages_from(
     let mut out = Vec::with_capacity(len);
     for (i, id) in ids.into_iter().enumerate() {
         if let Some(k) = resident.known_id(id) {
-            out.push(k.message().clone());
+            out.push(resident.message_ref(k.message()));
             continue;
         }
         let item: Value = t.raw_get(i + 1).map_err(|e| e.to_string())?;
-        out.push(message_from(lua, resident, &item, budget).map_err(|e| script::at_index(i, e))?);
+        let m = message_from(lua, resident, &item, budget).map_err(|e| script::at_index(i, e))?;
+        out.push(resident.message_ref(&m));
     }
     Ok(out)
 }

@@ -288,6 +288,7 @@ impl Vm {
             self.site.limits.results.max_result_messages,
         )
         .map_err(script::messages_error)?;
+        let messages = messages.into_iter().map(script::MessageRef::New).collect();
         Ok(Returned::Assembled(fields, messages))
     }
 

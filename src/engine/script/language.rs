@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
 use crate::contract::limits::Limits;
@@ -95,6 +96,31 @@ pub enum Expect {
     Rollback,
 }
 
+/// A message of an `assemble` result: a position in the call's context (the very message the
+/// caller holds, which it takes from its own copy of the context), or a message the engine
+/// made. Naming a context message by position keeps its reference count on the caller's core:
+/// a clone made on the worker's and dropped on the caller's moved that line between the two
+/// cores for every message kept, at every call.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MessageRef {
+    /// The context message at this position.
+    Context(usize),
+    /// A new message.
+    New(Arc<Message>),
+}
+
+impl MessageRef {
+    /// The message, taken from `context` when it names a position there; the position when
+    /// `context` has no such message.
+    pub(crate) fn resolve(self, context: &[Arc<Message>]) -> Result<Arc<Message>, usize> {
+        match self {
+            MessageRef::Context(i) => context.get(i).cloned().ok_or(i),
+            MessageRef::New(m) => Ok(m),
+        }
+    }
+}
+
 /// A script's result, converted.
 #[derive(Debug)]
 pub enum Returned {
@@ -103,7 +129,7 @@ pub enum Returned {
     /// The whole result.
     Json(Json),
     /// `assemble`: the other fields, and the messages.
-    Assembled(Map<String, Json>, Vec<Arc<Message>>),
+    Assembled(Map<String, Json>, Vec<MessageRef>),
     /// `prepareSubagentSpawn`: the VM's handle of the rollback function, if one was returned.
     Rollback(Option<u64>),
 }
