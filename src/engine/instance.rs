@@ -240,7 +240,7 @@ impl<T: Transport> Engine for Instance<T> {
             Feed::Context,
             Expect::Assembled,
             |r, _| {
-                let Returned::Assembled(mut map, messages) = r else {
+                let Returned::Assembled(fields, messages) = r else {
                     return Err(format!("assemble: unexpected result {r:?}"));
                 };
                 let context = call.context();
@@ -254,6 +254,7 @@ impl<T: Transport> Engine for Instance<T> {
                             context.len()
                         )
                     })?;
+                let mut map = fields.into_map();
                 map.insert("messages".into(), Json::Array(Vec::new()));
                 let mut out: AssembleResult =
                     typed(&map, || json!({"messages": [], "estimatedTokens": 0}))?;

@@ -339,7 +339,7 @@ impl Child {
                     })
                     .collect();
                 FromChild::Assembled {
-                    value: Json::Object(fields),
+                    value: Json::Object(fields.into_map()),
                     messages,
                 }
             }

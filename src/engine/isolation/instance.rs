@@ -226,7 +226,7 @@ impl Transport for InChild {
                         ),
                     ));
                 }
-                Returned::Assembled(fields, messages)
+                Returned::Assembled(fields.into(), messages)
             }
             (Expect::Nothing, FromChild::Done { .. }) => Returned::Nothing,
             (Expect::Json, FromChild::Done { value: Json::Null }) => Returned::Nothing,

@@ -371,7 +371,7 @@ impl Vm {
             ));
         };
         let mut budget = self.site.budget();
-        let mut map = Map::new();
+        let mut fields = script::AssembledFields::default();
         let mut raw = Value::Nil;
         let mut failure = None;
         // `for_each` walks the table in one borrow of the VM (`pairs` pays a crossing per key).
@@ -383,7 +383,7 @@ impl Vm {
                 }
                 let j =
                     values::to_json(&self.lua, &v, &mut budget).map_err(|e| e.describe(&key))?;
-                map.insert(key, j);
+                fields.insert(&key, j);
                 Ok(())
             });
             field.map_err(|e| {
@@ -397,7 +397,7 @@ impl Vm {
         walked.map_err(|e| e.to_string())?;
         if raw.is_nil() {
             return Err(crate::engine::script::result::missing_messages(
-                map.keys().map(String::as_str),
+                fields.keys(),
             ));
         }
         let resident = self
@@ -412,7 +412,7 @@ impl Vm {
             self.site.limits.results.max_result_messages,
         )
         .map_err(script::messages_error)?;
-        Ok(Returned::Assembled(map, messages))
+        Ok(Returned::Assembled(fields, messages))
     }
 
     /// `prepareSubagentSpawn`'s result: a returned `rollback` function is kept under a handle.

@@ -268,20 +268,18 @@ impl Vm {
             .as_map_ref()
             .map_err(|t| format!("assemble must return a map, got {t}"))?;
         let mut budget = self.site.budget();
-        let mut fields = JsonMap::new();
+        let mut fields = script::AssembledFields::default();
         for (k, item) in map.iter() {
             if k.as_str() == "messages" {
                 continue;
             }
             let j = values::to_json(item, &mut budget).map_err(|e| e.describe(k))?;
-            fields.insert(k.to_string(), j);
+            fields.insert(k, j);
         }
         let raw = map
             .get("messages")
             .filter(|m| !m.is_unit())
-            .ok_or_else(|| {
-                crate::engine::script::result::missing_messages(fields.keys().map(String::as_str))
-            })?;
+            .ok_or_else(|| crate::engine::script::result::missing_messages(fields.keys()))?;
         let messages = values::messages_from(
             raw,
             &mut budget,

@@ -121,7 +121,71 @@ impl MessageRef {
     }
 }
 
+/// The fields of `assemble`'s result the contract names besides `messages`.
+const ASSEMBLE_FIELDS: [&str; 4] = [
+    "estimatedTokens",
+    "systemPromptAddition",
+    "promptAuthority",
+    "contextProjection",
+];
+
+/// `assemble`'s fields besides `messages`: the contract's own in place, any other in a map
+/// (empty, so unallocated, for a valid result). A map of them all was allocated on the
+/// worker's core and freed on the caller's at every call, moving its lines and the allocator's
+/// between the two.
+#[derive(Debug, Default)]
+pub struct AssembledFields {
+    known: [Option<Json>; ASSEMBLE_FIELDS.len()],
+    other: Map<String, Json>,
+}
+
+impl AssembledFields {
+    /// Sets field `key` (a later value for the same key replaces the earlier).
+    pub(crate) fn insert(&mut self, key: &str, value: Json) {
+        match ASSEMBLE_FIELDS.iter().position(|k| *k == key) {
+            Some(i) => self.known[i] = Some(value),
+            None => {
+                self.other.insert(key.to_owned(), value);
+            }
+        }
+    }
+
+    /// The names of the fields set.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
+        ASSEMBLE_FIELDS
+            .iter()
+            .zip(&self.known)
+            .filter(|(_, v)| v.is_some())
+            .map(|(k, _)| *k)
+            .chain(self.other.keys().map(String::as_str))
+    }
+
+    /// The fields as a map (the contract's own first).
+    pub(crate) fn into_map(self) -> Map<String, Json> {
+        let mut map: Map<String, Json> = ASSEMBLE_FIELDS
+            .iter()
+            .zip(self.known)
+            .filter_map(|(k, v)| Some(((*k).to_owned(), v?)))
+            .collect();
+        map.extend(self.other);
+        map
+    }
+}
+
+impl From<Map<String, Json>> for AssembledFields {
+    fn from(map: Map<String, Json>) -> Self {
+        let mut fields = AssembledFields::default();
+        for (k, v) in map {
+            fields.insert(&k, v);
+        }
+        fields
+    }
+}
+
 /// A script's result, converted.
+// `Assembled` is large on purpose: boxed, its fields would be one more allocation made on the
+// worker's core and freed on the caller's at every call (see `AssembledFields`).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Returned {
     /// Ignored, or nil / `()`.
@@ -129,7 +193,7 @@ pub enum Returned {
     /// The whole result.
     Json(Json),
     /// `assemble`: the other fields, and the messages.
-    Assembled(Map<String, Json>, Vec<MessageRef>),
+    Assembled(AssembledFields, Vec<MessageRef>),
     /// `prepareSubagentSpawn`: the VM's handle of the rollback function, if one was returned.
     Rollback(Option<u64>),
 }

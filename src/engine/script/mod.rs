@@ -28,7 +28,9 @@ pub(crate) use context::{ContextChange, ContextSeen, context_change, held_contex
 pub(crate) use convert::{Budget, ConvError, Nesting, number, written_len};
 pub use instance::ScriptInstance;
 pub use language::ScriptVm;
-pub(crate) use language::{Boot, Expect, Feed, Language, Loaded, MessageRef, Reply, Returned};
+pub(crate) use language::{
+    AssembledFields, Boot, Expect, Feed, Language, Loaded, MessageRef, Reply, Returned,
+};
 pub use load::LoadOptions;
 pub(crate) use load::{ScriptFactory, load};
 pub use result::info_from_json;
