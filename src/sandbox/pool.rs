@@ -20,8 +20,32 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-/// A unit of work for a pool thread.
-pub(crate) type Task = Box<dyn FnOnce() + Send>;
+/// A unit of work for a pool thread, shared with whoever waits for it (a worker's call keeps
+/// its job and its answer in one allocation: two, made on the caller's core and freed on the
+/// pool thread's, moved their lines and the allocator's between the cores at every call).
+pub(crate) type Task = Arc<dyn Run>;
+
+/// What a pool thread runs; run once.
+pub(crate) trait Run: Send + Sync {
+    /// Does the work.
+    fn run(&self);
+}
+
+/// A closure as a [`Task`].
+pub(crate) fn task(f: impl FnOnce() + Send + 'static) -> Task {
+    Arc::new(Once(Mutex::new(Some(f))))
+}
+
+/// A closure run at most once.
+struct Once<F>(Mutex<Option<F>>);
+
+impl<F: FnOnce() + Send> Run for Once<F> {
+    fn run(&self) {
+        if let Some(f) = self.0.lock().take() {
+            f();
+        }
+    }
+}
 
 /// How long a thread polls for the next task after finishing one before it sleeps. Waking a
 /// sleeping thread costs ~20 µs on a virtual machine (the vCPU halts), more than most calls.
@@ -193,7 +217,8 @@ impl Pool {
                 // A task reports its own failures; one that panics must not end the thread
                 // with the pool's counts wrong.
                 COUNTED_FREE.set(false);
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task));
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.run()));
+                drop(task);
                 if !COUNTED_FREE.replace(false) {
                     self.hand_off.state.lock().waiting += 1;
                 }
@@ -241,7 +266,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         for i in 0..4 {
             let tx = tx.clone();
-            pool.submit(Box::new(move || {
+            pool.submit(task(move || {
                 let name = std::thread::current().name().map(str::to_owned);
                 tx.send((i, name)).unwrap();
             }))
@@ -261,12 +286,11 @@ mod tests {
         let pool = Pool::named("test-pool-blocked", 1 << 20);
         let (release, wait) = mpsc::channel::<()>();
         let (tx, rx) = mpsc::channel();
-        pool.submit(Box::new(move || {
+        pool.submit(task(move || {
             let _ = wait.recv();
         }))
         .unwrap();
-        pool.submit(Box::new(move || tx.send("ran").unwrap()))
-            .unwrap();
+        pool.submit(task(move || tx.send("ran").unwrap())).unwrap();
         assert_eq!(
             rx.recv_timeout(Duration::from_secs(10)).unwrap(),
             "ran",
@@ -279,9 +303,9 @@ mod tests {
     #[test]
     fn a_panicking_task_leaves_the_pool_serving() {
         let pool = Pool::named("test-pool-panic", 1 << 20);
-        pool.submit(Box::new(|| panic!("task failed"))).unwrap();
+        pool.submit(task(|| panic!("task failed"))).unwrap();
         let (tx, rx) = mpsc::channel();
-        pool.submit(Box::new(move || tx.send(1).unwrap())).unwrap();
+        pool.submit(task(move || tx.send(1).unwrap())).unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), 1);
     }
 }

@@ -206,38 +206,16 @@ impl<S: Send + 'static> Worker<S> {
         }
         // The call's clocks (its deadline, and `timeout` here) start once it has a core.
         let _place = gate::cores().enter();
-        let answer = Arc::new(Answer::new());
-        let held = Arc::clone(&self.held);
-        let to = Arc::clone(&answer);
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-        let task = Box::new(move || {
-            SERVING.with(|w| *w.borrow_mut() = Some(Arc::clone(&held.waits)));
-            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let mut state = held.state.lock();
-                held.waits.begin(n);
-                gate::admitted(|| job(&mut state))
-            }));
-            SERVING.with(|w| *w.borrow_mut() = None);
-            if held.life.load(Ordering::Relaxed) == LIVE {
-                // Its caller may call again at once. (An abandoned VM may be dropped below,
-                // which takes a while: its thread is not counted free before that.)
-                pool::free_before_answer();
-            }
-            match out {
-                Ok(r) => to.put(Ok(r)),
-                Err(_) => {
-                    // Never used again; if it was abandoned meanwhile, its call has ended.
-                    if held.life.swap(GONE, Ordering::SeqCst) == ABANDONED {
-                        ABANDONED_RUNNING.fetch_sub(1, Ordering::SeqCst);
-                    }
-                    to.put(Err(WorkerError::Gone));
-                }
-            }
-            // Abandoned: the stuck step has ended; it is no longer counted.
-            end_abandoned(&held.life);
+        let call = Arc::new(InFlight {
+            held: Arc::clone(&self.held),
+            n,
+            job: Mutex::new(Some(job)),
+            answer: Answer::new(),
         });
+        let answer = &call.answer;
         let sent = Instant::now();
-        self.pool.submit(task).map_err(|e| {
+        self.pool.submit(call.clone()).map_err(|e| {
             tracing::error!("{e}");
             WorkerError::Gone
         })?;
@@ -285,6 +263,54 @@ impl<S: Send + 'static> Worker<S> {
     }
 }
 
+/// One call in flight: its job and, once run, its answer, shared by the caller and the pool
+/// thread that runs it.
+struct InFlight<S, F, R> {
+    held: Arc<Held<S>>,
+    /// The call's number (for [`HostWaits`]).
+    n: u64,
+    job: Mutex<Option<F>>,
+    answer: Answer<R>,
+}
+
+impl<S, F, R> pool::Run for InFlight<S, F, R>
+where
+    S: Send + 'static,
+    F: FnOnce(&mut S) -> R + Send + 'static,
+    R: Send + 'static,
+{
+    fn run(&self) {
+        let held = &self.held;
+        SERVING.with(|w| *w.borrow_mut() = Some(Arc::clone(&held.waits)));
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut state = held.state.lock();
+            held.waits.begin(self.n);
+            let job = self.job.lock().take();
+            job.map(|job| gate::admitted(|| job(&mut state)))
+        }));
+        SERVING.with(|w| *w.borrow_mut() = None);
+        if held.life.load(Ordering::Relaxed) == LIVE {
+            // Its caller may call again at once. (An abandoned VM may be dropped below,
+            // which takes a while: its thread is not counted free before that.)
+            pool::free_before_answer();
+        }
+        match out {
+            Ok(Some(r)) => self.answer.put(Ok(r)),
+            // Run a second time: there is no job left to answer with.
+            Ok(None) => self.answer.put(Err(WorkerError::Gone)),
+            Err(_) => {
+                // Never used again; if it was abandoned meanwhile, its call has ended.
+                if held.life.swap(GONE, Ordering::SeqCst) == ABANDONED {
+                    ABANDONED_RUNNING.fetch_sub(1, Ordering::SeqCst);
+                }
+                self.answer.put(Err(WorkerError::Gone));
+            }
+        }
+        // Abandoned: the stuck step has ended; it is no longer counted.
+        end_abandoned(&held.life);
+    }
+}
+
 /// An abandoned worker whose call has ended (its task answered) is no longer counted as
 /// running. Both the task, after it answers, and a caller that abandons it just as the answer
 /// comes try this: whichever comes second finds it done.
@@ -324,7 +350,7 @@ impl<S: Send + 'static> Drop for Worker<S> {
         // a call still running on an abandoned one drops it when it ends.
         if self.held.life.load(Ordering::Relaxed) == LIVE {
             let held = Arc::clone(&self.held);
-            let _ = self.pool.submit(Box::new(move || drop(held)));
+            let _ = self.pool.submit(pool::task(move || drop(held)));
         }
     }
 }
