@@ -244,16 +244,16 @@ impl<T: Transport> Engine for Instance<T> {
                     return Err(format!("assemble: unexpected result {r:?}"));
                 };
                 let context = call.context();
-                let messages = messages
-                    .into_iter()
-                    .map(|m| m.resolve(context))
-                    .collect::<Result<Vec<_>, usize>>()
-                    .map_err(|i| {
+                let mut kept = Vec::with_capacity(messages.len());
+                for m in messages {
+                    m.resolve_into(context, &mut kept).map_err(|i| {
                         format!(
                             "assemble: the result names context message {i} of {}",
                             context.len()
                         )
                     })?;
+                }
+                let messages = kept;
                 let mut map = fields.into_map();
                 map.insert("messages".into(), Json::Array(Vec::new()));
                 let mut out: AssembleResult =

@@ -211,17 +211,18 @@ impl Transport for InChild {
                     return Err(unexpected(op, &self.engine, &FromChild::Done { value }));
                 };
                 let context = call.context();
-                let beyond = messages.iter().find_map(|r| match r {
-                    MessageRef::Context(i) if *i >= context.len() => Some(*i),
-                    _ => None,
-                });
+                let beyond = messages
+                    .iter()
+                    .filter_map(MessageRef::context_end)
+                    .find(|end| *end > context.len());
                 if let Some(i) = beyond {
                     return Err(EngineError::new(
                         op,
                         &self.engine,
                         EngineErrorKind::Host,
                         format!(
-                            "the engine process named context message {i} of {}",
+                            "the engine process named context message {} of {}",
+                            i - 1,
                             context.len()
                         ),
                     ));

@@ -285,15 +285,16 @@ pub(crate) fn messages_from(
             "expected a list of messages, but the table also has other keys or holes".into(),
         );
     }
-    let mut out = Vec::with_capacity(len);
+    // Runs of context positions are one item each: a kept tail crosses back as two numbers.
+    let mut out = Vec::new();
     for (i, id) in ids.into_iter().enumerate() {
         if let Some(k) = resident.known_id(id) {
-            out.push(resident.message_ref(k.message()));
+            script::MessageRef::push(&mut out, resident.message_ref(k.message()));
             continue;
         }
         let item: Value = t.raw_get(i + 1).map_err(|e| e.to_string())?;
         let m = message_from(lua, resident, &item, budget).map_err(|e| script::at_index(i, e))?;
-        out.push(resident.message_ref(&m));
+        script::MessageRef::push(&mut out, resident.message_ref(&m));
     }
     Ok(out)
 }

@@ -106,18 +106,56 @@ pub enum Expect {
 pub enum MessageRef {
     /// The context message at this position.
     Context(usize),
+    /// `len` context messages in order from position `start` (a kept tail is one of these).
+    Run(usize, usize),
     /// A new message.
     New(Arc<Message>),
 }
 
 impl MessageRef {
-    /// The message, taken from `context` when it names a position there; the position when
-    /// `context` has no such message.
-    pub(crate) fn resolve(self, context: &[Arc<Message>]) -> Result<Arc<Message>, usize> {
-        match self {
-            MessageRef::Context(i) => context.get(i).cloned().ok_or(i),
-            MessageRef::New(m) => Ok(m),
+    /// Appends `r` to `refs`, extending the last context position or run it continues.
+    pub(crate) fn push(refs: &mut Vec<MessageRef>, r: MessageRef) {
+        let next = match (refs.last(), &r) {
+            (Some(MessageRef::Context(j)), MessageRef::Context(i)) if j + 1 == *i => {
+                Some(MessageRef::Run(*j, 2))
+            }
+            (Some(MessageRef::Run(s, l)), MessageRef::Context(i)) if s + l == *i => {
+                Some(MessageRef::Run(*s, l + 1))
+            }
+            _ => None,
+        };
+        match (next, refs.last_mut()) {
+            (Some(run), Some(last)) => *last = run,
+            _ => refs.push(r),
         }
+    }
+
+    /// The position past the context messages this names (none for a new message).
+    pub(crate) fn context_end(&self) -> Option<usize> {
+        match self {
+            MessageRef::Context(i) => Some(i + 1),
+            MessageRef::Run(s, l) => Some(s + l),
+            MessageRef::New(_) => None,
+        }
+    }
+
+    /// Appends the messages this names to `out`, taken from `context` for positions; the
+    /// position past `context`'s end when it has no such message.
+    pub(crate) fn resolve_into(
+        self,
+        context: &[Arc<Message>],
+        out: &mut Vec<Arc<Message>>,
+    ) -> Result<(), usize> {
+        match self {
+            MessageRef::Context(i) => out.push(context.get(i).cloned().ok_or(i)?),
+            MessageRef::Run(s, l) => {
+                let end = s.checked_add(l).ok_or(usize::MAX)?;
+                let run = context.get(s..end).ok_or_else(|| end.saturating_sub(1))?;
+                out.extend_from_slice(run);
+            }
+            MessageRef::New(m) => out.push(m),
+        }
+        Ok(())
     }
 }
 
@@ -222,4 +260,64 @@ pub trait ScriptVm: Send + 'static {
     fn save_state(&self) -> Result<Json, EngineError>;
     /// Replaces the per-session state with saved JSON (`null` gives an empty state).
     fn restore_state(&mut self, state: &Json) -> Result<(), EngineError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::message::Message;
+
+    fn context(n: usize) -> Vec<Arc<Message>> {
+        (0..n)
+            .map(|i| {
+                let m: Message = serde_json::from_value(serde_json::json!({
+                    "id": format!("m{i}"), "role": "user", "content": format!("text {i}"), "timestamp": i
+                }))
+                .unwrap();
+                Arc::new(m)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn consecutive_positions_become_one_run_and_resolve_to_the_same_messages() {
+        let ctx = context(6);
+        let own = Arc::clone(&context(1)[0]);
+        let mut refs = Vec::new();
+        for r in [
+            MessageRef::Context(4),
+            MessageRef::Context(0),
+            MessageRef::Context(1),
+            MessageRef::Context(2),
+            MessageRef::New(Arc::clone(&own)),
+            MessageRef::Context(3),
+        ] {
+            MessageRef::push(&mut refs, r);
+        }
+        assert_eq!(refs.len(), 4, "{refs:?}");
+        assert!(matches!(refs[1], MessageRef::Run(0, 3)), "{refs:?}");
+        let mut out = Vec::new();
+        for r in refs {
+            r.resolve_into(&ctx, &mut out).unwrap();
+        }
+        let want = [&ctx[4], &ctx[0], &ctx[1], &ctx[2], &own, &ctx[3]];
+        assert_eq!(out.len(), want.len());
+        for (got, want) in out.iter().zip(want) {
+            assert!(Arc::ptr_eq(got, want));
+        }
+    }
+
+    #[test]
+    fn a_position_past_the_context_is_named_not_a_panic() {
+        let ctx = context(3);
+        let mut out = Vec::new();
+        assert_eq!(MessageRef::Context(3).resolve_into(&ctx, &mut out), Err(3));
+        assert_eq!(MessageRef::Run(2, 4).resolve_into(&ctx, &mut out), Err(5));
+        assert_eq!(MessageRef::Run(0, 0).resolve_into(&ctx, &mut out), Ok(()));
+        assert_eq!(
+            MessageRef::Run(usize::MAX, 2).resolve_into(&ctx, &mut out),
+            Err(usize::MAX)
+        );
+        assert!(out.is_empty());
+    }
 }
