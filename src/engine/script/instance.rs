@@ -229,9 +229,7 @@ impl<V: ScriptVm> WorkerVm<V> {
             }
         }
     }
-}
 
-impl<V: ScriptVm> WorkerVm<V> {
     /// What the worker's slot holds is not known: the next job sends it all again.
     fn forget_sent(&mut self) {
         self.sent = None;

@@ -211,12 +211,13 @@ impl AssembledFields {
 }
 
 impl From<Map<String, Json>> for AssembledFields {
+    /// A map made on the caller's thread (the isolation wire's) is kept whole: `into_map` gives
+    /// it back as it came, with no keys dropped and made again.
     fn from(map: Map<String, Json>) -> Self {
-        let mut fields = AssembledFields::default();
-        for (k, v) in map {
-            fields.insert(&k, v);
+        AssembledFields {
+            known: Default::default(),
+            other: map,
         }
-        fields
     }
 }
 
